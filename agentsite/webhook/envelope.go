@@ -69,7 +69,7 @@ func (e *Envelope) UnmarshalJSON(b []byte) error {
 // receiver records and ignores.
 func (e Envelope) Validate() error {
 	if !strings.HasPrefix(e.ID, EventIDPrefix) || len(e.ID) == len(EventIDPrefix) {
-		return fmt.Errorf("envelope id %q does not have the form evt_...", e.ID)
+		return fmt.Errorf("envelope id %q does not start with %s", e.ID, EventIDPrefix)
 	}
 	if e.Type == "" {
 		return fmt.Errorf("envelope of event %s has no type", e.ID)

@@ -1,0 +1,134 @@
+package agentsite
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// SigningSecret is a webhook endpoint's whsec_ signing secret. It prints as
+// a fingerprint so that it cannot leak through fmt, slog or JSON by
+// accident; Reveal gives the secret itself for the encrypted store.
+type SigningSecret struct{ s string }
+
+// NewSigningSecret wraps a secret read from configuration or the store.
+func NewSigningSecret(s string) SigningSecret { return SigningSecret{s} }
+
+// Reveal returns the secret.
+func (s SigningSecret) Reveal() string { return s.s }
+
+// Fingerprint identifies the secret without revealing it: the first 12 hex
+// characters of its SHA-256.
+func (s SigningSecret) Fingerprint() string {
+	if s.s == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(s.s))
+	return hex.EncodeToString(sum[:6])
+}
+
+// String implements fmt.Stringer without the secret.
+func (s SigningSecret) String() string { return "whsec_[redacted " + s.Fingerprint() + "]" }
+
+// GoString keeps %#v from printing the secret.
+func (s SigningSecret) GoString() string { return s.String() }
+
+// LogValue keeps the secret out of slog output.
+func (s SigningSecret) LogValue() slog.Value { return slog.StringValue(s.String()) }
+
+// MarshalJSON keeps the secret out of JSON output.
+func (s SigningSecret) MarshalJSON() ([]byte, error) { return []byte(`"` + s.String() + `"`), nil }
+
+// WebhookEndpoint is a registered receiver as the list answer shows it.
+type WebhookEndpoint struct {
+	ID           string        `json:"id"`
+	URL          string        `json:"url"`
+	Events       []string      `json:"events"`
+	Status       string        `json:"status,omitempty"`
+	LastDelivery *DeliveryInfo `json:"last_delivery,omitempty"`
+	LastError    *string       `json:"last_error,omitempty"`
+}
+
+// DeliveryInfo describes the latest delivery attempt to an endpoint. The
+// contract names the field but not its shape; this is the simulator's.
+type DeliveryInfo struct {
+	At         time.Time `json:"at"`
+	EventID    string    `json:"event_id,omitempty"`
+	Outcome    string    `json:"outcome,omitempty"` // succeeded or failed
+	StatusCode int       `json:"status_code,omitempty"`
+}
+
+// NewWebhookEndpoint is the body of a create-endpoint request.
+type NewWebhookEndpoint struct {
+	URL    string   `json:"url"`
+	Events []string `json:"events"`
+}
+
+// CreatedWebhookEndpoint is the answer to a create-endpoint request: the
+// endpoint and its signing secret, which the API shows this once only.
+type CreatedWebhookEndpoint struct {
+	Endpoint WebhookEndpoint
+	Secret   SigningSecret
+}
+
+// CreateWebhookEndpoint registers a receiver. The URL must be HTTPS on the
+// default port with no credentials or fragment and a host that resolves
+// only to public addresses, and every event type must be one the service
+// emits; all of it is checked before sending. Store the returned secret at
+// once: it cannot be read again.
+//
+// POST /api/v1/webhook-endpoints (scope webhooks:write), 201.
+func (c *Client) CreateWebhookEndpoint(ctx context.Context, idempotencyKey string, e NewWebhookEndpoint) (*CreatedWebhookEndpoint, error) {
+	if err := errors.Join(ValidateWebhookURL(ctx, e.URL, c.resolver), ValidateEventTypes(e.Events)); err != nil {
+		return nil, err
+	}
+	r := newRequest(http.MethodPost, "/webhook-endpoints")
+	r.body, r.key = e, idempotencyKey
+	var out data[struct {
+		WebhookEndpoint
+		Secret        string `json:"secret"`
+		SigningSecret string `json:"signing_secret"`
+	}]
+	if _, err := c.do(ctx, r, &out); err != nil {
+		return nil, err
+	}
+	secret := out.Data.Secret
+	if secret == "" {
+		secret = out.Data.SigningSecret
+	}
+	if out.Data.ID == "" || !strings.HasPrefix(secret, "whsec_") {
+		return nil, errors.New("agentsite: POST /api/v1/webhook-endpoints answered without an endpoint id and a whsec_ secret; the endpoint may exist: list endpoints and delete it before trying again")
+	}
+	return &CreatedWebhookEndpoint{Endpoint: out.Data.WebhookEndpoint, Secret: SigningSecret{secret}}, nil
+}
+
+// ListWebhookEndpoints lists the registered receivers with their status and
+// latest delivery, never their secrets.
+//
+// GET /api/v1/webhook-endpoints. The contract names the operation but not
+// its path; this one is assumed.
+func (c *Client) ListWebhookEndpoints(ctx context.Context) ([]WebhookEndpoint, error) {
+	var out data[[]WebhookEndpoint]
+	if _, err := c.do(ctx, newRequest(http.MethodGet, "/webhook-endpoints"), &out); err != nil {
+		return nil, err
+	}
+	return out.Data, nil
+}
+
+// DeleteWebhookEndpoint removes a receiver.
+//
+// DELETE /api/v1/webhook-endpoints/{endpoint_id}.
+func (c *Client) DeleteWebhookEndpoint(ctx context.Context, idempotencyKey, endpointID string) error {
+	if err := requireID("endpoint_id", endpointID); err != nil {
+		return err
+	}
+	r := newRequest(http.MethodDelete, "/webhook-endpoints/{endpoint_id}", endpointID)
+	r.key = idempotencyKey
+	_, err := c.do(ctx, r, nil)
+	return err
+}
