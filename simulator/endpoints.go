@@ -1,0 +1,141 @@
+package simulator
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/siteops/siteops/agentsite"
+)
+
+type endpoint struct {
+	ID           string                  `json:"id"`
+	URL          string                  `json:"url"`
+	Events       []string                `json:"events"`
+	Status       string                  `json:"status"`
+	CreatedAt    time.Time               `json:"created_at"`
+	LastDelivery *agentsite.DeliveryInfo `json:"last_delivery"`
+	LastError    *string                 `json:"last_error"`
+
+	secret string
+}
+
+func (e *endpoint) subscribed(t string) bool {
+	for _, ev := range e.Events {
+		if ev == t {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Simulator) createEndpoint(r *http.Request, body []byte) response {
+	var in struct {
+		URL    *string  `json:"url"`
+		Events []string `json:"events"`
+	}
+	if bad := decodeStrict(body, &in); bad != nil {
+		return *bad
+	}
+	if in.URL == nil || *in.URL == "" {
+		return fail(http.StatusUnprocessableEntity, "required", "url is required", "url")
+	}
+	if err := s.checkReceiverURL(r.Context(), *in.URL); err != nil {
+		return fail(http.StatusUnprocessableEntity, "invalid_url", firstLine(err), "url")
+	}
+	if err := agentsite.ValidateEventTypes(in.Events); err != nil {
+		return fail(http.StatusUnprocessableEntity, "invalid_events", firstLine(err), "events")
+	}
+	secret, err := newSecret()
+	if err != nil {
+		return fail(http.StatusInternalServerError, "internal", "could not make a secret", "")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := &endpoint{ID: s.nextID("we"), URL: *in.URL, Events: in.Events, Status: "enabled", CreatedAt: s.now().UTC(), secret: secret}
+	s.endpoints[e.ID] = e
+	created := struct {
+		*endpoint
+		Secret string `json:"secret"`
+	}{e, secret}
+	return ok(http.StatusCreated, map[string]any{"data": created})
+}
+
+func newSecret() (string, error) {
+	var b [24]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return "whsec_" + base64.RawURLEncoding.EncodeToString(b[:]), nil
+}
+
+func (s *Simulator) listEndpoints(_ *http.Request, _ []byte) response {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	list := make([]*endpoint, 0, len(s.endpoints))
+	for _, e := range s.endpoints {
+		list = append(list, e)
+	}
+	sortByCreated(list)
+	return ok(http.StatusOK, map[string]any{"data": list})
+}
+
+func sortByCreated(list []*endpoint) {
+	for i := 1; i < len(list); i++ {
+		for j := i; j > 0 && idLess(list[j].ID, list[j-1].ID); j-- {
+			list[j], list[j-1] = list[j-1], list[j]
+		}
+	}
+}
+
+// idLess orders prefix_<n> ids by n.
+func idLess(a, b string) bool {
+	if len(a) != len(b) {
+		return len(a) < len(b)
+	}
+	return a < b
+}
+
+func (s *Simulator) deleteEndpoint(r *http.Request, _ []byte) response {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id := r.PathValue("endpoint_id")
+	if _, found := s.endpoints[id]; !found {
+		return fail(http.StatusNotFound, "endpoint_not_found", "no webhook endpoint with id "+id, "endpoint_id")
+	}
+	delete(s.endpoints, id)
+	return response{status: http.StatusNoContent}
+}
+
+// checkReceiverURL applies the registration rules. In loopback test mode a
+// loopback host may use http and any port; every other host gets the
+// contract's rules.
+func (s *Simulator) checkReceiverURL(ctx context.Context, raw string) error {
+	if s.cfg.AllowLoopbackReceivers {
+		if u, err := url.Parse(raw); err == nil && isLoopbackHost(u.Hostname()) {
+			switch {
+			case u.Scheme != "http" && u.Scheme != "https":
+				return &agentsite.ValidationError{Field: "url", Value: raw, Reason: "the scheme must be https (or http on loopback in test mode)"}
+			case u.User != nil:
+				return &agentsite.ValidationError{Field: "url", Reason: "a webhook URL must not carry a username or password"}
+			case u.Fragment != "" || strings.Contains(raw, "#"):
+				return &agentsite.ValidationError{Field: "url", Value: raw, Reason: "a webhook URL must not carry a fragment"}
+			}
+			return nil
+		}
+	}
+	return agentsite.ValidateWebhookURL(ctx, raw, s.cfg.Resolver)
+}
+
+func isLoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.Unmap().IsLoopback()
+}
