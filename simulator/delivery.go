@@ -81,7 +81,7 @@ func (s *Simulator) emitLocked(t webhook.EventType, data any) {
 	env := webhook.Envelope{ID: newEventID(), Type: t, CreatedAt: s.now().UTC().Truncate(time.Millisecond), Data: raw}
 	body, _ := json.Marshal(env)
 	ev := eventRecord{Envelope: env, body: body}
-	s.events = append(s.events, ev)
+	s.events = appendCapped(s.events, ev)
 	f := s.faults
 	for _, e := range s.endpoints {
 		if e.Status != "enabled" || !e.subscribed(string(t)) {
@@ -148,7 +148,7 @@ func (s *Simulator) attempt(d delivery) {
 	}
 
 	s.mu.Lock()
-	s.deliveries = append(s.deliveries, rec)
+	s.deliveries = appendCapped(s.deliveries, rec)
 	if e := s.endpoints[d.endpointID]; e != nil {
 		e.LastDelivery = &agentsite.DeliveryInfo{At: rec.At, EventID: rec.EventID, Outcome: rec.Outcome, StatusCode: rec.StatusCode}
 		if rec.Error != "" {

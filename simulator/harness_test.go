@@ -150,7 +150,7 @@ func (h *harness) doAuth(t *testing.T, method, path, auth, idem, body string) ra
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	b, _ := io.ReadAll(resp.Body)
 	return rawResponse{resp.StatusCode, resp.Header, b}
 }
@@ -276,16 +276,6 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(2 * time.Millisecond)
 	}
 }
-
-func mustJSON(t *testing.T, v any) string {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
 
 func mustDecode(t *testing.T, b []byte, v any) {
 	t.Helper()

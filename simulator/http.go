@@ -100,7 +100,7 @@ func (s *Simulator) Requests() []RequestRecord {
 
 func (s *Simulator) record(rec RequestRecord) {
 	s.mu.Lock()
-	s.requests = append(s.requests, rec)
+	s.requests = appendCapped(s.requests, rec)
 	s.mu.Unlock()
 }
 

@@ -147,7 +147,7 @@ func New(cfg Config) (*Simulator, error) {
 		cfg:       cfg,
 		now:       cfg.Now,
 		log:       cfg.Logger,
-		rng:       mrand.New(mrand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
+		rng:       mrand.New(mrand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)), //nolint:gosec // seeded on purpose: faults must be reproducible; secrets use crypto/rand
 		faults:    cfg.Faults,
 		seq:       map[string]int{},
 		sites:     map[string]*site{},
@@ -259,4 +259,16 @@ func (s *Simulator) routes() http.Handler {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	return mux
+}
+
+// maxLog bounds each of the in-memory logs (requests, events, delivery
+// attempts) so that a long-running simulator does not grow without end; the
+// oldest entries go first.
+const maxLog = 100_000
+
+func appendCapped[T any](log []T, v T) []T {
+	if len(log) >= maxLog {
+		log = append(log[:0], log[len(log)-maxLog/2:]...)
+	}
+	return append(log, v)
 }

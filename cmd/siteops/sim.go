@@ -65,7 +65,7 @@ Control routes (with --admin-token) live under /_sim/:
 			if cfg.AdminToken != "" {
 				admin = "on"
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "siteops sim: Agent-Site API on http://%s/api/v1 (%d keys, control routes %s, time scale %g)\n", ln.Addr(), len(parsed), admin, cfg.TimeScale)
+			_, _ = fmt.Fprintf(cmd.OutOrStdout(), "siteops sim: Agent-Site API on http://%s/api/v1 (%d keys, control routes %s, time scale %g)\n", ln.Addr(), len(parsed), admin, cfg.TimeScale)
 			return sim.Serve(cmd.Context(), ln)
 		},
 	}
