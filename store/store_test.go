@@ -1,0 +1,239 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/siteops/siteops/agentsite"
+	"github.com/siteops/siteops/store"
+	"github.com/siteops/siteops/store/storetest"
+)
+
+func leadsOf(t *testing.T, site string, from, to int) []agentsite.Lead {
+	t.Helper()
+	var out []agentsite.Lead
+	for i := from; i < to; i++ {
+		var l agentsite.Lead
+		raw := fmt.Sprintf(`{"id":"lead_%d","site_id":%q,"email":"p%d@example.com"}`, i, site, i)
+		if err := json.Unmarshal([]byte(raw), &l); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+func TestUpsertLeads(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		ctx := t.Context()
+		n, err := s.UpsertLeads(ctx, "site_1", leadsOf(t, "site_1", 0, 200))
+		if err != nil || n != 200 {
+			t.Fatalf("first page: %d, %v", n, err)
+		}
+		// An overlapping page (a retried page, a re-scan) adds only what is new.
+		if _, err := s.UpsertLeads(ctx, "site_1", leadsOf(t, "site_1", 150, 250)); err != nil {
+			t.Fatal(err)
+		}
+		// The same lead twice in one page is not an error.
+		if _, err := s.UpsertLeads(ctx, "site_1", append(leadsOf(t, "site_1", 250, 251), leadsOf(t, "site_1", 250, 251)...)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.UpsertLeads(ctx, "site_2", leadsOf(t, "site_2", 0, 3)); err != nil {
+			t.Fatal(err)
+		}
+		if c, _ := s.CountLeads(ctx, "site_1"); c != 251 {
+			t.Errorf("site_1 has %d leads, want 251", c)
+		}
+		if c, _ := s.CountLeads(ctx, "site_2"); c != 3 {
+			t.Errorf("site_2 has %d leads, want 3", c)
+		}
+		ids, err := s.LeadIDs(ctx, "site_2")
+		if err != nil || strings.Join(ids, ",") != "lead_0,lead_1,lead_2" {
+			t.Errorf("LeadIDs = %v, %v", ids, err)
+		}
+		if n, err := s.UpsertLeads(ctx, "site_1", nil); n != 0 || err != nil {
+			t.Errorf("empty page: %d, %v", n, err)
+		}
+		if _, err := s.UpsertLeads(ctx, "site_1", []agentsite.Lead{{Raw: []byte(`{}`)}}); err == nil {
+			t.Errorf("a lead without id was accepted")
+		}
+	})
+}
+
+func TestUpsertLeadsConcurrently(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		var wg sync.WaitGroup
+		errs := make(chan error, 8)
+		for w := range 8 {
+			wg.Go(func() {
+				// Overlapping ranges from eight writers.
+				if _, err := s.UpsertLeads(context.Background(), "site_c", leadsOf(t, "site_c", w*50, w*50+100)); err != nil {
+					errs <- err
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+		if c, _ := s.CountLeads(t.Context(), "site_c"); c != 450 {
+			t.Errorf("%d leads, want 450", c)
+		}
+	})
+}
+
+func TestKnowledgeTexts(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		ctx := t.Context()
+		text := strings.Repeat("Anvils since 1949. ", 10_000) + "é😀"
+		h1, err := s.PutKnowledgeText(ctx, text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h2, err := s.PutKnowledgeText(ctx, text)
+		if err != nil || h1 != h2 || h1 != store.KnowledgeHash(text) {
+			t.Fatalf("hashes %s, %s, %v", h1, h2, err)
+		}
+		got, err := s.KnowledgeText(ctx, h1)
+		if err != nil || got != text {
+			t.Fatalf("round trip lost the text (%d vs %d bytes): %v", len(got), len(text), err)
+		}
+		if _, err := s.KnowledgeText(ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("unknown hash: %v", err)
+		}
+	})
+}
+
+func TestSiteWorkflows(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		ctx := t.Context()
+		if _, err := s.SiteWorkflow(ctx, "site_1"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("unknown site: %v", err)
+		}
+		if err := s.SetSiteWorkflow(ctx, "site_1", "onboarding/acme"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SetSiteWorkflow(ctx, "site_1", "onboarding/acme"); err != nil {
+			t.Fatal(err)
+		}
+		if id, err := s.SiteWorkflow(ctx, "site_1"); err != nil || id != "onboarding/acme" {
+			t.Errorf("SiteWorkflow = %q, %v", id, err)
+		}
+	})
+}
+
+func TestSecrets(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		ctx := t.Context()
+		old := agentsite.NewSigningSecret("whsec_old_value")
+		if err := s.PutSecret(ctx, "we_1", "main", old); err != nil {
+			t.Fatal(err)
+		}
+		// The first secret of an endpoint wins: a replayed create cannot replace it.
+		if err := s.PutSecret(ctx, "we_1", "main", agentsite.NewSigningSecret("whsec_other")); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.PutSecret(ctx, "we_2", "main", agentsite.NewSigningSecret("whsec_new_value")); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.PutSecret(ctx, "we_3", "other", agentsite.NewSigningSecret("whsec_elsewhere")); err != nil {
+			t.Fatal(err)
+		}
+		infos, secrets, err := s.ActiveSecrets(ctx, "main")
+		if err != nil || len(secrets) != 2 || secrets[0].Reveal() != "whsec_old_value" || secrets[1].Reveal() != "whsec_new_value" {
+			t.Fatalf("active = %v, %v", infos, err)
+		}
+		if infos[0].Fingerprint != old.Fingerprint() || infos[0].EndpointID != "we_1" {
+			t.Errorf("info = %+v", infos[0])
+		}
+		// The secret is not stored in the clear.
+		var raw []byte
+		if err := s.DB().QueryRowContext(ctx, `SELECT ciphertext FROM webhook_secrets WHERE endpoint_id = $1`, "we_1").Scan(&raw); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(raw), "old_value") {
+			t.Errorf("the secret is stored in the clear")
+		}
+		if err := s.RetireSecret(ctx, "we_1", time.Now().Add(-time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		_, secrets, _ = s.ActiveSecrets(ctx, "main")
+		if len(secrets) != 1 || secrets[0].Reveal() != "whsec_new_value" {
+			t.Errorf("after retiring we_1: %d secrets", len(secrets))
+		}
+		if err := s.RetireSecret(ctx, "we_9", time.Now()); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("retiring an unknown secret: %v", err)
+		}
+	})
+}
+
+func TestSecretsNeedAKey(t *testing.T) {
+	s, err := store.Open(t.Context(), storetest.SQLiteURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	err = s.PutSecret(t.Context(), "we_1", "main", agentsite.NewSigningSecret("whsec_x"))
+	if !errors.Is(err, store.ErrNoSecretKey) || !strings.Contains(err.Error(), "openssl rand -base64 32") {
+		t.Errorf("error = %v, want ErrNoSecretKey saying how to make a key", err)
+	}
+	if _, err := store.Open(t.Context(), storetest.SQLiteURL(t), store.WithSecretKey([]byte("short"))); err == nil {
+		t.Errorf("a 5-byte key was accepted")
+	}
+	// A different key cannot read what another key stored.
+	u := storetest.SQLiteURL(t)
+	a, err := store.Open(t.Context(), u, store.WithSecretKey(storetest.TestKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.PutSecret(t.Context(), "we_1", "main", agentsite.NewSigningSecret("whsec_x")); err != nil {
+		t.Fatal(err)
+	}
+	_ = a.Close()
+	b, err := store.Open(t.Context(), u, store.WithSecretKey([]byte("ffffffffffffffffffffffffffffffff")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, _, err := b.ActiveSecrets(t.Context(), "main"); err == nil || !strings.Contains(err.Error(), "SITEOPS_SECRET_KEY") {
+		t.Errorf("reading with the wrong key: %v", err)
+	}
+}
+
+func TestOpenRefusesBadURLs(t *testing.T) {
+	for _, u := range []string{"", "mysql://x", "sqlite://", "postgres://user:hunter2@127.0.0.1:1/x?connect_timeout=1"} {
+		_, err := store.Open(t.Context(), u)
+		if err == nil {
+			t.Errorf("Open(%q) succeeded", u)
+			continue
+		}
+		if strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("the error shows the password: %v", err)
+		}
+	}
+}
+
+func TestMigrationsAreIdempotent(t *testing.T) {
+	for _, d := range []store.Dialect{store.SQLite, store.Postgres} {
+		t.Run(string(d), func(t *testing.T) {
+			u := storetest.SQLiteURL(t)
+			if d == store.Postgres {
+				u = storetest.PostgresSchemaURL(t)
+			}
+			for range 2 {
+				s, err := store.Open(t.Context(), u)
+				if err != nil {
+					t.Fatal(err)
+				}
+				_ = s.Close()
+			}
+		})
+	}
+}

@@ -1,0 +1,103 @@
+// Package storetest opens real stores for tests: a SQLite file in the test's
+// temporary directory, and a fresh schema on the PostgreSQL server named by
+// SITEOPS_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test).
+// When PostgreSQL cannot be reached the PostgreSQL variant is skipped with a
+// message that says so; it never passes silently.
+package storetest
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"net/url"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/siteops/siteops/store"
+)
+
+// DefaultPostgresURL is used when SITEOPS_TEST_POSTGRES_URL is unset.
+const DefaultPostgresURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+
+// TestKey is a fixed secret key for tests.
+var TestKey = []byte("0123456789abcdef0123456789abcdef")
+
+// PostgresURL returns the server URL tests use.
+func PostgresURL() string {
+	if u := os.Getenv("SITEOPS_TEST_POSTGRES_URL"); u != "" {
+		return u
+	}
+	return DefaultPostgresURL
+}
+
+// SQLiteURL returns the URL of a new SQLite file for t.
+func SQLiteURL(t testing.TB) string {
+	t.Helper()
+	return "sqlite://" + t.TempDir() + "/siteops.db"
+}
+
+// PostgresSchemaURL creates a fresh schema for t on the test server and
+// returns a URL whose connections use it; the schema is dropped at cleanup.
+// It skips t when the server cannot be reached.
+func PostgresSchemaURL(t testing.TB) string {
+	t.Helper()
+	base := PostgresURL()
+	db, err := sql.Open("pgx", base)
+	if err != nil {
+		t.Fatalf("storetest: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := db.PingContext(ctx); err != nil {
+		_ = db.Close()
+		t.Skipf("SKIP: PostgreSQL is not reachable at %s (%v); start it or set SITEOPS_TEST_POSTGRES_URL to run the PostgreSQL variant", redacted(base), err)
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	schema := "t_" + hex.EncodeToString(b[:])
+	if _, err := db.ExecContext(ctx, `CREATE SCHEMA `+schema); err != nil {
+		_ = db.Close()
+		t.Fatalf("storetest: creating schema: %v", err)
+	}
+	t.Cleanup(func() {
+		_, _ = db.ExecContext(context.Background(), `DROP SCHEMA `+schema+` CASCADE`)
+		_ = db.Close()
+	})
+	u, _ := url.Parse(base)
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+func redacted(raw string) string {
+	if u, err := url.Parse(raw); err == nil {
+		return u.Redacted()
+	}
+	return raw
+}
+
+// Open opens a migrated store of the given dialect for t, closed at cleanup.
+func Open(t testing.TB, d store.Dialect, opts ...store.Option) *store.Store {
+	t.Helper()
+	u := SQLiteURL(t)
+	if d == store.Postgres {
+		u = PostgresSchemaURL(t)
+	}
+	s, err := store.Open(context.Background(), u, append([]store.Option{store.WithSecretKey(TestKey)}, opts...)...)
+	if err != nil {
+		t.Fatalf("storetest: opening %s store: %v", d, err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// Each runs f as a subtest on SQLite and on PostgreSQL.
+func Each(t *testing.T, f func(t *testing.T, s *store.Store)) {
+	t.Helper()
+	for _, d := range []store.Dialect{store.SQLite, store.Postgres} {
+		t.Run(string(d), func(t *testing.T) { f(t, Open(t, d)) })
+	}
+}
