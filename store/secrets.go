@@ -101,4 +101,3 @@ func (s *Store) RetireSecret(ctx context.Context, endpointID string, at time.Tim
 	}
 	return nil
 }
-
