@@ -18,16 +18,35 @@ type AgentUpdate struct {
 	AllowedOrigins []string
 }
 
+type wireAgentUpdate struct {
+	DisplayName    *string   `json:"display_name,omitempty"`
+	PersonaMode    *string   `json:"persona_mode,omitempty"`
+	Instructions   *string   `json:"instructions,omitempty"`
+	Languages      *[]string `json:"languages,omitempty"`
+	EmbedEnabled   *bool     `json:"embed_enabled,omitempty"`
+	AllowedOrigins *[]string `json:"allowed_origins,omitempty"`
+}
+
 // MarshalJSON writes only the fields that are set.
 func (u AgentUpdate) MarshalJSON() ([]byte, error) {
-	return json.Marshal(struct {
-		DisplayName    *string   `json:"display_name,omitempty"`
-		PersonaMode    *string   `json:"persona_mode,omitempty"`
-		Instructions   *string   `json:"instructions,omitempty"`
-		Languages      *[]string `json:"languages,omitempty"`
-		EmbedEnabled   *bool     `json:"embed_enabled,omitempty"`
-		AllowedOrigins *[]string `json:"allowed_origins,omitempty"`
-	}{u.DisplayName, u.PersonaMode, u.Instructions, slicePtr(u.Languages), u.EmbedEnabled, slicePtr(u.AllowedOrigins)})
+	return json.Marshal(wireAgentUpdate{u.DisplayName, u.PersonaMode, u.Instructions, slicePtr(u.Languages), u.EmbedEnabled, slicePtr(u.AllowedOrigins)})
+}
+
+// UnmarshalJSON reads the wire form back, keeping an empty list distinct
+// from an absent one.
+func (u *AgentUpdate) UnmarshalJSON(b []byte) error {
+	var w wireAgentUpdate
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*u = AgentUpdate{DisplayName: w.DisplayName, PersonaMode: w.PersonaMode, Instructions: w.Instructions, EmbedEnabled: w.EmbedEnabled}
+	if w.Languages != nil {
+		u.Languages = *w.Languages
+	}
+	if w.AllowedOrigins != nil {
+		u.AllowedOrigins = *w.AllowedOrigins
+	}
+	return nil
 }
 
 func slicePtr(s []string) *[]string {

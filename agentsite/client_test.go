@@ -596,3 +596,25 @@ func TestUserAgentAndHTTPClientOptions(t *testing.T) {
 		t.Errorf("the caller's http.Client was modified: %+v", hc)
 	}
 }
+
+func TestAgentUpdateJSONRoundTrip(t *testing.T) {
+	off := false
+	for _, u := range []AgentUpdate{
+		{EmbedEnabled: &off},
+		{AllowedOrigins: []string{}},
+		{DisplayName: new("Ava"), Languages: []string{"en"}, AllowedOrigins: []string{"https://a.example"}},
+	} {
+		b, err := json.Marshal(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back AgentUpdate
+		if err := json.Unmarshal(b, &back); err != nil {
+			t.Fatal(err)
+		}
+		b2, _ := json.Marshal(back)
+		if string(b) != string(b2) || (u.AllowedOrigins != nil) != (back.AllowedOrigins != nil) {
+			t.Errorf("round trip %s -> %s", b, b2)
+		}
+	}
+}

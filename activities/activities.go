@@ -1,0 +1,43 @@
+package activities
+
+import (
+	"context"
+	"iter"
+	"time"
+
+	"github.com/siteops/siteops/agentsite"
+	"github.com/siteops/siteops/store"
+)
+
+// API is the part of the Agent-Site client the activities use.
+type API interface {
+	CreateSite(ctx context.Context, idempotencyKey string, s agentsite.NewSite) (*agentsite.CreatedSite, error)
+	UpdateAgent(ctx context.Context, idempotencyKey, siteID string, u agentsite.AgentUpdate) (*agentsite.Agent, error)
+	AddKnowledge(ctx context.Context, idempotencyKey, siteID string, k agentsite.KnowledgeSource) (*agentsite.Knowledge, error)
+	AddFAQ(ctx context.Context, idempotencyKey, siteID string, f agentsite.FAQ) (*agentsite.FAQ, error)
+	Publish(ctx context.Context, idempotencyKey, siteID string, published bool) (*agentsite.PublishResult, error)
+	LeadPages(ctx context.Context, siteID string, opts agentsite.ListLeadsOptions) iter.Seq2[*agentsite.LeadPage, error]
+}
+
+var _ API = (*agentsite.Client)(nil)
+
+// Store is the part of the store the activities use.
+type Store interface {
+	UpsertLeads(ctx context.Context, siteID string, leads []agentsite.Lead) (int, error)
+	KnowledgeText(ctx context.Context, hash string) (string, error)
+	SetSiteWorkflow(ctx context.Context, siteID, workflowID string) error
+}
+
+var _ Store = (*store.Store)(nil)
+
+// Activities are the activities of every siteops workflow.
+type Activities struct {
+	API   API
+	Store Store
+	Now   func() time.Time
+}
+
+// New returns Activities over the given dependencies.
+func New(api API, st Store) *Activities {
+	return &Activities{API: api, Store: st, Now: time.Now}
+}

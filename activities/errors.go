@@ -1,0 +1,96 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/siteops/siteops/agentsite"
+)
+
+// Error types of non-retryable activity failures, for workflows and callers
+// to match with temporal.ApplicationError.Type().
+const (
+	ErrTypeInvalidInput   = "InvalidInput"  // refused by client-side validation
+	ErrTypeBadRequest     = "BadRequest"    // 400
+	ErrTypeUnauthorized   = "Unauthorized"  // 401: the API key is wrong
+	ErrTypeForbidden      = "Forbidden"     // 403: the API key lacks a scope
+	ErrTypeNotFound       = "NotFound"      // 404
+	ErrTypeUnprocessable  = "Unprocessable" // 422
+	ErrTypeConflict       = "Conflict"      // 409 that a retry cannot fix (e.g. slug taken)
+	ErrTypeUnexpected     = "UnexpectedAnswer"
+	ErrTypeMissingKey     = "MissingIdempotencyKey"
+	ErrTypeMissingText    = "KnowledgeTextMissing"
+	defaultInFlightRetry  = time.Second
+	defaultThrottledRetry = 5 * time.Second
+)
+
+// classify turns an error of the client or the store into what Temporal
+// should do with it. It is the only place that decides retryability.
+func classify(err error) error {
+	if err == nil {
+		return nil
+	}
+	var (
+		apiErr  *agentsite.APIError
+		valErr  *agentsite.ValidationError
+		openErr *agentsite.BreakerOpenError
+	)
+	switch {
+	case errors.As(err, &valErr):
+		return nonRetryable(ErrTypeInvalidInput, err)
+	case errors.Is(err, agentsite.ErrMissingIdempotencyKey):
+		return nonRetryable(ErrTypeMissingKey, err)
+	case errors.As(err, &openErr):
+		return retryAfter(err, openErr.RetryAfter)
+	case errors.As(err, &apiErr):
+		return classifyAPI(apiErr, err)
+	case errors.Is(err, context.Canceled):
+		return err
+	}
+	// Transport errors, timeouts and store errors: retry under the policy.
+	return err
+}
+
+func classifyAPI(apiErr *agentsite.APIError, err error) error {
+	switch apiErr.Status {
+	case http.StatusBadRequest:
+		return nonRetryable(ErrTypeBadRequest, err)
+	case http.StatusUnauthorized:
+		return nonRetryable(ErrTypeUnauthorized, fmt.Errorf("%w; check AGENTSITE_API_KEY", err))
+	case http.StatusForbidden:
+		return nonRetryable(ErrTypeForbidden, fmt.Errorf("%w; give the API key the scope named above", err))
+	case http.StatusNotFound:
+		return nonRetryable(ErrTypeNotFound, err)
+	case http.StatusUnprocessableEntity:
+		return nonRetryable(ErrTypeUnprocessable, err)
+	case http.StatusConflict:
+		if apiErr.Code == "slug_taken" {
+			return nonRetryable(ErrTypeConflict, err)
+		}
+		// The same idempotency key is still being processed: retry soon.
+		return retryAfter(err, max(apiErr.RetryAfter, defaultInFlightRetry))
+	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
+		d := apiErr.RetryAfter
+		if d == 0 {
+			d = defaultThrottledRetry
+		}
+		return retryAfter(err, d)
+	}
+	if apiErr.Status >= 500 || apiErr.Status == http.StatusRequestTimeout {
+		return err
+	}
+	return nonRetryable(ErrTypeUnexpected, err)
+}
+
+func nonRetryable(typ string, err error) error {
+	return temporal.NewApplicationErrorWithOptions(err.Error(), typ, temporal.ApplicationErrorOptions{NonRetryable: true})
+}
+
+func retryAfter(err error, d time.Duration) error {
+	return temporal.NewApplicationErrorWithOptions(err.Error(), "Retryable", temporal.ApplicationErrorOptions{NextRetryDelay: d})
+}

@@ -1,0 +1,168 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/siteops/siteops/activities"
+	"github.com/siteops/siteops/agentsite"
+)
+
+// Names of the embed incident workflow's messages.
+const (
+	EmbedIncidentWorkflowName = "EmbedIncident"
+	// UpdateDecide carries on-call's decision (EmbedDecision) and returns
+	// once it has been carried out (EmbedIncidentStatus).
+	UpdateDecide = "decide"
+	// QueryIncident answers EmbedIncidentStatus.
+	QueryIncident = "status"
+)
+
+// Decisions on an embed incident.
+const (
+	DecisionRestore = "restore" // turn the embed back on, optionally with corrected origins
+	DecisionClose   = "close"   // close the incident and leave the embed off
+)
+
+// Incident states.
+const (
+	IncidentTurningOff = "turning-off"
+	IncidentOff        = "off"
+	IncidentRestoring  = "restoring"
+	IncidentRestored   = "restored"
+	IncidentClosed     = "closed-embed-off"
+)
+
+// EmbedIncidentInput opens an incident: who turned the embed off and why.
+type EmbedIncidentInput struct {
+	SiteID   string `json:"site_id"`
+	Operator string `json:"operator"`
+	Reason   string `json:"reason"`
+}
+
+// EmbedDecision is on-call's decision.
+type EmbedDecision struct {
+	Action         string   `json:"action"`
+	AllowedOrigins []string `json:"allowed_origins,omitempty"`
+	Operator       string   `json:"operator"`
+}
+
+// EmbedIncidentStatus answers QueryIncident and UpdateDecide; it is also the
+// workflow's result.
+type EmbedIncidentStatus struct {
+	SiteID    string    `json:"site_id"`
+	State     string    `json:"state"`
+	Operator  string    `json:"operator"`
+	Reason    string    `json:"reason"`
+	OpenedAt  time.Time `json:"opened_at"`
+	OffAt     time.Time `json:"off_at"`
+	Decision  string    `json:"decision,omitempty"`
+	DecidedBy string    `json:"decided_by,omitempty"`
+	OnAt      time.Time `json:"on_at"`
+	Origins   []string  `json:"allowed_origins,omitempty"`
+}
+
+// EmbedIncident turns a site's embed off with a fresh idempotency key,
+// records who and why, waits for on-call's decision through UpdateDecide,
+// then turns the embed back on with another fresh key (restore), or leaves
+// it off (close).
+func EmbedIncident(ctx workflow.Context, in EmbedIncidentInput) (EmbedIncidentStatus, error) {
+	info := workflow.GetInfo(ctx)
+	e := &embedIncident{
+		in:    in,
+		st:    EmbedIncidentStatus{SiteID: in.SiteID, State: IncidentTurningOff, Operator: in.Operator, Reason: in.Reason, OpenedAt: workflow.Now(ctx)},
+		keyOf: func(step string) string { return Key(info.WorkflowExecution.ID, info.FirstRunID, step) },
+	}
+	if err := e.setup(ctx); err != nil {
+		return e.st, err
+	}
+	return e.run(ctx)
+}
+
+type embedIncident struct {
+	in       EmbedIncidentInput
+	st       EmbedIncidentStatus
+	decision *EmbedDecision
+	done     bool
+	err      error // why carrying out the decision failed
+	keyOf    func(step string) string
+}
+
+func (e *embedIncident) setup(ctx workflow.Context) error {
+	if e.in.SiteID == "" || e.in.Reason == "" {
+		return errors.New("an embed incident needs a site id and a reason")
+	}
+	if err := workflow.UpsertMemo(ctx, map[string]any{"operator": e.in.Operator, "reason": e.in.Reason, "opened_at": e.st.OpenedAt}); err != nil {
+		return err
+	}
+	if err := workflow.SetQueryHandler(ctx, QueryIncident, func() (EmbedIncidentStatus, error) { return e.st, nil }); err != nil {
+		return err
+	}
+	return workflow.SetUpdateHandlerWithOptions(ctx, UpdateDecide,
+		func(ctx workflow.Context, d EmbedDecision) (EmbedIncidentStatus, error) {
+			e.decision = &d
+			if err := workflow.Await(ctx, func() bool { return e.done }); err != nil {
+				return e.st, err
+			}
+			return e.st, e.err
+		},
+		workflow.UpdateHandlerOptions{Validator: e.validate},
+	)
+}
+
+// validate refuses a decision before it is written to history.
+func (e *embedIncident) validate(_ workflow.Context, d EmbedDecision) error {
+	if e.decision != nil {
+		return fmt.Errorf("this incident was already decided (%s by %s)", e.decision.Action, e.decision.Operator)
+	}
+	switch d.Action {
+	case DecisionRestore:
+		if err := agentsite.ValidateOrigins(d.AllowedOrigins); err != nil {
+			return fmt.Errorf("corrected allowed_origins refused: %w", err)
+		}
+	case DecisionClose:
+		if len(d.AllowedOrigins) > 0 {
+			return errors.New("close keeps the embed off; allowed_origins apply only to restore")
+		}
+	default:
+		return fmt.Errorf("action %q: use %q or %q", d.Action, DecisionRestore, DecisionClose)
+	}
+	return nil
+}
+
+func (e *embedIncident) run(ctx workflow.Context) (EmbedIncidentStatus, error) {
+	actx := apiActivity(ctx)
+	var a *activities.Activities
+	off := activities.SetEmbedInput{SiteID: e.in.SiteID, Enabled: false, IdempotencyKey: e.keyOf("embed-off")}
+	if err := workflow.ExecuteActivity(actx, a.SetEmbed, off).Get(ctx, nil); err != nil {
+		return e.st, err
+	}
+	e.st.State, e.st.OffAt = IncidentOff, workflow.Now(ctx)
+	workflow.GetLogger(ctx).Info("embed off; waiting for on-call", "site_id", e.in.SiteID)
+
+	if err := workflow.Await(ctx, func() bool { return e.decision != nil }); err != nil {
+		return e.st, err
+	}
+	d := *e.decision
+	e.st.Decision, e.st.DecidedBy = d.Action, d.Operator
+	if d.Action == DecisionRestore {
+		e.st.State, e.st.Origins = IncidentRestoring, d.AllowedOrigins
+		on := activities.SetEmbedInput{SiteID: e.in.SiteID, Enabled: true, AllowedOrigins: d.AllowedOrigins, IdempotencyKey: e.keyOf("embed-on")}
+		if err := workflow.ExecuteActivity(actx, a.SetEmbed, on).Get(ctx, nil); err != nil {
+			e.err, e.done = fmt.Errorf("turning the embed back on failed: %w", err), true
+			_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+			return e.st, err
+		}
+		e.st.State, e.st.OnAt = IncidentRestored, workflow.Now(ctx)
+	} else {
+		e.st.State = IncidentClosed
+	}
+	e.done = true
+	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+		return e.st, err
+	}
+	return e.st, nil
+}
