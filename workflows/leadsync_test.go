@@ -1,0 +1,146 @@
+package workflows_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/siteops/siteops/agentsite"
+	"github.com/siteops/siteops/workflows"
+)
+
+func (f *fixture) siteWithLeads(t *testing.T, n int) string {
+	t.Helper()
+	cs, err := f.api.CreateSite(t.Context(), "setup-site", agentsite.NewSite{Title: "Acme", Slug: "acme", Type: "business", Template: "minimal"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n > 0 {
+		if _, err := f.sim.CreateLeads(cs.Site.ID, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return cs.Site.ID
+}
+
+func (f *fixture) progress(t *testing.T) workflows.LeadSyncProgress {
+	t.Helper()
+	v, err := f.env.QueryWorkflow(workflows.QueryProgress)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p workflows.LeadSyncProgress
+	if err := v.Get(&p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestLeadSyncCatchesUpAndFollowsEvents(t *testing.T) {
+	f := newFixture(t)
+	site := f.siteWithLeads(t, 450)
+	var afterFirst, afterEvent workflows.LeadSyncProgress
+	f.env.RegisterDelayedCallback(func() {
+		afterFirst = f.progress(t)
+		if _, err := f.sim.CreateLeads(site, 10); err != nil {
+			t.Error(err)
+		}
+		f.env.SignalWorkflow(workflows.SignalLeadCreated, workflows.LeadCreatedSignal{EventID: "evt_a", LeadID: "lead_451"})
+	}, time.Second)
+	f.env.RegisterDelayedCallback(func() {
+		// Duplicated and late deliveries of an event already handled.
+		f.env.SignalWorkflow(workflows.SignalLeadCreated, workflows.LeadCreatedSignal{EventID: "evt_a"})
+		f.env.SignalWorkflow(workflows.SignalLeadCreated, workflows.LeadCreatedSignal{EventID: "evt_a"})
+	}, 2*time.Second)
+	f.env.RegisterDelayedCallback(func() {
+		afterEvent = f.progress(t)
+		f.env.CancelWorkflow()
+	}, time.Minute)
+	f.env.ExecuteWorkflow(workflows.LeadSyncWorkflowName, workflows.LeadSyncInput{SiteID: site, PollInterval: workflows.Duration(time.Hour)})
+
+	if !f.env.IsWorkflowCompleted() {
+		t.Fatal("the workflow did not end")
+	}
+	if afterFirst.Leads != 450 || afterFirst.Pages != 3 || !afterFirst.CaughtUp || afterFirst.Syncs != 1 {
+		t.Errorf("after the first sync: %+v", afterFirst)
+	}
+	// The second sync re-reads the last partial page (50 leads) and the 10 new ones.
+	if afterEvent.Syncs != 2 || afterEvent.Events != 3 || afterEvent.DuplicateEvents != 2 || !afterEvent.CaughtUp {
+		t.Errorf("after the event: %+v", afterEvent)
+	}
+	if n, _ := f.store.CountLeads(t.Context(), site); n != 460 {
+		t.Errorf("store holds %d leads, want 460", n)
+	}
+	// Three list calls for the first sync, one for the second (50 + 10 leads).
+	if n := len(f.requests("GET", "/leads")); n != 4 {
+		t.Errorf("%d list requests, want 4", n)
+	}
+}
+
+func TestLeadSyncPollsWithoutEvents(t *testing.T) {
+	f := newFixture(t)
+	site := f.siteWithLeads(t, 5)
+	f.env.RegisterDelayedCallback(func() {
+		if _, err := f.sim.CreateLeads(site, 5); err != nil {
+			t.Error(err)
+		}
+	}, time.Minute)
+	f.env.RegisterDelayedCallback(func() { f.env.CancelWorkflow() }, 12*time.Minute)
+	f.env.ExecuteWorkflow(workflows.LeadSyncWorkflowName, workflows.LeadSyncInput{SiteID: site, PollInterval: workflows.Duration(5 * time.Minute)})
+	if n, _ := f.store.CountLeads(t.Context(), site); n != 10 {
+		t.Errorf("store holds %d leads after polling, want 10", n)
+	}
+	if n := len(f.requests("GET", "/leads")); n != 3 {
+		t.Errorf("%d list requests in 12 minutes at a 5 minute interval, want 3", n)
+	}
+}
+
+func TestLeadSyncContinuesAsNewCarryingState(t *testing.T) {
+	f := newFixture(t)
+	site := f.siteWithLeads(t, 30)
+	f.env.RegisterDelayedCallback(func() {
+		f.env.SignalWorkflow(workflows.SignalLeadCreated, workflows.LeadCreatedSignal{EventID: "evt_1"})
+	}, time.Second)
+	f.env.ExecuteWorkflow(workflows.LeadSyncWorkflowName, workflows.LeadSyncInput{
+		SiteID: site, PageLimit: 10, PagesPerRun: 2, SyncsPerRun: 3, PollInterval: workflows.Duration(time.Hour),
+	})
+	var can *workflow.ContinueAsNewError
+	if err := f.env.GetWorkflowError(); !errors.As(err, &can) {
+		t.Fatalf("error = %v, want continue-as-new", err)
+	}
+	var next workflows.LeadSyncInput
+	if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
+		t.Fatal(err)
+	}
+	// Syncs: pages 1-2 (budget), page 3 (caught up), then the event's re-read of page 3.
+	if next.SiteID != site || next.Progress.Syncs != 3 || next.Progress.Leads != 40 || next.Progress.Runs != 1 || next.Resume == nil || next.Resume.SiteID() != site {
+		t.Errorf("carried input = %+v (progress %+v)", next, next.Progress)
+	}
+	if len(next.RecentEvents) != 1 || next.RecentEvents[0] != "evt_1" || next.PageLimit != 10 {
+		t.Errorf("carried events %v, page limit %d", next.RecentEvents, next.PageLimit)
+	}
+	if n, _ := f.store.CountLeads(t.Context(), site); n != 30 {
+		t.Errorf("store holds %d leads, want 30", n)
+	}
+}
+
+func TestLeadSyncFullRescan(t *testing.T) {
+	f := newFixture(t)
+	site := f.siteWithLeads(t, 25)
+	f.env.RegisterDelayedCallback(func() {
+		f.env.SignalWorkflow(workflows.SignalSync, workflows.SyncRequest{Full: true})
+	}, time.Second)
+	var p workflows.LeadSyncProgress
+	f.env.RegisterDelayedCallback(func() { p = f.progress(t); f.env.CancelWorkflow() }, time.Minute)
+	f.env.ExecuteWorkflow(workflows.LeadSyncWorkflowName, workflows.LeadSyncInput{SiteID: site, PageLimit: 10, PollInterval: workflows.Duration(time.Hour)})
+	// 3 pages, then a full re-scan of 3 pages.
+	if p.Syncs != 2 || p.Pages != 6 || p.Leads != 50 {
+		t.Errorf("progress = %+v", p)
+	}
+	if n, _ := f.store.CountLeads(t.Context(), site); n != 25 {
+		t.Errorf("store holds %d leads, want 25 (no duplicates)", n)
+	}
+}
