@@ -1,0 +1,10 @@
+// Package starter starts, signals, updates and queries siteops workflows:
+// the library behind `siteops onboard|leads|embed|status`, usable by any Go
+// program. It derives workflow IDs and their reuse and conflict policies
+// from package workflows, so that every caller agrees with the relay.
+//
+// Other languages can start the same workflows with any Temporal SDK: the
+// workflow type names and JSON inputs are in package workflows and the
+// README. Only onboarding needs the store first, to keep large knowledge
+// texts out of history (small texts may be inlined instead).
+package starter

@@ -1,0 +1,103 @@
+package starter
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"unicode/utf8"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/siteops/siteops/agentsite"
+	"github.com/siteops/siteops/store"
+	"github.com/siteops/siteops/workflows"
+)
+
+// Spec is an onboarding as a person writes it, in JSON or YAML.
+type Spec struct {
+	Site               agentsite.NewSite   `json:"site"`
+	Agent              workflows.AgentSpec `json:"agent"`
+	Knowledge          []SpecKnowledge     `json:"knowledge,omitempty"`
+	FAQs               []agentsite.FAQ     `json:"faqs,omitempty"`
+	WaitForKnowledge   bool                `json:"wait_for_knowledge,omitempty"`
+	KnowledgeTimeout   workflows.Duration  `json:"knowledge_timeout,omitempty"`
+	OnKnowledgeTimeout string              `json:"on_knowledge_timeout,omitempty"`
+	SkipPublish        bool                `json:"skip_publish,omitempty"`
+}
+
+// SpecKnowledge is a knowledge source: its text inline, or in a file whose
+// path is relative to the spec.
+type SpecKnowledge struct {
+	Name string `json:"name"`
+	Text string `json:"text,omitempty"`
+	File string `json:"file,omitempty"`
+}
+
+// LoadSpec reads a spec file (.json, .yaml or .yml). Unknown fields are
+// refused so that a typo does not silently drop a setting.
+func LoadSpec(path string) (Spec, error) {
+	b, err := os.ReadFile(path) //nolint:gosec // the operator names the file
+	if err != nil {
+		return Spec{}, fmt.Errorf("reading the onboarding spec: %w", err)
+	}
+	var s Spec
+	if err := yaml.UnmarshalStrict(b, &s); err != nil {
+		return Spec{}, fmt.Errorf("%s: %w", path, err)
+	}
+	dir := filepath.Dir(path)
+	for i := range s.Knowledge {
+		if f := s.Knowledge[i].File; f != "" && !filepath.IsAbs(f) {
+			s.Knowledge[i].File = filepath.Join(dir, f)
+		}
+	}
+	return s, nil
+}
+
+// Prepared is an onboarding ready to start: the workflow input and the
+// texts it refers to by hash.
+type Prepared struct {
+	Input workflows.OnboardingInput
+	Texts map[string]string // hash → text
+}
+
+// Prepare turns a spec into a workflow input: it reads knowledge files,
+// keys every text by its hash, and validates the whole input. It returns
+// every problem at once.
+func Prepare(s Spec) (Prepared, []workflows.Problem) {
+	p := Prepared{Texts: map[string]string{}}
+	in := workflows.OnboardingInput{
+		Site: s.Site, Agent: s.Agent, FAQs: s.FAQs,
+		WaitForKnowledge: s.WaitForKnowledge, KnowledgeTimeout: s.KnowledgeTimeout,
+		OnKnowledgeTimeout: s.OnKnowledgeTimeout, SkipPublish: s.SkipPublish,
+	}
+	var problems []workflows.Problem
+	for i, k := range s.Knowledge {
+		field := fmt.Sprintf("knowledge[%d]", i)
+		text := k.Text
+		switch {
+		case k.File != "" && k.Text != "":
+			problems = append(problems, workflows.Problem{Field: field, Message: "give text or file, not both"})
+			continue
+		case k.File != "":
+			b, err := os.ReadFile(k.File)
+			if err != nil {
+				problems = append(problems, workflows.Problem{Field: field + ".file", Message: errors.Unwrap(err).Error() + ": " + k.File})
+				continue
+			}
+			text = string(b)
+		}
+		if !utf8.ValidString(text) {
+			problems = append(problems, workflows.Problem{Field: field + ".text", Message: "is not valid UTF-8"})
+			continue
+		}
+		spec := workflows.KnowledgeSpec{Name: k.Name, Chars: utf8.RuneCountInString(text)}
+		if text != "" {
+			spec.TextHash = store.KnowledgeHash(text)
+			p.Texts[spec.TextHash] = text
+		}
+		in.Knowledge = append(in.Knowledge, spec)
+	}
+	p.Input = in
+	return p, append(problems, workflows.Validate(in)...)
+}

@@ -1,0 +1,65 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/siteops/siteops/activities"
+	"github.com/siteops/siteops/agentsite"
+	"github.com/siteops/siteops/config"
+	"github.com/siteops/siteops/store"
+)
+
+// Config is what a worker process needs.
+type Config struct {
+	config.Temporal
+	config.AgentSite
+	config.Database
+}
+
+// StopTimeout is how long a stopping worker lets in-flight activities
+// finish; the ones still running after it are retried by another worker.
+const StopTimeout = 30 * time.Second
+
+// Run runs a worker until ctx is done, then stops it gracefully.
+func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
+	if err := cfg.AgentSite.Validate(); err != nil {
+		return err
+	}
+	key, err := cfg.Key()
+	if err != nil {
+		return err
+	}
+	var opts []store.Option
+	if key != nil {
+		opts = append(opts, store.WithSecretKey(key))
+	}
+	st, err := store.Open(ctx, cfg.Database.URL, opts...)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = st.Close() }()
+	api, err := agentsite.NewClient(cfg.BaseURL, cfg.APIKey)
+	if err != nil {
+		return err
+	}
+	c, err := cfg.Dial(ctx, logger)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	w := sdkworker.New(c, cfg.TaskQueue, sdkworker.Options{WorkerStopTimeout: StopTimeout})
+	Register(w, activities.New(api, st))
+	if err := w.Start(); err != nil {
+		return fmt.Errorf("starting the worker: %w", err)
+	}
+	logger.Info("worker started", "task_queue", cfg.TaskQueue, "temporal", cfg.Address, "namespace", cfg.Namespace, "api", api.BaseURL(), "store", st.Dialect())
+	<-ctx.Done()
+	logger.Info("worker stopping: in-flight activities get time to finish", "timeout", StopTimeout)
+	w.Stop()
+	return nil
+}
