@@ -385,3 +385,21 @@ func TestLogsAreCapped(t *testing.T) {
 		t.Errorf("capped log has %d entries ending in %d", len(log), log[len(log)-1])
 	}
 }
+
+func TestSitesSummary(t *testing.T) {
+	h := newHarness(t, testConfig())
+	id := h.createSite(t, "acme")
+	h.createSite(t, "beta")
+	if _, err := h.sim.CreateLeads(id, 3); err != nil {
+		t.Fatal(err)
+	}
+	h.do(t, "POST", "/api/v1/sites/"+id+"/faqs", keyAll, "f1", `{"question":"q","answer":"a"}`)
+	h.do(t, "PATCH", "/api/v1/sites/"+id+"/agent", keyAll, "a1", `{"embed_enabled":true,"allowed_origins":["https://a.example"]}`)
+	sites := h.sim.Sites()
+	if len(sites) != 2 || sites[0].ID != id || sites[0].Leads != 3 || sites[0].FAQs != 1 || !sites[0].EmbedEnabled || sites[1].Slug != "beta" {
+		t.Errorf("sites = %+v", sites)
+	}
+	if ids := h.sim.LeadIDs(id); len(ids) != 3 || ids[0] != "lead_1" {
+		t.Errorf("lead ids = %v", ids)
+	}
+}

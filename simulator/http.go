@@ -91,7 +91,10 @@ type RequestRecord struct {
 	Fault          string    `json:"fault,omitempty"`
 }
 
-// Requests returns every API request seen so far, oldest first.
+// InFlight returns how many API requests are being processed right now.
+func (s *Simulator) InFlight() int { return int(s.inFlight.Load()) }
+
+// Requests returns every API request answered so far, oldest first.
 func (s *Simulator) Requests() []RequestRecord {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -110,7 +113,9 @@ func (s *Simulator) record(rec RequestRecord) {
 func (s *Simulator) api(scope string, mutating bool, h handlerFunc) http.Handler {
 	return s.withRequestID(func(w http.ResponseWriter, r *http.Request) {
 		rec := RequestRecord{At: s.now(), Method: r.Method, Path: r.URL.Path, IdempotencyKey: r.Header.Get("Idempotency-Key")}
+		s.inFlight.Add(1)
 		resp := s.serveAPI(w, r, scope, mutating, h, &rec)
+		s.inFlight.Add(-1)
 		rec.Status = resp.status
 		s.record(rec)
 		if rec.Fault == faultDrop {

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/siteops/siteops/agentsite"
@@ -85,6 +86,7 @@ type Simulator struct {
 	rng   *mrand.Rand
 
 	cursorKey [32]byte
+	inFlight  atomic.Int32
 
 	mu         sync.Mutex
 	faults     Faults

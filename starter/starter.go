@@ -54,6 +54,7 @@ func (s *Starter) Onboard(ctx context.Context, p Prepared) (client.WorkflowRun, 
 	}
 	id := workflows.OnboardingID(p.Input.Site.Slug)
 	opts := s.options(id, workflows.OnboardingPolicy)
+	opts.WorkflowExecutionErrorWhenAlreadyStarted = true
 	run, err := s.Client.ExecuteWorkflow(ctx, opts, workflows.OnboardingWorkflowName, p.Input)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &started) {

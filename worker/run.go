@@ -25,6 +25,10 @@ type Config struct {
 // finish; the ones still running after it are retried by another worker.
 const StopTimeout = 30 * time.Second
 
+// APITimeout bounds one Agent-Site request; the workflows give an activity
+// attempt 20 s.
+const APITimeout = 10 * time.Second
+
 // Run runs a worker until ctx is done, then stops it gracefully.
 func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	if err := cfg.AgentSite.Validate(); err != nil {
@@ -43,7 +47,7 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		return err
 	}
 	defer func() { _ = st.Close() }()
-	api, err := agentsite.NewClient(cfg.BaseURL, cfg.APIKey)
+	api, err := agentsite.NewClient(cfg.BaseURL, cfg.APIKey, agentsite.WithTimeout(APITimeout))
 	if err != nil {
 		return err
 	}

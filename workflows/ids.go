@@ -34,8 +34,10 @@ type IDPolicy struct {
 
 // Policies of each workflow, used by every starter.
 var (
-	// A slug is onboarded once: a second start, running or not, is refused.
-	OnboardingPolicy = IDPolicy{enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE, enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL}
+	// A slug is onboarded once: a second start while it runs or after it
+	// succeeded is refused; after a failure it may run again, and its
+	// unchanged steps replay under the same idempotency keys.
+	OnboardingPolicy = IDPolicy{enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY, enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL}
 	// One lead sync per site; starting it again joins the running one.
 	LeadSyncPolicy = IDPolicy{enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE, enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING}
 	// One open incident per site; a second "embed off" joins it (no second

@@ -10,14 +10,15 @@ import (
 	"go.temporal.io/sdk/workflow"
 )
 
-// apiActivity is how every call to the Agent-Site API is run: a minute per
-// attempt (the client times out after 30 s), and retries that back off to a
+// apiActivity is how every call to the Agent-Site API is run: 20 s per
+// attempt (the worker's client gives up after 10 s, so an attempt lost with
+// a crashed worker is retried within 20 s), and retries that back off to a
 // minute, capped at 12 attempts (about 8 minutes) so that an outage fails
 // the workflow with the cause rather than hanging it. Retry-After answers
 // set the next delay themselves.
 func apiActivity(ctx workflow.Context) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: time.Minute,
+		StartToCloseTimeout: 20 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:    time.Second,
 			BackoffCoefficient: 2,

@@ -1,0 +1,5 @@
+// Package e2e holds the end-to-end tests of siteops: a real Temporal dev
+// server (the pinned CLI, started by TestMain), the simulator over HTTP, the
+// real worker (in-process, or the siteops binary where a test kills it), and
+// real SQLite and PostgreSQL stores.
+package e2e

@@ -1,0 +1,71 @@
+package e2e
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/siteops/siteops/agentsite"
+	"github.com/siteops/siteops/simulator"
+	"github.com/siteops/siteops/starter"
+	"github.com/siteops/siteops/store"
+	"github.com/siteops/siteops/workflows"
+)
+
+func TestEmbedOffThenRestore(t *testing.T) {
+	e := newEnv(t, store.SQLite, simulator.Config{})
+	e.startWorker(t)
+	api, _ := agentsite.NewClient(e.simURL, apiKey)
+	cs, err := api.CreateSite(t.Context(), "embed-site", agentsite.NewSite{Title: "E", Slug: "embed", Type: "business", Template: "minimal"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	site := cs.Site.ID
+	if _, err := e.starter.EmbedOn(t.Context(), site, nil, "bob"); !errors.Is(err, starter.ErrNoOpenIncident) {
+		t.Fatalf("embed on without an incident: %v", err)
+	}
+	if _, joined, err := e.starter.EmbedOff(t.Context(), site, "alice", "origin leak"); err != nil || joined {
+		t.Fatalf("embed off: joined=%v err=%v", joined, err)
+	}
+	eventually(t, 30*time.Second, "the embed-off PATCH", func() bool { return len(patches(e)) == 1 })
+	// A second "embed off" while the incident is open joins it.
+	if _, joined, err := e.starter.EmbedOff(t.Context(), site, "carol", "again"); err != nil || !joined {
+		t.Fatalf("second embed off: joined=%v err=%v", joined, err)
+	}
+	st, err := e.starter.EmbedOn(ctxWithin(t, time.Minute), site, []string{"https://fixed.example"}, "bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != workflows.IncidentRestored || st.Operator != "alice" || st.DecidedBy != "bob" {
+		t.Errorf("status = %+v", st)
+	}
+	ps := patches(e)
+	if len(ps) != 2 || ps[0].IdempotencyKey == ps[1].IdempotencyKey {
+		t.Fatalf("PATCHes = %+v, want exactly two with different keys", ps)
+	}
+	s := e.sim.Sites()[0]
+	if !s.EmbedEnabled || len(s.AllowedOrigins) != 1 || s.AllowedOrigins[0] != "https://fixed.example" {
+		t.Errorf("agent after restore = %+v", s)
+	}
+	// A new incident on the same site gets new keys.
+	if _, _, err := e.starter.EmbedOff(t.Context(), site, "alice", "second incident"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the second incident's PATCH", func() bool { return len(patches(e)) == 3 })
+	if ps := patches(e); ps[2].IdempotencyKey == ps[0].IdempotencyKey {
+		t.Errorf("the second incident reused the first one's key %q", ps[2].IdempotencyKey)
+	}
+	if _, err := e.starter.EmbedClose(ctxWithin(t, time.Minute), site, "alice"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func patches(e *env) []simulator.RequestRecord {
+	var out []simulator.RequestRecord
+	for _, r := range e.sim.Requests() {
+		if r.Method == "PATCH" {
+			out = append(out, r)
+		}
+	}
+	return out
+}

@@ -1,0 +1,73 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+
+	"github.com/siteops/siteops/internal/devserver"
+)
+
+var (
+	server    *devserver.Server
+	binary    string // the siteops binary, built once
+	namespace atomic.Int32
+)
+
+const namespaces = 16
+
+// TestMain starts one dev server with a namespace per test, so that derived
+// workflow IDs (lead-sync/site_1 in every simulator) never collide.
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	if _, err := devserver.FindCLI(); err != nil {
+		if os.Getenv("SITEOPS_REQUIRE_TEMPORAL") != "" {
+			fmt.Fprintln(os.Stderr, "e2e:", err)
+			return 1
+		}
+		fmt.Fprintf(os.Stderr, "SKIP e2e: %v\n", err)
+		return 0
+	}
+	var ns []string
+	for i := range namespaces {
+		ns = append(ns, fmt.Sprintf("e2e-%d", i))
+	}
+	var err error
+	server, err = devserver.Start(context.Background(), devserver.Options{Namespaces: ns})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	defer server.Stop()
+	dir, err := os.MkdirTemp("", "siteops-e2e")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	binary = filepath.Join(dir, "siteops")
+	build := exec.Command("go", "build", "-o", binary, "../cmd/siteops")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: building siteops:", err)
+		return 1
+	}
+	return m.Run()
+}
+
+// nextNamespace hands each test its own namespace.
+func nextNamespace(t *testing.T) string {
+	t.Helper()
+	n := namespace.Add(1) - 1
+	if n >= namespaces {
+		t.Fatalf("more than %d e2e tests: raise namespaces in main_test.go", namespaces)
+	}
+	return fmt.Sprintf("e2e-%d", n)
+}

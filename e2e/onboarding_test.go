@@ -1,0 +1,154 @@
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/siteops/siteops/simulator"
+	"github.com/siteops/siteops/starter"
+	"github.com/siteops/siteops/store"
+	"github.com/siteops/siteops/workflows"
+)
+
+func prepare(t *testing.T, path, slug string) starter.Prepared {
+	t.Helper()
+	spec, err := starter.LoadSpec(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Site.Slug = slug
+	spec.WaitForKnowledge = false // knowledge.ready arrives through the relay, not yet here
+	p, problems := starter.Prepare(spec)
+	if len(problems) > 0 {
+		t.Fatalf("spec problems: %v", problems)
+	}
+	return p
+}
+
+func TestOnboardingReachesPublished(t *testing.T) {
+	for _, d := range []store.Dialect{store.SQLite, store.Postgres} {
+		t.Run(string(d), func(t *testing.T) {
+			e := newEnv(t, d, simulator.Config{})
+			e.startWorker(t)
+			p := prepare(t, "../examples/acme-anvils.yaml", "acme-anvils")
+			run, err := e.starter.Onboard(t.Context(), p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var res workflows.OnboardingResult
+			if err := run.Get(ctxWithin(t, time.Minute), &res); err != nil {
+				t.Fatal(err)
+			}
+			if res.Status != "published" || len(res.KnowledgeIDs) != 2 || len(res.FAQIDs) != 3 {
+				t.Errorf("result = %+v", res)
+			}
+			sites := e.sim.Sites()
+			if len(sites) != 1 || sites[0].Status != "published" || sites[0].Knowledge != 2 || sites[0].FAQs != 3 ||
+				!sites[0].EmbedEnabled || strings.Join(sites[0].AllowedOrigins, ",") != "https://acme-anvils.example,https://www.acme-anvils.example" {
+				t.Errorf("simulator holds %+v", sites)
+			}
+			if wf, err := e.store.SiteWorkflow(t.Context(), res.SiteID); err != nil || wf != "onboarding/acme-anvils" {
+				t.Errorf("site → workflow = %q, %v", wf, err)
+			}
+			// A duplicate start is refused.
+			if _, err := e.starter.Onboard(t.Context(), p); err == nil || !strings.Contains(err.Error(), "already") {
+				t.Errorf("second onboarding of the slug: %v", err)
+			}
+		})
+	}
+}
+
+func TestOnboardingSurvivesFaults(t *testing.T) {
+	e := newEnv(t, store.SQLite, simulator.Config{Seed: 42, Faults: simulator.Faults{
+		ErrorRate: 0.2, RateLimitRate: 0.1, RetryAfter: simulator.Duration(time.Second), DropRate: 0.25,
+	}})
+	e.startWorker(t)
+	run, err := e.starter.Onboard(t.Context(), prepare(t, "../examples/bayside-dental.json", "bayside"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res workflows.OnboardingResult
+	if err := run.Get(ctxWithin(t, 3*time.Minute), &res); err != nil {
+		t.Fatal(err)
+	}
+	sites := e.sim.Sites()
+	if len(sites) != 1 || sites[0].Status != "published" || sites[0].Knowledge != 2 || sites[0].FAQs != 2 {
+		t.Fatalf("simulator holds %+v, want exactly one published site with 2 sources and 2 FAQs", sites)
+	}
+	faults := map[string]int{}
+	replayed := 0
+	for _, r := range e.sim.Requests() {
+		faults[r.Fault]++
+		if r.Replayed {
+			replayed++
+		}
+	}
+	t.Logf("faults injected: %v; replayed answers: %d", faults, replayed)
+	if faults["error"]+faults["rate_limit"]+faults["drop_after_apply"] == 0 {
+		t.Errorf("no fault was injected; the test proves nothing")
+	}
+}
+
+// TestWorkerKilledMidOnboarding kills the siteops worker process while an
+// activity is in flight and starts another: the onboarding still ends with
+// exactly one site.
+func TestWorkerKilledMidOnboarding(t *testing.T) {
+	e := newEnv(t, store.SQLite, simulator.Config{Faults: simulator.Faults{Latency: simulator.Duration(1500 * time.Millisecond)}})
+	workerEnv := append(os.Environ(),
+		"TEMPORAL_ADDRESS="+server.Address, "TEMPORAL_NAMESPACE="+e.ns, "SITEOPS_TASK_QUEUE="+taskQueue,
+		"AGENTSITE_BASE_URL="+e.simURL, "AGENTSITE_API_KEY="+apiKey, "SITEOPS_DATABASE_URL="+e.dbURL)
+	startWorker := func() *exec.Cmd {
+		cmd := exec.Command(binary, "worker")
+		cmd.Env = workerEnv
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd
+	}
+	first := startWorker()
+	t.Cleanup(func() { _ = first.Process.Kill(); _, _ = first.Process.Wait() })
+
+	// Start through the CLI, as other systems and on-call do.
+	cli := exec.Command(binary, "onboard", "-f", "../examples/bayside-dental.json")
+	cli.Env = workerEnv
+	if out, err := cli.CombinedOutput(); err != nil || !strings.Contains(string(out), "started onboarding/bayside-dental") {
+		t.Fatalf("siteops onboard: %v\n%s", err, out)
+	}
+	// Kill the worker while the create-site request is in flight: the
+	// simulator applies it, the answer is lost with the process.
+	eventually(t, 30*time.Second, "the create-site request in flight", func() bool { return e.sim.InFlight() > 0 })
+	if len(e.sim.Requests()) != 0 {
+		t.Fatalf("a request was already answered before the kill: %+v", e.sim.Requests())
+	}
+	if err := first.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = first.Process.Wait()
+
+	second := startWorker()
+	t.Cleanup(func() { _ = second.Process.Signal(syscall.SIGTERM); _, _ = second.Process.Wait() })
+	run := e.client.GetWorkflow(t.Context(), "onboarding/bayside-dental", "")
+	var res workflows.OnboardingResult
+	if err := run.Get(ctxWithin(t, 2*time.Minute), &res); err != nil {
+		t.Fatal(err)
+	}
+	sites := e.sim.Sites()
+	if len(sites) != 1 || sites[0].Status != "published" || sites[0].Knowledge != 2 || sites[0].FAQs != 2 {
+		t.Fatalf("simulator holds %+v, want exactly one complete site", sites)
+	}
+	creates := 0
+	for _, r := range e.sim.Requests() {
+		if r.Method == "POST" && r.Path == "/api/v1/sites" {
+			creates++
+		}
+	}
+	// The lost attempt and its retry under the same key: one site.
+	if creates != 2 {
+		t.Errorf("%d create-site requests, want the killed one and its retry", creates)
+	}
+}
