@@ -39,6 +39,8 @@ func TestEmbedOffThenRestore(t *testing.T) {
 	if st.State != workflows.IncidentRestored || st.Operator != "alice" || st.DecidedBy != "bob" {
 		t.Errorf("status = %+v", st)
 	}
+	_ = e.client.GetWorkflow(t.Context(), workflows.EmbedIncidentID(site), "").Get(t.Context(), nil)
+	recordHistory(t, e, workflows.EmbedIncidentID(site), "embed_incident_restored")
 	ps := patches(e)
 	if len(ps) != 2 || ps[0].IdempotencyKey == ps[1].IdempotencyKey {
 		t.Fatalf("PATCHes = %+v, want exactly two with different keys", ps)
@@ -58,6 +60,8 @@ func TestEmbedOffThenRestore(t *testing.T) {
 	if _, err := e.starter.EmbedClose(ctxWithin(t, time.Minute), site, "alice"); err != nil {
 		t.Fatal(err)
 	}
+	_ = e.client.GetWorkflow(t.Context(), workflows.EmbedIncidentID(site), "").Get(t.Context(), nil)
+	recordHistory(t, e, workflows.EmbedIncidentID(site), "embed_incident_closed")
 }
 
 func patches(e *env) []simulator.RequestRecord {

@@ -52,6 +52,10 @@ func TestTenThousandLeadSync(t *testing.T) {
 			if err := e.client.CancelWorkflow(t.Context(), workflows.LeadSyncID(site), ""); err != nil {
 				t.Fatal(err)
 			}
+			if d == store.SQLite {
+				_ = e.client.GetWorkflow(t.Context(), workflows.LeadSyncID(site), "").Get(t.Context(), nil)
+				recordHistory(t, e, workflows.LeadSyncID(site), "lead_sync")
+			}
 		})
 	}
 }

@@ -54,6 +54,9 @@ func TestOnboardingReachesPublished(t *testing.T) {
 			if wf, err := e.store.SiteWorkflow(t.Context(), res.SiteID); err != nil || wf != "onboarding/acme-anvils" {
 				t.Errorf("site → workflow = %q, %v", wf, err)
 			}
+			if d == store.SQLite {
+				recordHistory(t, e, "onboarding/acme-anvils", "onboarding")
+			}
 			// A duplicate start is refused.
 			if _, err := e.starter.Onboard(t.Context(), p); err == nil || !strings.Contains(err.Error(), "already") {
 				t.Errorf("second onboarding of the slug: %v", err)
@@ -88,6 +91,7 @@ func TestOnboardingSurvivesFaults(t *testing.T) {
 		}
 	}
 	t.Logf("faults injected: %v; replayed answers: %d", faults, replayed)
+	recordHistory(t, e, "onboarding/bayside", "onboarding_with_faults")
 	if faults["error"]+faults["rate_limit"]+faults["drop_after_apply"] == 0 {
 		t.Errorf("no fault was injected; the test proves nothing")
 	}

@@ -29,7 +29,8 @@ func (s *Store) UpsertLeads(ctx context.Context, siteID string, leads []agentsit
 		args = append(args, siteID, l.ID, string(l.Raw), now, now)
 		rows++
 	}
-	q := `INSERT INTO leads (site_id, lead_id, raw, first_seen, last_seen) VALUES ` + placeholders(rows, 5) +
+	// Only placeholders are concatenated; every value is a bound argument.
+	q := `INSERT INTO leads (site_id, lead_id, raw, first_seen, last_seen) VALUES ` + placeholders(rows, 5) + //nolint:gosec // see above
 		` ON CONFLICT (site_id, lead_id) DO UPDATE SET raw = excluded.raw, last_seen = excluded.last_seen`
 	res, err := s.db.ExecContext(ctx, q, args...)
 	if err != nil {

@@ -179,7 +179,7 @@ func TestSecretsNeedAKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	defer func() { _ = s.Close() }()
 	err = s.PutSecret(t.Context(), "we_1", "main", agentsite.NewSigningSecret("whsec_x"))
 	if !errors.Is(err, store.ErrNoSecretKey) || !strings.Contains(err.Error(), "openssl rand -base64 32") {
 		t.Errorf("error = %v, want ErrNoSecretKey saying how to make a key", err)
@@ -201,7 +201,7 @@ func TestSecretsNeedAKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer b.Close()
+	defer func() { _ = b.Close() }()
 	if _, _, err := b.ActiveSecrets(t.Context(), "main"); err == nil || !strings.Contains(err.Error(), "SITEOPS_SECRET_KEY") {
 		t.Errorf("reading with the wrong key: %v", err)
 	}

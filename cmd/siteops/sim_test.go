@@ -129,7 +129,12 @@ func TestSimFaultFlagsReachTheSimulator(t *testing.T) {
 		"--fault-delay-rate", "0.5", "--fault-delay", "3s"})
 	done := make(chan error, 1)
 	go func() { done <- root.ExecuteContext(ctx) }()
-	defer func() { cancel(); <-done }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("sim returned %v after cancellation", err)
+		}
+	}()
 
 	var body []byte
 	deadline := time.Now().Add(10 * time.Second)
