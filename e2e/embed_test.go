@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,6 +29,14 @@ func TestEmbedOffThenRestore(t *testing.T) {
 		t.Fatalf("embed off: joined=%v err=%v", joined, err)
 	}
 	eventually(t, 30*time.Second, "the embed-off PATCH", func() bool { return len(patches(e)) == 1 })
+	d, err := e.client.DescribeWorkflowExecution(t.Context(), workflows.EmbedIncidentID(site), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sa := d.GetWorkflowExecutionInfo().GetSearchAttributes().GetIndexedFields()
+	if sa[starter.SearchAttrSiteID] == nil || !strings.Contains(string(sa[starter.SearchAttrOperator].GetData()), "alice") {
+		t.Errorf("search attributes = %v, want the site and the operator", sa)
+	}
 	// A second "embed off" while the incident is open joins it.
 	if _, joined, err := e.starter.EmbedOff(t.Context(), site, "carol", "again"); err != nil || !joined {
 		t.Fatalf("second embed off: joined=%v err=%v", joined, err)

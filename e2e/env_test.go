@@ -73,7 +73,7 @@ func newEnv(t *testing.T, d store.Dialect, cfg simulator.Config) *env {
 	}
 	t.Cleanup(c.Close)
 	return &env{ns: ns, sim: sim, simURL: srv.URL, store: st, dbURL: dbURL, client: c,
-		starter: &starter.Starter{Client: c, Texts: st, TaskQueue: taskQueue}}
+		starter: &starter.Starter{Client: c, Texts: st, TaskQueue: taskQueue, Namespace: ns}}
 }
 
 // startWorker runs the real worker registration in-process until the test

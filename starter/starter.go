@@ -7,8 +7,10 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/siteops/siteops/workflows"
 )
@@ -23,6 +25,38 @@ type Starter struct {
 	Client    client.Client
 	Texts     TextStore // needed by Onboard only
 	TaskQueue string
+	// Namespace is where the search attributes of incidents are looked up;
+	// "default" when empty.
+	Namespace string
+}
+
+// Search attributes an embed incident carries where the server has them
+// registered (temporal operator search-attribute create --name ... --type Keyword).
+const (
+	SearchAttrSiteID   = "SiteopsSiteID"
+	SearchAttrOperator = "SiteopsOperator"
+)
+
+// incidentSearchAttributes returns the incident's search attributes if the
+// namespace has them registered, and none otherwise: an unregistered
+// attribute would fail the start.
+func (s *Starter) incidentSearchAttributes(ctx context.Context, siteID, operator string) temporal.SearchAttributes {
+	ns := s.Namespace
+	if ns == "" {
+		ns = "default"
+	}
+	resp, err := s.Client.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: ns})
+	if err != nil {
+		return temporal.SearchAttributes{}
+	}
+	custom := resp.GetCustomAttributes()
+	if custom[SearchAttrSiteID] != enumspb.INDEXED_VALUE_TYPE_KEYWORD || custom[SearchAttrOperator] != enumspb.INDEXED_VALUE_TYPE_KEYWORD {
+		return temporal.SearchAttributes{}
+	}
+	return temporal.NewSearchAttributes(
+		temporal.NewSearchAttributeKeyKeyword(SearchAttrSiteID).ValueSet(siteID),
+		temporal.NewSearchAttributeKeyKeyword(SearchAttrOperator).ValueSet(operator),
+	)
 }
 
 func (s *Starter) options(id string, p workflows.IDPolicy) client.StartWorkflowOptions {
@@ -92,6 +126,7 @@ func (s *Starter) EmbedOff(ctx context.Context, siteID, operator, reason string)
 		joined = true
 	}
 	opts := s.options(id, workflows.EmbedIncidentPolicy)
+	opts.TypedSearchAttributes = s.incidentSearchAttributes(ctx, siteID, operator)
 	run, err = s.Client.ExecuteWorkflow(ctx, opts, workflows.EmbedIncidentWorkflowName,
 		workflows.EmbedIncidentInput{SiteID: siteID, Operator: operator, Reason: reason})
 	return run, joined, err

@@ -5,8 +5,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/siteops/siteops/activities"
 	"github.com/siteops/siteops/workflows"
 )
 
@@ -101,5 +104,23 @@ func TestEmbedIncidentUnknownSiteFails(t *testing.T) {
 	f.env.ExecuteWorkflow(workflows.EmbedIncidentWorkflowName, workflows.EmbedIncidentInput{SiteID: "site_404", Operator: "alice", Reason: "test"})
 	if err := f.env.GetWorkflowError(); err == nil || !strings.Contains(err.Error(), "404") {
 		t.Errorf("error = %v, want the 404", err)
+	}
+}
+
+func TestEmbedIncidentRestoreFailureReachesTheCaller(t *testing.T) {
+	f := newFixture(t)
+	site := f.siteWithLeads(t, 0)
+	var a *activities.Activities
+	f.env.OnActivity(a.SetEmbed, mock.Anything, mock.MatchedBy(func(in activities.SetEmbedInput) bool { return !in.Enabled })).Return(nil)
+	f.env.OnActivity(a.SetEmbed, mock.Anything, mock.MatchedBy(func(in activities.SetEmbedInput) bool { return in.Enabled })).
+		Return(temporal.NewNonRetryableApplicationError("agentsite: 403 lacks agents:write", activities.ErrTypeForbidden, nil))
+	var out updateOutcome
+	f.decide(time.Minute, workflows.EmbedDecision{Action: workflows.DecisionRestore, Operator: "bob"}, &out)
+	f.env.ExecuteWorkflow(workflows.EmbedIncidentWorkflowName, workflows.EmbedIncidentInput{SiteID: site, Operator: "alice", Reason: "r"})
+	if err := f.env.GetWorkflowError(); err == nil || !strings.Contains(err.Error(), "agents:write") {
+		t.Errorf("workflow error = %v", err)
+	}
+	if !out.done || out.err == nil || !strings.Contains(out.err.Error(), "turning the embed back on failed") {
+		t.Errorf("the update's caller was not told: %+v", out)
 	}
 }

@@ -2,6 +2,7 @@ package workflows_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -142,5 +143,17 @@ func TestLeadSyncFullRescan(t *testing.T) {
 	}
 	if n, _ := f.store.CountLeads(t.Context(), site); n != 25 {
 		t.Errorf("store holds %d leads, want 25 (no duplicates)", n)
+	}
+}
+
+func TestLeadSyncOfAnUnknownSiteFails(t *testing.T) {
+	f := newFixture(t)
+	f.env.ExecuteWorkflow(workflows.LeadSyncWorkflowName, workflows.LeadSyncInput{SiteID: "site_404"})
+	err := f.env.GetWorkflowError()
+	if err == nil || !strings.Contains(err.Error(), "404") {
+		t.Fatalf("error = %v, want the 404", err)
+	}
+	if n := len(f.requests("GET", "/leads")); n != 1 {
+		t.Errorf("%d list requests, want 1 (a 404 is not retried)", n)
 	}
 }

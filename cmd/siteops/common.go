@@ -41,7 +41,7 @@ func newStarter(ctx context.Context, cmd *cobra.Command, withStore bool) (*start
 	if err != nil {
 		return nil, nil, err
 	}
-	s := &starter.Starter{Client: c, TaskQueue: cfg.TaskQueue}
+	s := &starter.Starter{Client: c, TaskQueue: cfg.TaskQueue, Namespace: cfg.Namespace}
 	closers := []func(){c.Close}
 	if withStore {
 		st, err := store.Open(ctx, cfg.Database.URL)
