@@ -1,14 +1,17 @@
 package workflows_test
 
 import (
+	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/siteops/siteops/activities"
 	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/workflows"
 )
@@ -155,5 +158,44 @@ func TestLeadSyncOfAnUnknownSiteFails(t *testing.T) {
 	}
 	if n := len(f.requests("GET", "/leads")); n != 1 {
 		t.Errorf("%d list requests, want 1 (a 404 is not retried)", n)
+	}
+}
+
+// flakyStore fails the n-th page upsert once.
+type flakyStore struct {
+	activities.Store
+	mu     sync.Mutex
+	calls  int
+	failOn int
+}
+
+func (f *flakyStore) UpsertLeads(ctx context.Context, siteID string, leads []agentsite.Lead) (int, error) {
+	f.mu.Lock()
+	f.calls++
+	fail := f.calls == f.failOn
+	f.mu.Unlock()
+	if fail {
+		return 0, errors.New("database is locked")
+	}
+	return f.Store.UpsertLeads(ctx, siteID, leads)
+}
+
+func TestLeadSyncResumesFromTheHeartbeat(t *testing.T) {
+	f := newFixture(t)
+	site := f.siteWithLeads(t, 1000)
+	f.acts.Store = &flakyStore{Store: f.store, failOn: 4}
+	var p workflows.LeadSyncProgress
+	f.env.RegisterDelayedCallback(func() { p = f.progress(t); f.env.CancelWorkflow() }, time.Minute)
+	f.env.ExecuteWorkflow(workflows.LeadSyncWorkflowName, workflows.LeadSyncInput{SiteID: site, PageLimit: 100, PollInterval: workflows.Duration(time.Hour)})
+	// Ten pages; the fourth page's write failed once, and the retried
+	// attempt resumed after page three: eleven reads, not fourteen.
+	if n := len(f.requests("GET", "/leads")); n != 11 {
+		t.Errorf("%d list requests, want 11", n)
+	}
+	if n, _ := f.store.CountLeads(t.Context(), site); n != 1000 {
+		t.Errorf("store holds %d leads, want 1000", n)
+	}
+	if p.Leads != 1000 || p.Pages != 10 || !p.CaughtUp {
+		t.Errorf("progress = %+v", p)
 	}
 }

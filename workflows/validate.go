@@ -22,6 +22,7 @@ const (
 	MaxKnowledgeSources = 500
 	MaxFAQs             = 1000
 	MaxFAQChars         = 10_000
+	MaxFAQTotalChars    = 100_000
 	MaxInlineTextChars  = 8_000
 )
 
@@ -87,8 +88,10 @@ func Validate(in OnboardingInput) []Problem {
 	if len(in.FAQs) > MaxFAQs {
 		add("faqs", "has %d entries; at most %d per onboarding", len(in.FAQs), MaxFAQs)
 	}
+	total := 0
 	for i, f := range in.FAQs {
 		field := fmt.Sprintf("faqs[%d]", i)
+		total += len([]rune(f.Question)) + len([]rune(f.Answer))
 		if strings.TrimSpace(f.Question) == "" {
 			add(field+".question", "is required")
 		}
@@ -98,6 +101,9 @@ func Validate(in OnboardingInput) []Problem {
 		if n := len([]rune(f.Question)) + len([]rune(f.Answer)); n > MaxFAQChars {
 			add(field, "is %d characters; at most %d", n, MaxFAQChars)
 		}
+	}
+	if total > MaxFAQTotalChars {
+		add("faqs", "hold %d characters in all; at most %d per onboarding (FAQs travel in workflow history)", total, MaxFAQTotalChars)
 	}
 	switch in.OnKnowledgeTimeout {
 	case "", TimeoutFail, TimeoutProceed:

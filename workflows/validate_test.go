@@ -50,6 +50,11 @@ func TestValidate(t *testing.T) {
 				in.Knowledge[i] = workflows.KnowledgeSpec{Name: "n", TextHash: "h", Chars: 10}
 			}
 		}, "knowledge"},
+		{"FAQs too large in all", func(in *workflows.OnboardingInput) {
+			for range 20 {
+				in.FAQs = append(in.FAQs, agentsite.FAQ{Question: "q", Answer: strings.Repeat("a", 9000)})
+			}
+		}, "faqs"},
 		{"bad timeout policy", func(in *workflows.OnboardingInput) { in.OnKnowledgeTimeout = "retry" }, "on_knowledge_timeout"},
 	}
 	for _, tc := range tests {
