@@ -1,0 +1,189 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/siteops/siteops/store"
+	"github.com/siteops/siteops/store/storetest"
+)
+
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+func event(id string, at time.Time) store.InboxEvent {
+	return store.InboxEvent{EventID: id, EventType: "lead.created", Receiver: "v1", EndpointID: "we_1", ReceivedAt: at,
+		Body: []byte(`{"id":"` + id + `"}`), TraceContext: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+}
+
+func eachWithClock(t *testing.T, f func(t *testing.T, s *store.Store, c *clock)) {
+	for _, d := range []store.Dialect{store.SQLite, store.Postgres} {
+		t.Run(string(d), func(t *testing.T) {
+			c := &clock{now: time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)}
+			f(t, storetest.Open(t, d, store.WithClock(c.Now)), c)
+		})
+	}
+}
+
+func TestRecordEventIsUnique(t *testing.T) {
+	eachWithClock(t, func(t *testing.T, s *store.Store, c *clock) {
+		var fresh atomic.Int32
+		var wg sync.WaitGroup
+		for range 16 {
+			wg.Go(func() {
+				ok, err := s.RecordEvent(context.Background(), event("evt_same", c.Now()))
+				if err != nil {
+					t.Error(err)
+				}
+				if ok {
+					fresh.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		if fresh.Load() != 1 {
+			t.Errorf("%d of 16 concurrent records of one event were new, want 1", fresh.Load())
+		}
+		st, err := s.InboxStatus(t.Context())
+		if err != nil || st.Total != 1 || st.Undispatched != 1 || !st.OldestPending.Equal(c.Now()) {
+			t.Errorf("status = %+v, %v", st, err)
+		}
+	})
+}
+
+func TestClaimLeaseDispatchAndRetry(t *testing.T) {
+	eachWithClock(t, func(t *testing.T, s *store.Store, c *clock) {
+		ctx := t.Context()
+		for i := range 5 {
+			if _, err := s.RecordEvent(ctx, event(fmt.Sprintf("evt_%d", i), c.Now().Add(-time.Second+time.Duration(i)*time.Millisecond))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		first, err := s.ClaimEvents(ctx, 3, 30*time.Second)
+		if err != nil || len(first) != 3 || first[0].EventID != "evt_0" || first[2].EventID != "evt_2" {
+			t.Fatalf("first claim = %v, %v", ids(first), err)
+		}
+		if first[0].TraceContext == "" || string(first[0].Body) != `{"id":"evt_0"}` || first[0].EndpointID != "we_1" {
+			t.Errorf("claimed event = %+v", first[0])
+		}
+		// Leased events are not claimed again until the lease passes.
+		second, _ := s.ClaimEvents(ctx, 10, 30*time.Second)
+		if len(second) != 2 || second[0].EventID != "evt_3" {
+			t.Fatalf("second claim = %v", ids(second))
+		}
+		if err := s.MarkDispatched(ctx, "evt_0", "signalled"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.MarkFailed(ctx, "evt_1", "temporal unavailable", c.Now().Add(5*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		c.Add(6 * time.Second)
+		third, _ := s.ClaimEvents(ctx, 10, 30*time.Second)
+		if len(third) != 1 || third[0].EventID != "evt_1" || third[0].Attempts != 1 {
+			t.Fatalf("after the retry delay = %+v", third)
+		}
+		c.Add(31 * time.Second)
+		fourth, _ := s.ClaimEvents(ctx, 10, 30*time.Second)
+		if len(fourth) != 4 { // evt_1..evt_4: leases ran out; evt_0 is done
+			t.Fatalf("after the leases = %v", ids(fourth))
+		}
+		if out, attempts, err := s.InboxOutcome(ctx, "evt_0"); err != nil || out != "signalled" || attempts != 1 {
+			t.Errorf("outcome = %q %d %v", out, attempts, err)
+		}
+		// Purge keeps pending events whatever their age.
+		c.Add(31 * 24 * time.Hour)
+		n, err := s.PurgeInbox(ctx, c.Now().Add(-30*24*time.Hour))
+		if err != nil || n != 1 {
+			t.Errorf("purged %d, %v; want 1", n, err)
+		}
+		st, _ := s.InboxStatus(ctx)
+		if st.Total != 4 || st.Undispatched != 4 {
+			t.Errorf("after purge = %+v", st)
+		}
+	})
+}
+
+func TestConcurrentClaimersNeverShareAnEvent(t *testing.T) {
+	eachWithClock(t, func(t *testing.T, s *store.Store, c *clock) {
+		ctx := t.Context()
+		const n = 300
+		for i := range n {
+			if _, err := s.RecordEvent(ctx, event(fmt.Sprintf("evt_%03d", i), c.Now())); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var mu sync.Mutex
+		seen := map[string]int{}
+		var wg sync.WaitGroup
+		for range 6 {
+			wg.Go(func() {
+				for {
+					evs, err := s.ClaimEvents(context.Background(), 7, time.Minute)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if len(evs) == 0 {
+						return
+					}
+					mu.Lock()
+					for _, e := range evs {
+						seen[e.EventID]++
+					}
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		if len(seen) != n {
+			t.Errorf("%d events claimed, want %d", len(seen), n)
+		}
+		for id, k := range seen {
+			if k != 1 {
+				t.Errorf("%s claimed %d times", id, k)
+			}
+		}
+	})
+}
+
+func TestRotations(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		ctx := t.Context()
+		if _, err := s.RotationFor(ctx, "we_2"); err != store.ErrNotFound {
+			t.Fatalf("unknown rotation: %v", err)
+		}
+		if err := s.SetRotation(ctx, "we_2", "secret-rotation/we_1"); err != nil {
+			t.Fatal(err)
+		}
+		if wf, err := s.RotationFor(ctx, "we_2"); err != nil || wf != "secret-rotation/we_1" {
+			t.Errorf("RotationFor = %q, %v", wf, err)
+		}
+		if err := s.EndRotation(ctx, "we_2"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.RotationFor(ctx, "we_2"); err != store.ErrNotFound {
+			t.Errorf("after EndRotation: %v", err)
+		}
+	})
+}
+
+func ids(evs []store.InboxEvent) []string {
+	out := make([]string, len(evs))
+	for i, e := range evs {
+		out[i] = e.EventID
+	}
+	return out
+}

@@ -1,0 +1,27 @@
+-- +goose Up
+CREATE TABLE inbox (
+    event_id        TEXT      PRIMARY KEY,
+    event_type      TEXT      NOT NULL,
+    receiver        TEXT      NOT NULL,
+    endpoint_id     TEXT      NOT NULL,
+    received_at     TIMESTAMP NOT NULL,
+    body            BLOB      NOT NULL,
+    trace_context   TEXT      NOT NULL DEFAULT '',
+    attempts        INTEGER   NOT NULL DEFAULT 0,
+    next_attempt_at TIMESTAMP NOT NULL,
+    last_error      TEXT      NOT NULL DEFAULT '',
+    dispatched_at   TIMESTAMP,
+    outcome         TEXT      NOT NULL DEFAULT ''
+);
+CREATE INDEX inbox_pending ON inbox (next_attempt_at) WHERE dispatched_at IS NULL;
+CREATE INDEX inbox_received ON inbox (received_at);
+
+CREATE TABLE rotations (
+    endpoint_id TEXT      PRIMARY KEY,
+    workflow_id TEXT      NOT NULL,
+    created_at  TIMESTAMP NOT NULL
+);
+
+-- +goose Down
+DROP TABLE rotations;
+DROP TABLE inbox;

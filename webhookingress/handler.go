@@ -1,0 +1,196 @@
+package webhookingress
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/siteops/siteops/agentsite/webhook"
+	"github.com/siteops/siteops/store"
+)
+
+// DefaultMaxBody caps a delivery's body.
+const DefaultMaxBody = 1 << 20
+
+// Inbox records verified events.
+type Inbox interface {
+	RecordEvent(ctx context.Context, ev store.InboxEvent) (bool, error)
+	Ping(ctx context.Context) error
+}
+
+// Options configure a Handler. Inbox is required.
+type Options struct {
+	Inbox   Inbox
+	Secrets SecretStore // stored secrets; nil to use only EnvSecrets
+	// EnvSecrets are accepted on POST /webhooks (SITEOPS_WEBHOOK_SECRETS).
+	EnvSecrets []string
+	// Window is the signature age window (webhook.DefaultWindow).
+	Window time.Duration
+	// MaxBody caps a body (DefaultMaxBody).
+	MaxBody int64
+	// SecretRefresh is how long stored secrets are cached (2 s).
+	SecretRefresh time.Duration
+	Now           func() time.Time
+	Logger        *slog.Logger
+	Metrics       *Metrics
+	// Registry serves GET /metrics (prometheus.DefaultGatherer otherwise).
+	Registry prometheus.Gatherer
+	// Recorded, when set, is told of every new event (the relay's wake-up).
+	Recorded func()
+}
+
+// Handler serves the ingress routes.
+type Handler struct {
+	opts    Options
+	secrets *secretSource
+	mux     *http.ServeMux
+}
+
+var receiverName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// NewHandler returns the ingress handler.
+func NewHandler(o Options) *Handler {
+	if o.Window == 0 {
+		o.Window = webhook.DefaultWindow
+	}
+	if o.MaxBody == 0 {
+		o.MaxBody = DefaultMaxBody
+	}
+	if o.SecretRefresh == 0 {
+		o.SecretRefresh = 2 * time.Second
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Metrics == nil {
+		o.Metrics = NewMetrics(prometheus.NewRegistry())
+	}
+	if o.Registry == nil {
+		o.Registry = prometheus.DefaultGatherer
+	}
+	h := &Handler{
+		opts:    o,
+		secrets: &secretSource{env: o.EnvSecrets, store: o.Secrets, refresh: o.SecretRefresh, now: o.Now, cache: map[string]secretSet{}},
+		mux:     http.NewServeMux(),
+	}
+	h.mux.HandleFunc("POST /webhooks", func(w http.ResponseWriter, r *http.Request) { h.receive(w, r, "") })
+	h.mux.HandleFunc("POST /webhooks/{receiver}", func(w http.ResponseWriter, r *http.Request) {
+		h.receive(w, r, r.PathValue("receiver"))
+	})
+	h.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { answer(w, http.StatusOK, "ok") })
+	h.mux.HandleFunc("GET /readyz", h.ready)
+	h.mux.Handle("GET /metrics", promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{}))
+	return h
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+// answer writes a short JSON status that tells the sender what happened
+// without echoing anything of ours.
+func answer(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	if status == http.StatusNoContent {
+		return
+	}
+	_ = json.NewEncoder(w).Encode(map[string]string{"status": msg})
+}
+
+func (h *Handler) reject(w http.ResponseWriter, r *http.Request, status int, reason string) {
+	h.opts.Metrics.Deliveries.WithLabelValues("rejected", reason).Inc()
+	h.opts.Logger.Warn("webhook delivery rejected", "reason", reason, "status", status,
+		"event_id", r.Header.Get("svc-event-id"), "event_type", r.Header.Get("svc-event-type"), "path", r.URL.Path)
+	answer(w, status, reason)
+}
+
+func (h *Handler) receive(w http.ResponseWriter, r *http.Request, receiver string) {
+	if receiver != "" && !receiverName.MatchString(receiver) {
+		h.reject(w, r, http.StatusNotFound, "unknown receiver")
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			h.reject(w, r, http.StatusRequestEntityTooLarge, "body too large")
+			return
+		}
+		h.reject(w, r, http.StatusBadRequest, "unreadable body")
+		return
+	}
+	set, err := h.secrets.lookup(r.Context(), receiver)
+	switch {
+	case errors.Is(err, errUnknownReceiver):
+		h.reject(w, r, http.StatusNotFound, "unknown receiver")
+		return
+	case err != nil:
+		h.opts.Logger.Error("secret lookup failed", "receiver", receiver, "error", err)
+		h.reject(w, r, http.StatusServiceUnavailable, "store unavailable")
+		return
+	}
+	env, idx, err := webhook.VerifyEnvelope(body, r.Header.Get("svc-signature"), set.secrets, h.opts.Now(), h.opts.Window)
+	switch {
+	case errors.Is(err, webhook.ErrMalformedHeader):
+		h.reject(w, r, http.StatusBadRequest, "malformed signature header")
+		return
+	case errors.Is(err, webhook.ErrTimestampOutsideWindow):
+		h.reject(w, r, http.StatusUnauthorized, "timestamp outside window")
+		return
+	case errors.Is(err, webhook.ErrNoValidSignature):
+		h.reject(w, r, http.StatusUnauthorized, "invalid signature")
+		return
+	case err != nil:
+		h.reject(w, r, http.StatusBadRequest, "malformed body")
+		return
+	}
+	if env.ID != r.Header.Get("svc-event-id") {
+		h.reject(w, r, http.StatusBadRequest, "event id mismatch")
+		return
+	}
+	if string(env.Type) != r.Header.Get("svc-event-type") {
+		h.reject(w, r, http.StatusBadRequest, "event type mismatch")
+		return
+	}
+	fresh, err := h.opts.Inbox.RecordEvent(r.Context(), store.InboxEvent{
+		EventID: env.ID, EventType: string(env.Type), Receiver: receiver, EndpointID: set.endpoints[idx],
+		ReceivedAt: h.opts.Now(), Body: body, TraceContext: r.Header.Get("traceparent"),
+	})
+	if err != nil {
+		h.opts.Logger.Error("recording a webhook event failed", "event_id", env.ID, "error", err)
+		h.reject(w, r, http.StatusServiceUnavailable, "store unavailable")
+		return
+	}
+	if !fresh {
+		h.opts.Metrics.Deliveries.WithLabelValues("duplicate", "").Inc()
+		h.opts.Logger.Info("duplicate webhook delivery", "event_id", env.ID, "event_type", env.Type)
+		answer(w, http.StatusNoContent, "")
+		return
+	}
+	h.opts.Metrics.Deliveries.WithLabelValues("accepted", "").Inc()
+	h.opts.Logger.Info("webhook event recorded", "event_id", env.ID, "event_type", env.Type, "receiver", receiver, "endpoint_id", set.endpoints[idx])
+	if h.opts.Recorded != nil {
+		h.opts.Recorded()
+	}
+	answer(w, http.StatusOK, "accepted")
+}
+
+func (h *Handler) ready(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if err := h.opts.Inbox.Ping(ctx); err != nil {
+		answer(w, http.StatusServiceUnavailable, "store unavailable")
+		return
+	}
+	answer(w, http.StatusOK, "ready")
+}

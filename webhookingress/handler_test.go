@@ -1,0 +1,286 @@
+package webhookingress
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/siteops/siteops/agentsite"
+	"github.com/siteops/siteops/agentsite/webhook"
+	"github.com/siteops/siteops/store"
+	"github.com/siteops/siteops/store/storetest"
+)
+
+var now = time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)
+
+const (
+	envSecret    = "whsec_env_secret"
+	storedSecret = "whsec_stored_secret_v2"
+)
+
+// downInbox fails every write, as a store that is down does.
+type downInbox struct{}
+
+func (downInbox) RecordEvent(context.Context, store.InboxEvent) (bool, error) {
+	return false, errors.New("connection refused")
+}
+func (downInbox) Ping(context.Context) error { return errors.New("connection refused") }
+
+type fixture struct {
+	h       *Handler
+	st      *store.Store
+	metrics *Metrics
+	reg     *prometheus.Registry
+}
+
+func newFixture(t *testing.T, inbox Inbox) *fixture {
+	t.Helper()
+	st := storetest.Open(t, store.SQLite)
+	if err := st.PutSecret(t.Context(), "we_2", "v2", agentsite.NewSigningSecret(storedSecret)); err != nil {
+		t.Fatal(err)
+	}
+	if inbox == nil {
+		inbox = st
+	}
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg)
+	h := NewHandler(Options{Inbox: inbox, Secrets: st, EnvSecrets: []string{envSecret}, Now: func() time.Time { return now }, Metrics: m, Registry: reg, MaxBody: 4096})
+	return &fixture{h: h, st: st, metrics: m, reg: reg}
+}
+
+type delivery struct {
+	path    string
+	id      string
+	typ     string
+	body    string
+	secret  string
+	at      time.Time
+	sigOver string // a header value that replaces the signature
+	headers map[string]string
+}
+
+func envelope(id, typ string) string {
+	return `{"id":"` + id + `","type":"` + typ + `","created_at":"2026-11-21T08:59:59.123Z","data":{"site_id":"site_1","lead_id":"lead_1"}}`
+}
+
+func (f *fixture) send(t *testing.T, d delivery) *httptest.ResponseRecorder {
+	t.Helper()
+	if d.path == "" {
+		d.path = "/webhooks"
+	}
+	if d.id == "" {
+		d.id = "evt_1"
+	}
+	if d.typ == "" {
+		d.typ = "lead.created"
+	}
+	if d.body == "" {
+		d.body = envelope(d.id, d.typ)
+	}
+	if d.secret == "" {
+		d.secret = envSecret
+	}
+	if d.at.IsZero() {
+		d.at = now
+	}
+	req := httptest.NewRequest(http.MethodPost, d.path, strings.NewReader(d.body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("svc-event-id", d.id)
+	req.Header.Set("svc-event-type", d.typ)
+	sig := webhook.Sign(d.secret, d.at, []byte(d.body))
+	if d.sigOver != "" {
+		sig = d.sigOver
+	}
+	req.Header.Set("svc-signature", sig)
+	for k, v := range d.headers {
+		req.Header.Set(k, v)
+	}
+	rec := httptest.NewRecorder()
+	f.h.ServeHTTP(rec, req)
+	return rec
+}
+
+func TestAnswers(t *testing.T) {
+	tests := []struct {
+		name       string
+		inbox      Inbox
+		d          delivery
+		first      *delivery // sent before, e.g. for duplicates
+		wantStatus int
+		wantStored bool
+		reason     string
+	}{
+		{name: "new event on /webhooks", d: delivery{}, wantStatus: 200, wantStored: true},
+		{name: "new event on a named receiver", d: delivery{path: "/webhooks/v2", secret: storedSecret}, wantStatus: 200, wantStored: true},
+		{name: "duplicate event id", first: &delivery{}, d: delivery{}, wantStatus: 204, wantStored: true},
+		{name: "duplicate with a newer signature", first: &delivery{}, d: delivery{at: now.Add(time.Minute)}, wantStatus: 204, wantStored: true},
+		{name: "malformed signature header", d: delivery{sigOver: "t=1,v1=nothex"}, wantStatus: 400, reason: "malformed signature header"},
+		{name: "missing signature header", d: delivery{sigOver: " "}, wantStatus: 400, reason: "malformed signature header"},
+		{name: "wrong secret", d: delivery{secret: "whsec_wrong"}, wantStatus: 401, reason: "invalid signature"},
+		{name: "another receiver's secret", d: delivery{path: "/webhooks/v2", secret: envSecret}, wantStatus: 401, reason: "invalid signature"},
+		{name: "signed 301 s ago", d: delivery{at: now.Add(-301 * time.Second)}, wantStatus: 401, reason: "timestamp outside window"},
+		{name: "signed 301 s ahead", d: delivery{at: now.Add(301 * time.Second)}, wantStatus: 401, reason: "timestamp outside window"},
+		{name: "signed 299 s ago", d: delivery{at: now.Add(-299 * time.Second)}, wantStatus: 200, wantStored: true},
+		{name: "body not JSON", d: delivery{body: "not json"}, wantStatus: 400, reason: "malformed body"},
+		{name: "id without evt_", d: delivery{id: "1", body: envelope("1", "lead.created")}, wantStatus: 400, reason: "malformed body"},
+		{name: "header id differs from body id", d: delivery{id: "evt_other", body: envelope("evt_1", "lead.created")}, wantStatus: 400, reason: "event id mismatch"},
+		{name: "header type differs from body type", d: delivery{typ: "site.published", body: envelope("evt_1", "lead.created")}, wantStatus: 400, reason: "event type mismatch"},
+		{name: "unknown receiver", d: delivery{path: "/webhooks/nope"}, wantStatus: 404, reason: "unknown receiver"},
+		{name: "receiver name out of form", d: delivery{path: "/webhooks/..%2F"}, wantStatus: 404, reason: "unknown receiver"},
+		{name: "body over the cap", d: delivery{body: `{"id":"evt_1","pad":"` + strings.Repeat("x", 5000) + `"}`}, wantStatus: 413, reason: "body too large"},
+		{name: "store unavailable", inbox: downInbox{}, d: delivery{}, wantStatus: 503, reason: "store unavailable"},
+		{name: "unknown future type is accepted", d: delivery{typ: "lead.scored", body: envelope("evt_1", "lead.scored")}, wantStatus: 200, wantStored: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, tc.inbox)
+			if tc.first != nil {
+				if rec := f.send(t, *tc.first); rec.Code != 200 {
+					t.Fatalf("first delivery: %d", rec.Code)
+				}
+			}
+			rec := f.send(t, tc.d)
+			if rec.Code != tc.wantStatus {
+				t.Fatalf("status %d, want %d; body %s", rec.Code, tc.wantStatus, rec.Body)
+			}
+			body := rec.Body.String()
+			if strings.Contains(body, "whsec_") || strings.Contains(body, "connection refused") || strings.Contains(body, "sqlite") {
+				t.Errorf("the answer echoes internals: %s", body)
+			}
+			st, err := f.st.InboxStatus(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if stored := st.Total > 0; stored != tc.wantStored {
+				t.Errorf("inbox holds %d events; want stored=%v", st.Total, tc.wantStored)
+			}
+			if tc.reason != "" {
+				if !strings.Contains(body, tc.reason) {
+					t.Errorf("body %q does not give the reason %q", body, tc.reason)
+				}
+				if n := testutil.ToFloat64(f.metrics.Deliveries.WithLabelValues("rejected", tc.reason)); n != 1 {
+					t.Errorf("rejected{%s} = %v, want 1", tc.reason, n)
+				}
+			}
+		})
+	}
+}
+
+func TestRecordedEventKeepsWhatTheRelayNeeds(t *testing.T) {
+	f := newFixture(t, nil)
+	tp := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	rec := f.send(t, delivery{path: "/webhooks/v2", secret: storedSecret, id: "evt_keep", headers: map[string]string{"traceparent": tp}})
+	if rec.Code != 200 {
+		t.Fatal(rec.Code)
+	}
+	evs, err := f.st.ClaimEvents(t.Context(), 10, time.Minute)
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("claimed %v, %v", evs, err)
+	}
+	ev := evs[0]
+	if ev.EventID != "evt_keep" || ev.EventType != "lead.created" || ev.Receiver != "v2" || ev.EndpointID != "we_2" || ev.TraceContext != tp ||
+		string(ev.Body) != envelope("evt_keep", "lead.created") {
+		t.Errorf("recorded %+v", ev)
+	}
+}
+
+func TestNewSecretAcceptedWithinTheRefresh(t *testing.T) {
+	st := storetest.Open(t, store.SQLite)
+	clock := now
+	h := NewHandler(Options{Inbox: st, Secrets: st, Now: func() time.Time { return clock }, SecretRefresh: 2 * time.Second})
+	f := &fixture{h: h, st: st}
+	if rec := f.send(t, delivery{path: "/webhooks/v3", secret: "whsec_v3", at: clock}); rec.Code != 404 {
+		t.Fatalf("before the secret is stored: %d", rec.Code)
+	}
+	if err := st.PutSecret(t.Context(), "we_3", "v3", agentsite.NewSigningSecret("whsec_v3")); err != nil {
+		t.Fatal(err)
+	}
+	clock = clock.Add(2 * time.Second)
+	if rec := f.send(t, delivery{path: "/webhooks/v3", secret: "whsec_v3", at: clock}); rec.Code != 200 {
+		t.Fatalf("2 s after the secret was stored: %d %s", rec.Code, rec.Body)
+	}
+	// A retired secret stops being accepted after the refresh too.
+	if err := st.RetireSecret(t.Context(), "we_3", clock.Add(-time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	clock = clock.Add(3 * time.Second)
+	if rec := f.send(t, delivery{path: "/webhooks/v3", secret: "whsec_v3", id: "evt_2", at: clock}); rec.Code != 404 {
+		t.Fatalf("after retirement: %d", rec.Code)
+	}
+}
+
+func TestHealthReadyAndMetrics(t *testing.T) {
+	f := newFixture(t, nil)
+	f.send(t, delivery{})
+	f.send(t, delivery{})
+	for path, want := range map[string]int{"/healthz": 200, "/readyz": 200, "/metrics": 200} {
+		rec := httptest.NewRecorder()
+		f.h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		if rec.Code != want {
+			t.Errorf("GET %s = %d", path, rec.Code)
+		}
+		if path == "/metrics" {
+			b, _ := io.ReadAll(rec.Body)
+			for _, want := range []string{`siteops_webhook_deliveries_total{outcome="accepted",reason=""} 1`, `siteops_webhook_deliveries_total{outcome="duplicate",reason=""} 1`} {
+				if !strings.Contains(string(b), want) {
+					t.Errorf("/metrics lacks %s", want)
+				}
+			}
+		}
+	}
+	down := newFixture(t, downInbox{})
+	rec := httptest.NewRecorder()
+	down.h.ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+	if rec.Code != 503 {
+		t.Errorf("readyz with the store down = %d", rec.Code)
+	}
+}
+
+func FuzzHandler(f *testing.F) {
+	st := storetest.Open(f, store.SQLite)
+	h := NewHandler(Options{Inbox: st, EnvSecrets: []string{envSecret}, Now: func() time.Time { return now }, MaxBody: 1 << 16})
+	good := envelope("evt_f", "lead.created")
+	f.Add(good, webhook.Sign(envSecret, now, []byte(good)), "evt_f", "lead.created", "")
+	f.Add("{}", "t=1,v1="+strings.Repeat("a", 64), "", "", "v2")
+	f.Add("", "", "evt_x", "x", "..")
+	f.Fuzz(func(t *testing.T, body, sig, id, typ, receiver string) {
+		path := "/webhooks"
+		if receiver != "" {
+			path += "/" + receiver
+		}
+		req, err := http.NewRequest(http.MethodPost, "http://ingress"+path, strings.NewReader(body))
+		if err != nil {
+			return // not a URL a client could send
+		}
+		req.Header.Set("svc-signature", sig)
+		req.Header.Set("svc-event-id", id)
+		req.Header.Set("svc-event-type", typ)
+		before, _ := st.InboxStatus(context.Background())
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		after, _ := st.InboxStatus(context.Background())
+		switch rec.Code {
+		case 200:
+			if after.Total != before.Total+1 {
+				t.Fatalf("200 without a new inbox row")
+			}
+		case 204, 301, 307, 308, 400, 401, 404, 405, 413: // 3xx: the mux cleaning an unclean path
+			if after.Total != before.Total {
+				t.Fatalf("answer %d recorded an event", rec.Code)
+			}
+		default:
+			t.Fatalf("unexpected status %d for body %q sig %q", rec.Code, body, sig)
+		}
+		if strings.Contains(rec.Body.String(), "whsec_") {
+			t.Fatal("the answer carries a secret")
+		}
+	})
+}
