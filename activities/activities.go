@@ -17,6 +17,9 @@ type API interface {
 	AddFAQ(ctx context.Context, idempotencyKey, siteID string, f agentsite.FAQ) (*agentsite.FAQ, error)
 	Publish(ctx context.Context, idempotencyKey, siteID string, published bool) (*agentsite.PublishResult, error)
 	LeadPages(ctx context.Context, siteID string, opts agentsite.ListLeadsOptions) iter.Seq2[*agentsite.LeadPage, error]
+	CreateWebhookEndpoint(ctx context.Context, idempotencyKey string, e agentsite.NewWebhookEndpoint) (*agentsite.CreatedWebhookEndpoint, error)
+	ListWebhookEndpoints(ctx context.Context) ([]agentsite.WebhookEndpoint, error)
+	DeleteWebhookEndpoint(ctx context.Context, idempotencyKey, endpointID string) error
 }
 
 var _ API = (*agentsite.Client)(nil)
@@ -26,6 +29,10 @@ type Store interface {
 	UpsertLeads(ctx context.Context, siteID string, leads []agentsite.Lead) (int, error)
 	KnowledgeText(ctx context.Context, hash string) (string, error)
 	SetSiteWorkflow(ctx context.Context, siteID, workflowID string) error
+	PutSecret(ctx context.Context, endpointID, receiver string, secret agentsite.SigningSecret) error
+	RetireSecret(ctx context.Context, endpointID string, at time.Time) error
+	SetRotation(ctx context.Context, endpointID, workflowID string) error
+	EndRotation(ctx context.Context, endpointID string) error
 }
 
 var _ Store = (*store.Store)(nil)

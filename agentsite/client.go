@@ -39,6 +39,7 @@ type Client struct {
 	resolver  Resolver
 	breaker   *breaker
 	now       func() time.Time
+	loopback  bool
 }
 
 type config struct {
@@ -49,6 +50,7 @@ type config struct {
 	breaker    BreakerSettings
 	tracer     trace.TracerProvider
 	now        func() time.Time
+	loopback   bool
 }
 
 // Option configures a Client. Options validate their argument: NewClient
@@ -98,6 +100,16 @@ func WithResolver(r Resolver) Option {
 			return errors.New("agentsite: WithResolver: nil Resolver")
 		}
 		cfg.resolver = r
+		return nil
+	}
+}
+
+// WithLoopbackReceivers lets webhook endpoints point at loopback receivers
+// over http on any port, for tests and demos against the simulator started
+// with --allow-loopback-receivers. Never use it against the real service.
+func WithLoopbackReceivers() Option {
+	return func(cfg *config) error {
+		cfg.loopback = true
 		return nil
 	}
 }
@@ -188,6 +200,7 @@ func NewClient(baseURL, apiKey string, opts ...Option) (*Client, error) {
 		resolver:  cfg.resolver,
 		breaker:   newBreaker(cfg.breaker, time.Now), // gobreaker keeps its own wall clock
 		now:       cfg.now,
+		loopback:  cfg.loopback,
 	}, nil
 }
 

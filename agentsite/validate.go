@@ -171,11 +171,41 @@ func ParseWebhookURL(raw string) (*url.URL, error) {
 // loopback, private, link-local or otherwise internal address is refused, as
 // the service refuses it.
 func ValidateWebhookURL(ctx context.Context, raw string, r Resolver) error {
+	return ValidateReceiverURL(ctx, raw, r, false)
+}
+
+// ValidateReceiverURL is ValidateWebhookURL with a test mode: when
+// allowLoopback is set, a URL on a loopback host (127.0.0.0/8, ::1,
+// localhost) may also use http and any port; it still may not carry
+// credentials or a fragment. Every other host gets the contract's rules.
+func ValidateReceiverURL(ctx context.Context, raw string, r Resolver, allowLoopback bool) error {
+	if allowLoopback {
+		if u, err := url.Parse(raw); err == nil && IsLoopbackHost(u.Hostname()) {
+			switch {
+			case u.Scheme != "http" && u.Scheme != "https":
+				return &ValidationError{Field: "url", Value: redactURL(raw), Reason: "the scheme must be https (or http on loopback in test mode)"}
+			case u.User != nil:
+				return &ValidationError{Field: "url", Value: redactURL(raw), Reason: "a webhook URL must not carry a username or password"}
+			case u.Fragment != "" || strings.Contains(raw, "#"):
+				return &ValidationError{Field: "url", Value: raw, Reason: "a webhook URL must not carry a fragment"}
+			}
+			return nil
+		}
+	}
 	u, err := ParseWebhookURL(raw)
 	if err != nil {
 		return err
 	}
 	return CheckPublicHost(ctx, r, u.Hostname())
+}
+
+// IsLoopbackHost reports whether host is localhost or a loopback address.
+func IsLoopbackHost(host string) bool {
+	if strings.EqualFold(strings.TrimSuffix(host, "."), "localhost") {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.Unmap().IsLoopback()
 }
 
 // CheckPublicHost resolves host with r and refuses it unless every address

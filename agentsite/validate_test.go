@@ -323,3 +323,28 @@ func TestIsPublicAddr(t *testing.T) {
 		t.Error("the zero Addr is public")
 	}
 }
+
+func TestValidateReceiverURLLoopbackMode(t *testing.T) {
+	for _, tc := range []struct {
+		url string
+		ok  bool
+	}{
+		{"http://127.0.0.1:8088/webhooks/v2", true},
+		{"http://localhost:9/webhooks", true},
+		{"https://[::1]:8443/in", true},
+		{"http://u:p@127.0.0.1:8088/x", false},
+		{"http://127.0.0.1:8088/x#f", false},
+		{"ftp://127.0.0.1/x", false},
+		{"http://10.0.0.1:8088/x", false},
+		{"http://hooks.example.org/x", false},
+		{"https://hooks.example.org/x", true},
+	} {
+		err := ValidateReceiverURL(t.Context(), tc.url, publicResolver(), true)
+		if (err == nil) != tc.ok {
+			t.Errorf("%s in loopback mode: %v, want ok=%v", tc.url, err, tc.ok)
+		}
+		if strings.HasPrefix(tc.url, "http://127.0.0.1") && ValidateWebhookURL(t.Context(), tc.url, publicResolver()) == nil {
+			t.Errorf("%s passed without loopback mode", tc.url)
+		}
+	}
+}

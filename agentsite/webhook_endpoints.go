@@ -84,7 +84,7 @@ type CreatedWebhookEndpoint struct {
 //
 // POST /api/v1/webhook-endpoints (scope webhooks:write), 201.
 func (c *Client) CreateWebhookEndpoint(ctx context.Context, idempotencyKey string, e NewWebhookEndpoint) (*CreatedWebhookEndpoint, error) {
-	if err := errors.Join(ValidateWebhookURL(ctx, e.URL, c.resolver), ValidateEventTypes(e.Events)); err != nil {
+	if err := errors.Join(ValidateReceiverURL(ctx, e.URL, c.resolver, c.loopback), ValidateEventTypes(e.Events)); err != nil {
 		return nil, err
 	}
 	r := newRequest(http.MethodPost, "/webhook-endpoints")

@@ -209,7 +209,7 @@ func (s *Simulator) newSender() *http.Client {
 		switch a, err := netip.ParseAddr(host); {
 		case err == nil:
 			addrs = []netip.Addr{a}
-		case s.cfg.AllowLoopbackReceivers && isLoopbackHost(host):
+		case s.cfg.AllowLoopbackReceivers && agentsite.IsLoopbackHost(host):
 			addrs = []netip.Addr{netip.MustParseAddr("127.0.0.1")}
 		default:
 			if addrs, err = s.cfg.Resolver.LookupNetIP(ctx, "ip", host); err != nil {

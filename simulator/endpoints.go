@@ -5,9 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"net/http"
-	"net/netip"
-	"net/url"
-	"strings"
 	"time"
 
 	"github.com/siteops/siteops/agentsite"
@@ -112,30 +109,8 @@ func (s *Simulator) deleteEndpoint(r *http.Request, _ []byte) response {
 	return response{status: http.StatusNoContent}
 }
 
-// checkReceiverURL applies the registration rules. In loopback test mode a
-// loopback host may use http and any port; every other host gets the
-// contract's rules.
+// checkReceiverURL applies the registration rules, with the loopback test
+// mode when it is on.
 func (s *Simulator) checkReceiverURL(ctx context.Context, raw string) error {
-	if s.cfg.AllowLoopbackReceivers {
-		if u, err := url.Parse(raw); err == nil && isLoopbackHost(u.Hostname()) {
-			switch {
-			case u.Scheme != "http" && u.Scheme != "https":
-				return &agentsite.ValidationError{Field: "url", Value: raw, Reason: "the scheme must be https (or http on loopback in test mode)"}
-			case u.User != nil:
-				return &agentsite.ValidationError{Field: "url", Reason: "a webhook URL must not carry a username or password"}
-			case u.Fragment != "" || strings.Contains(raw, "#"):
-				return &agentsite.ValidationError{Field: "url", Value: raw, Reason: "a webhook URL must not carry a fragment"}
-			}
-			return nil
-		}
-	}
-	return agentsite.ValidateWebhookURL(ctx, raw, s.cfg.Resolver)
-}
-
-func isLoopbackHost(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	a, err := netip.ParseAddr(host)
-	return err == nil && a.Unmap().IsLoopback()
+	return agentsite.ValidateReceiverURL(ctx, raw, s.cfg.Resolver, s.cfg.AllowLoopbackReceivers)
 }

@@ -144,3 +144,37 @@ func (s *Store) EndRotation(ctx context.Context, endpointID string) error {
 	_, err := s.db.ExecContext(ctx, `DELETE FROM rotations WHERE endpoint_id = $1`, endpointID)
 	return err
 }
+
+// EndpointVerifiedType is the type of the inbox event that records the
+// first verified delivery signed with an endpoint's stored secret. The relay
+// tells the endpoint's rotation workflow, if it has one.
+const EndpointVerifiedType = "siteops.endpoint.verified"
+
+// MarkEndpointVerified notes a verified delivery signed with endpointID's
+// stored secret. The first one (and only the first, across replicas) also
+// records an EndpointVerifiedType event in the inbox, in the same
+// transaction. It reports whether this was the first.
+func (s *Store) MarkEndpointVerified(ctx context.Context, endpointID, eventID string) (bool, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return false, err
+	}
+	defer func() { _ = tx.Rollback() }()
+	now := s.now().UTC()
+	res, err := tx.ExecContext(ctx, `UPDATE webhook_secrets SET first_verified_at = $1, first_verified_event = $2
+		WHERE endpoint_id = $3 AND first_verified_at IS NULL`, now, eventID, endpointID)
+	if err != nil {
+		return false, err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return false, nil
+	}
+	body := fmt.Sprintf(`{"id":%q,"type":%q,"created_at":%q,"data":{"endpoint_id":%q,"event_id":%q}}`,
+		"verified:"+endpointID, EndpointVerifiedType, now.Format("2006-01-02T15:04:05.000Z"), endpointID, eventID)
+	if _, err := tx.ExecContext(ctx, `INSERT INTO inbox (event_id, event_type, receiver, endpoint_id, received_at, body, next_attempt_at)
+		VALUES ($1, $2, '', $3, $4, $5, $4) ON CONFLICT (event_id) DO NOTHING`,
+		"verified:"+endpointID, EndpointVerifiedType, endpointID, now, []byte(body)); err != nil {
+		return false, err
+	}
+	return true, tx.Commit()
+}

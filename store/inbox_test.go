@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/store/storetest"
 )
@@ -186,4 +187,37 @@ func ids(evs []store.InboxEvent) []string {
 		out[i] = e.EventID
 	}
 	return out
+}
+
+func TestMarkEndpointVerifiedOnce(t *testing.T) {
+	eachWithClock(t, func(t *testing.T, s *store.Store, c *clock) {
+		ctx := t.Context()
+		if err := s.PutSecret(ctx, "we_9", "v9", agentsite.NewSigningSecret("whsec_9")); err != nil {
+			t.Fatal(err)
+		}
+		var firsts atomic.Int32
+		var wg sync.WaitGroup
+		for i := range 8 {
+			wg.Go(func() {
+				first, err := s.MarkEndpointVerified(context.Background(), "we_9", fmt.Sprintf("evt_%d", i))
+				if err != nil {
+					t.Error(err)
+				}
+				if first {
+					firsts.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		if firsts.Load() != 1 {
+			t.Fatalf("%d first verifications, want 1", firsts.Load())
+		}
+		evs, _ := s.ClaimEvents(ctx, 10, time.Minute)
+		if len(evs) != 1 || evs[0].EventType != store.EndpointVerifiedType || evs[0].EndpointID != "we_9" {
+			t.Fatalf("inbox = %+v", evs)
+		}
+		if first, err := s.MarkEndpointVerified(ctx, "we_unknown", "evt_x"); first || err != nil {
+			t.Errorf("an endpoint without a stored secret: %v, %v", first, err)
+		}
+	})
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"regexp"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,6 +24,7 @@ const DefaultMaxBody = 1 << 20
 // Inbox records verified events.
 type Inbox interface {
 	RecordEvent(ctx context.Context, ev store.InboxEvent) (bool, error)
+	MarkEndpointVerified(ctx context.Context, endpointID, eventID string) (bool, error)
 	Ping(ctx context.Context) error
 }
 
@@ -52,6 +54,9 @@ type Handler struct {
 	opts    Options
 	secrets *secretSource
 	mux     *http.ServeMux
+
+	verifiedMu sync.Mutex
+	verified   map[string]bool // endpoints whose first verified delivery is recorded
 }
 
 var receiverName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
@@ -82,7 +87,8 @@ func NewHandler(o Options) *Handler {
 	h := &Handler{
 		opts:    o,
 		secrets: &secretSource{env: o.EnvSecrets, store: o.Secrets, refresh: o.SecretRefresh, now: o.Now, cache: map[string]secretSet{}},
-		mux:     http.NewServeMux(),
+		mux:      http.NewServeMux(),
+		verified: map[string]bool{EnvEndpoint: true},
 	}
 	h.mux.HandleFunc("POST /webhooks", func(w http.ResponseWriter, r *http.Request) { h.receive(w, r, "") })
 	h.mux.HandleFunc("POST /webhooks/{receiver}", func(w http.ResponseWriter, r *http.Request) {
@@ -162,8 +168,14 @@ func (h *Handler) receive(w http.ResponseWriter, r *http.Request, receiver strin
 		h.reject(w, r, http.StatusBadRequest, "event type mismatch")
 		return
 	}
+	endpointID := set.endpoints[idx]
+	if err := h.noteVerified(r.Context(), endpointID, env.ID); err != nil {
+		h.opts.Logger.Error("recording a verified delivery failed", "event_id", env.ID, "endpoint_id", endpointID, "error", err)
+		h.reject(w, r, http.StatusServiceUnavailable, "store unavailable")
+		return
+	}
 	fresh, err := h.opts.Inbox.RecordEvent(r.Context(), store.InboxEvent{
-		EventID: env.ID, EventType: string(env.Type), Receiver: receiver, EndpointID: set.endpoints[idx],
+		EventID: env.ID, EventType: string(env.Type), Receiver: receiver, EndpointID: endpointID,
 		ReceivedAt: h.opts.Now(), Body: body, TraceContext: r.Header.Get("traceparent"),
 	})
 	if err != nil {
@@ -178,11 +190,38 @@ func (h *Handler) receive(w http.ResponseWriter, r *http.Request, receiver strin
 		return
 	}
 	h.opts.Metrics.Deliveries.WithLabelValues("accepted", "").Inc()
-	h.opts.Logger.Info("webhook event recorded", "event_id", env.ID, "event_type", env.Type, "receiver", receiver, "endpoint_id", set.endpoints[idx])
+	h.opts.Logger.Info("webhook event recorded", "event_id", env.ID, "event_type", env.Type, "receiver", receiver, "endpoint_id", endpointID)
 	if h.opts.Recorded != nil {
 		h.opts.Recorded()
 	}
 	answer(w, http.StatusOK, "accepted")
+}
+
+// noteVerified records, once per endpoint, that a delivery signed with the
+// endpoint's stored secret verified: a secret rotation waits for that. It
+// runs for duplicates too, since during a rotation the same event reaches
+// the receiver through the old and the new endpoint.
+func (h *Handler) noteVerified(ctx context.Context, endpointID, eventID string) error {
+	h.verifiedMu.Lock()
+	done := h.verified[endpointID]
+	h.verifiedMu.Unlock()
+	if done {
+		return nil
+	}
+	first, err := h.opts.Inbox.MarkEndpointVerified(ctx, endpointID, eventID)
+	if err != nil {
+		return err
+	}
+	h.verifiedMu.Lock()
+	h.verified[endpointID] = true
+	h.verifiedMu.Unlock()
+	if first {
+		h.opts.Logger.Info("first verified delivery on endpoint", "endpoint_id", endpointID, "event_id", eventID)
+		if h.opts.Recorded != nil {
+			h.opts.Recorded()
+		}
+	}
+	return nil
 }
 
 func (h *Handler) ready(w http.ResponseWriter, r *http.Request) {

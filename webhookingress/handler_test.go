@@ -33,6 +33,9 @@ func (downInbox) RecordEvent(context.Context, store.InboxEvent) (bool, error) {
 	return false, errors.New("connection refused")
 }
 func (downInbox) Ping(context.Context) error { return errors.New("connection refused") }
+func (downInbox) MarkEndpointVerified(context.Context, string, string) (bool, error) {
+	return false, errors.New("connection refused")
+}
 
 type fixture struct {
 	h       *Handler
@@ -182,10 +185,17 @@ func TestRecordedEventKeepsWhatTheRelayNeeds(t *testing.T) {
 		t.Fatal(rec.Code)
 	}
 	evs, err := f.st.ClaimEvents(t.Context(), 10, time.Minute)
-	if err != nil || len(evs) != 1 {
-		t.Fatalf("claimed %v, %v", evs, err)
+	if err != nil || len(evs) != 2 {
+		t.Fatalf("claimed %d events, %v; want the endpoint's first verification and the event", len(evs), err)
 	}
-	ev := evs[0]
+	byType := map[string]store.InboxEvent{}
+	for _, e := range evs {
+		byType[e.EventType] = e
+	}
+	if v := byType[store.EndpointVerifiedType]; v.EndpointID != "we_2" || !strings.Contains(string(v.Body), `"event_id":"evt_keep"`) {
+		t.Errorf("verification event = %+v", v)
+	}
+	ev := byType["lead.created"]
 	if ev.EventID != "evt_keep" || ev.EventType != "lead.created" || ev.Receiver != "v2" || ev.EndpointID != "we_2" || ev.TraceContext != tp ||
 		string(ev.Body) != envelope("evt_keep", "lead.created") {
 		t.Errorf("recorded %+v", ev)

@@ -17,5 +17,6 @@ func Register(r sdkworker.Registry, acts *activities.Activities) {
 	r.RegisterWorkflowWithOptions(workflows.Onboarding, workflow.RegisterOptions{Name: workflows.OnboardingWorkflowName})
 	r.RegisterWorkflowWithOptions(workflows.LeadSync, workflow.RegisterOptions{Name: workflows.LeadSyncWorkflowName})
 	r.RegisterWorkflowWithOptions(workflows.EmbedIncident, workflow.RegisterOptions{Name: workflows.EmbedIncidentWorkflowName})
+	r.RegisterWorkflowWithOptions(workflows.SecretRotation, workflow.RegisterOptions{Name: workflows.SecretRotationWorkflowName})
 	r.RegisterActivity(acts)
 }

@@ -41,13 +41,15 @@ func newFixture(t *testing.T, scopes ...string) *fixture {
 		TimeScale:      1,
 		KnowledgeDelay: time.Hour, // readiness comes from the test's signals
 		Seed:           1,
+		// Endpoints point at a closed loopback port; deliveries fail quietly.
+		AllowLoopbackReceivers: true,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(sim.Handler())
 	t.Cleanup(func() { srv.Close(); sim.Close() })
-	api, err := agentsite.NewClient(srv.URL, apiKey, agentsite.WithTimeout(5*time.Second))
+	api, err := agentsite.NewClient(srv.URL, apiKey, agentsite.WithTimeout(5*time.Second), agentsite.WithLoopbackReceivers())
 	if err != nil {
 		t.Fatal(err)
 	}

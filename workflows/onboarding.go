@@ -18,6 +18,9 @@ const (
 	OnboardingWorkflowName = "Onboarding"
 	// SignalKnowledgeReady carries a knowledge.ready event (KnowledgeReadySignal).
 	SignalKnowledgeReady = "knowledge-ready"
+	// SignalSiteStatus carries a site.published or site.unpublished event
+	// (SiteStatusSignal).
+	SignalSiteStatus = "site-status"
 	// QueryStatus answers the current step (OnboardingStatus).
 	QueryStatus = "status"
 )
@@ -102,6 +105,14 @@ type KnowledgeReadySignal struct {
 	KnowledgeID string `json:"knowledge_id"`
 }
 
+// SiteStatusSignal is a site.published or site.unpublished event relayed to
+// the workflow.
+type SiteStatusSignal struct {
+	EventID string `json:"event_id"`
+	Type    string `json:"type"`
+	Status  string `json:"status,omitempty"`
+}
+
 // OnboardingStatus answers QueryStatus.
 type OnboardingStatus struct {
 	Step           string `json:"step"`
@@ -110,7 +121,9 @@ type OnboardingStatus struct {
 	KnowledgeAdded int    `json:"knowledge_added"`
 	KnowledgeReady int    `json:"knowledge_ready"`
 	FAQsAdded      int    `json:"faqs_added"`
-	Error          string `json:"error,omitempty"`
+	// LastSiteEvent is the latest site.published or site.unpublished seen.
+	LastSiteEvent string `json:"last_site_event,omitempty"`
+	Error         string `json:"error,omitempty"`
 }
 
 // Onboarding validates the input, creates the site, configures its agent,
@@ -146,6 +159,18 @@ func (o *onboarding) setup(ctx workflow.Context) error {
 	}); err != nil {
 		return err
 	}
+	statusCh := workflow.GetSignalChannel(ctx, SignalSiteStatus)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for {
+			var sig SiteStatusSignal
+			statusCh.Receive(ctx, &sig)
+			if o.seenEvents[sig.EventID] {
+				continue
+			}
+			o.seenEvents[sig.EventID] = true
+			o.status.LastSiteEvent = sig.Type
+		}
+	})
 	ch := workflow.GetSignalChannel(ctx, SignalKnowledgeReady)
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		for {

@@ -30,6 +30,7 @@ func TestReplay(t *testing.T) {
 			r.RegisterWorkflowWithOptions(workflows.Onboarding, workflow.RegisterOptions{Name: workflows.OnboardingWorkflowName})
 			r.RegisterWorkflowWithOptions(workflows.LeadSync, workflow.RegisterOptions{Name: workflows.LeadSyncWorkflowName})
 			r.RegisterWorkflowWithOptions(workflows.EmbedIncident, workflow.RegisterOptions{Name: workflows.EmbedIncidentWorkflowName})
+			r.RegisterWorkflowWithOptions(workflows.SecretRotation, workflow.RegisterOptions{Name: workflows.SecretRotationWorkflowName})
 			logger := tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 			if err := r.ReplayWorkflowHistoryFromJSONFile(logger, f); err != nil {
 				t.Fatalf("replaying %s: %v", f, err)
