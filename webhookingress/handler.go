@@ -85,8 +85,8 @@ func NewHandler(o Options) *Handler {
 		o.Registry = prometheus.DefaultGatherer
 	}
 	h := &Handler{
-		opts:    o,
-		secrets: &secretSource{env: o.EnvSecrets, store: o.Secrets, refresh: o.SecretRefresh, now: o.Now, cache: map[string]secretSet{}},
+		opts:     o,
+		secrets:  &secretSource{env: o.EnvSecrets, store: o.Secrets, refresh: o.SecretRefresh, now: o.Now, cache: map[string]secretSet{}},
 		mux:      http.NewServeMux(),
 		verified: map[string]bool{EnvEndpoint: true},
 	}

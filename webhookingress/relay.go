@@ -69,6 +69,8 @@ type Relay struct {
 	MaxBackoff time.Duration
 	// Retention is how long dispatched events are kept (30 days).
 	Retention time.Duration
+	// DispatchTimeout bounds one dispatch (10 s).
+	DispatchTimeout time.Duration
 	Now       func() time.Time
 
 	wake     chan struct{}
@@ -94,6 +96,9 @@ func (r *Relay) init() {
 		}
 		if r.Retention == 0 {
 			r.Retention = 30 * 24 * time.Hour
+		}
+		if r.DispatchTimeout == 0 {
+			r.DispatchTimeout = 10 * time.Second
 		}
 		if r.Now == nil {
 			r.Now = time.Now
@@ -182,7 +187,11 @@ func (r *Relay) DispatchOnce(ctx context.Context) (int, error) {
 }
 
 func (r *Relay) handle(ctx context.Context, ev store.InboxEvent) {
-	outcome, err := r.dispatch(ctx, ev)
+	// A Temporal that is down must not hold the batch: each dispatch gets
+	// a deadline, and a failure is retried later with backoff.
+	dctx, cancel := context.WithTimeout(ctx, r.DispatchTimeout)
+	outcome, err := r.dispatch(dctx, ev)
+	cancel()
 	if err != nil {
 		delay := min(time.Duration(1<<min(ev.Attempts, 20))*time.Second, r.MaxBackoff)
 		if markErr := r.Store.MarkFailed(ctx, ev.EventID, err.Error(), r.Now().Add(delay)); markErr != nil {

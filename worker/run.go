@@ -19,6 +19,9 @@ type Config struct {
 	config.Temporal
 	config.AgentSite
 	config.Database
+	// AllowLoopback lets webhook endpoints point at loopback receivers: the
+	// simulator's test mode, for demos and tests only.
+	AllowLoopback bool `envconfig:"SITEOPS_ALLOW_LOOPBACK_RECEIVERS" default:"false"`
 }
 
 // StopTimeout is how long a stopping worker lets in-flight activities
@@ -47,7 +50,12 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		return err
 	}
 	defer func() { _ = st.Close() }()
-	api, err := agentsite.NewClient(cfg.BaseURL, cfg.APIKey, agentsite.WithTimeout(APITimeout))
+	apiOpts := []agentsite.Option{agentsite.WithTimeout(APITimeout)}
+	if cfg.AllowLoopback {
+		logger.Warn("TEST MODE: webhook endpoints may point at loopback receivers (SITEOPS_ALLOW_LOOPBACK_RECEIVERS)")
+		apiOpts = append(apiOpts, agentsite.WithLoopbackReceivers())
+	}
+	api, err := agentsite.NewClient(cfg.BaseURL, cfg.APIKey, apiOpts...)
 	if err != nil {
 		return err
 	}

@@ -50,6 +50,8 @@ type Options struct {
 	Log *os.File
 	// Namespaces are created at launch besides "default".
 	Namespaces []string
+	// Port is the frontend port (a free one when zero).
+	Port int
 }
 
 // FindCLI locates the temporal binary: $SITEOPS_TEMPORAL_CLI, then
@@ -91,9 +93,11 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	port, err := FreePort()
-	if err != nil {
-		return nil, err
+	port := opts.Port
+	if port == 0 {
+		if port, err = FreePort(); err != nil {
+			return nil, err
+		}
 	}
 	args := []string{"server", "start-dev",
 		"--ip", "127.0.0.1", "--port", strconv.Itoa(port),
