@@ -32,6 +32,7 @@ type Store interface {
 	PutSecret(ctx context.Context, endpointID, receiver string, secret agentsite.SigningSecret) error
 	RetireSecret(ctx context.Context, endpointID string, at time.Time) error
 	SetRotation(ctx context.Context, endpointID, workflowID string) error
+	ExpectSecret(ctx context.Context, receiver string, until time.Time) error
 	EndRotation(ctx context.Context, endpointID string) error
 }
 

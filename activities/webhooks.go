@@ -63,6 +63,11 @@ type CreatedEndpoint struct {
 // activity. A retried attempt gets the same answer replayed under the same
 // idempotency key, so the stored secret is the right one.
 func (a *Activities) CreateEndpoint(ctx context.Context, in CreateEndpointInput) (CreatedEndpoint, error) {
+	// The service may deliver with the new secret before this activity has
+	// stored it; the ingress holds such deliveries instead of refusing them.
+	if err := a.Store.ExpectSecret(ctx, in.Receiver, a.Now().Add(2*time.Minute)); err != nil {
+		return CreatedEndpoint{}, classify(err)
+	}
 	created, err := a.API.CreateWebhookEndpoint(ctx, in.IdempotencyKey, agentsite.NewWebhookEndpoint{URL: in.URL, Events: in.Events})
 	if err != nil {
 		return CreatedEndpoint{}, classify(err)

@@ -49,6 +49,7 @@ func newEnv(t *testing.T, d store.Dialect, cfg simulator.Config) *env {
 	if cfg.KnowledgeDelay == 0 {
 		cfg.KnowledgeDelay = time.Hour
 	}
+	cfg.AllowLoopbackReceivers = true
 	sim, err := simulator.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +81,7 @@ func newEnv(t *testing.T, d store.Dialect, cfg simulator.Config) *env {
 // ends.
 func (e *env) startWorker(t *testing.T) {
 	t.Helper()
-	api, err := agentsite.NewClient(e.simURL, apiKey, agentsite.WithTimeout(worker.APITimeout))
+	api, err := agentsite.NewClient(e.simURL, apiKey, agentsite.WithTimeout(worker.APITimeout), agentsite.WithLoopbackReceivers())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,6 +36,7 @@ func ReceiverFromURL(raw string) (string, error) {
 // SecretStore keeps signing secrets.
 type SecretStore interface {
 	PutSecret(ctx context.Context, endpointID, receiver string, secret agentsite.SigningSecret) error
+	ExpectSecret(ctx context.Context, receiver string, until time.Time) error
 }
 
 // EndpointCreator registers webhook endpoints.
@@ -47,6 +48,9 @@ type EndpointCreator interface {
 // secret, encrypted, for the ingress receiver. It returns the endpoint and
 // the secret's fingerprint; the secret itself is never returned.
 func CreateEndpoint(ctx context.Context, api EndpointCreator, secrets SecretStore, key, rawURL string, events []string, receiver string) (agentsite.WebhookEndpoint, string, error) {
+	if err := secrets.ExpectSecret(ctx, receiver, time.Now().Add(2*time.Minute)); err != nil {
+		return agentsite.WebhookEndpoint{}, "", err
+	}
 	created, err := api.CreateWebhookEndpoint(ctx, key, agentsite.NewWebhookEndpoint{URL: rawURL, Events: events})
 	if err != nil {
 		return agentsite.WebhookEndpoint{}, "", err

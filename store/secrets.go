@@ -101,3 +101,20 @@ func (s *Store) RetireSecret(ctx context.Context, endpointID string, at time.Tim
 	}
 	return nil
 }
+
+// ExpectSecret marks receiver as about to get a new secret until until: an
+// endpoint is being created for it, and the service may deliver with the
+// new secret before the create answer is stored. The ingress holds such
+// deliveries briefly instead of refusing them.
+func (s *Store) ExpectSecret(ctx context.Context, receiver string, until time.Time) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO pending_receivers (receiver, until) VALUES ($1, $2)
+		ON CONFLICT (receiver) DO UPDATE SET until = excluded.until`, receiver, until.UTC())
+	return err
+}
+
+// ReceiverPending reports whether receiver expects a new secret now.
+func (s *Store) ReceiverPending(ctx context.Context, receiver string) (bool, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM pending_receivers WHERE receiver = $1 AND until > $2`, receiver, s.now().UTC()).Scan(&n)
+	return n > 0, err
+}

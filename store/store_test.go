@@ -237,3 +237,24 @@ func TestMigrationsAreIdempotent(t *testing.T) {
 		})
 	}
 }
+
+func TestPendingReceivers(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		ctx := t.Context()
+		if p, err := s.ReceiverPending(ctx, "v2"); p || err != nil {
+			t.Fatalf("before: %v, %v", p, err)
+		}
+		if err := s.ExpectSecret(ctx, "v2", time.Now().Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		if p, err := s.ReceiverPending(ctx, "v2"); !p || err != nil {
+			t.Errorf("while expected: %v, %v", p, err)
+		}
+		if err := s.ExpectSecret(ctx, "v2", time.Now().Add(-time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		if p, _ := s.ReceiverPending(ctx, "v2"); p {
+			t.Errorf("after it expired: still pending")
+		}
+	})
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -25,6 +26,7 @@ const DefaultMaxBody = 1 << 20
 type Inbox interface {
 	RecordEvent(ctx context.Context, ev store.InboxEvent) (bool, error)
 	MarkEndpointVerified(ctx context.Context, endpointID, eventID string) (bool, error)
+	ReceiverPending(ctx context.Context, receiver string) (bool, error)
 	Ping(ctx context.Context) error
 }
 
@@ -47,6 +49,10 @@ type Options struct {
 	Registry prometheus.Gatherer
 	// Recorded, when set, is told of every new event (the relay's wake-up).
 	Recorded func()
+	// PendingWait is how long a delivery that does not verify is held
+	// while its receiver expects a new secret (5 s, half the sender's
+	// timeout).
+	PendingWait time.Duration
 }
 
 // Handler serves the ingress routes.
@@ -71,6 +77,9 @@ func NewHandler(o Options) *Handler {
 	}
 	if o.SecretRefresh == 0 {
 		o.SecretRefresh = 2 * time.Second
+	}
+	if o.PendingWait == 0 {
+		o.PendingWait = 5 * time.Second
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -135,18 +144,18 @@ func (h *Handler) receive(w http.ResponseWriter, r *http.Request, receiver strin
 		h.reject(w, r, http.StatusBadRequest, "unreadable body")
 		return
 	}
-	set, err := h.secrets.lookup(r.Context(), receiver)
+	set, env, idx, err := h.verify(r.Context(), receiver, body, r.Header.Get("svc-signature"))
+	if errors.Is(err, errUnknownReceiver) || errors.Is(err, webhook.ErrNoValidSignature) {
+		set, env, idx, err = h.awaitNewSecret(r.Context(), receiver, body, r.Header.Get("svc-signature"), err)
+	}
 	switch {
 	case errors.Is(err, errUnknownReceiver):
 		h.reject(w, r, http.StatusNotFound, "unknown receiver")
 		return
-	case err != nil:
+	case errors.Is(err, errStoreDown):
 		h.opts.Logger.Error("secret lookup failed", "receiver", receiver, "error", err)
 		h.reject(w, r, http.StatusServiceUnavailable, "store unavailable")
 		return
-	}
-	env, idx, err := webhook.VerifyEnvelope(body, r.Header.Get("svc-signature"), set.secrets, h.opts.Now(), h.opts.Window)
-	switch {
 	case errors.Is(err, webhook.ErrMalformedHeader):
 		h.reject(w, r, http.StatusBadRequest, "malformed signature header")
 		return
@@ -195,6 +204,56 @@ func (h *Handler) receive(w http.ResponseWriter, r *http.Request, receiver strin
 		h.opts.Recorded()
 	}
 	answer(w, http.StatusOK, "accepted")
+}
+
+var errStoreDown = errors.New("store unavailable")
+
+// verify looks up the receiver's secrets and verifies the delivery.
+func (h *Handler) verify(ctx context.Context, receiver string, body []byte, header string) (secretSet, webhook.Envelope, int, error) {
+	set, err := h.secrets.lookup(ctx, receiver)
+	if errors.Is(err, errUnknownReceiver) {
+		return set, webhook.Envelope{}, -1, err
+	}
+	if err != nil {
+		return set, webhook.Envelope{}, -1, fmt.Errorf("%w: %w", errStoreDown, err)
+	}
+	env, idx, err := webhook.VerifyEnvelope(body, header, set.secrets, h.opts.Now(), h.opts.Window)
+	return set, env, idx, err
+}
+
+// awaitNewSecret handles the moment of a secret rotation between the
+// service creating an endpoint and siteops storing its one-time secret: a
+// delivery signed with the new secret cannot verify yet. When the receiver
+// expects a new secret, the delivery is held and re-verified against fresh
+// secrets for up to PendingWait; otherwise, or if it still fails, the first
+// error stands.
+func (h *Handler) awaitNewSecret(ctx context.Context, receiver string, body []byte, header string, first error) (secretSet, webhook.Envelope, int, error) {
+	pending, err := h.opts.Inbox.ReceiverPending(ctx, receiver)
+	if err != nil || !pending {
+		return secretSet{}, webhook.Envelope{}, -1, first
+	}
+	deadline := time.NewTimer(h.opts.PendingWait)
+	defer deadline.Stop()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return secretSet{}, webhook.Envelope{}, -1, first
+		case <-deadline.C:
+			return secretSet{}, webhook.Envelope{}, -1, first
+		case <-tick.C:
+		}
+		h.secrets.forget(receiver)
+		set, env, idx, err := h.verify(ctx, receiver, body, header)
+		if err == nil {
+			h.opts.Logger.Info("held delivery verified with a newly stored secret", "receiver", receiver, "event_id", env.ID)
+			return set, env, idx, nil
+		}
+		if !errors.Is(err, errUnknownReceiver) && !errors.Is(err, webhook.ErrNoValidSignature) {
+			return set, env, idx, err
+		}
+	}
 }
 
 // noteVerified records, once per endpoint, that a delivery signed with the

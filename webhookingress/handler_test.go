@@ -36,6 +36,9 @@ func (downInbox) Ping(context.Context) error { return errors.New("connection ref
 func (downInbox) MarkEndpointVerified(context.Context, string, string) (bool, error) {
 	return false, errors.New("connection refused")
 }
+func (downInbox) ReceiverPending(context.Context, string) (bool, error) {
+	return false, errors.New("connection refused")
+}
 
 type fixture struct {
 	h       *Handler
@@ -293,4 +296,35 @@ func FuzzHandler(f *testing.F) {
 			t.Fatal("the answer carries a secret")
 		}
 	})
+}
+
+func TestDeliveryHeldWhileTheReceiverExpectsASecret(t *testing.T) {
+	st := storetest.Open(t, store.SQLite)
+	h := NewHandler(Options{Inbox: st, Secrets: st, Now: func() time.Time { return now }, PendingWait: time.Second})
+	f := &fixture{h: h, st: st}
+	if err := st.ExpectSecret(t.Context(), "v4", time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(300 * time.Millisecond) // the create answer arrives and is stored
+		_ = st.PutSecret(context.Background(), "we_4", "v4", agentsite.NewSigningSecret("whsec_v4"))
+	}()
+	start := time.Now()
+	rec := f.send(t, delivery{path: "/webhooks/v4", secret: "whsec_v4"})
+	if rec.Code != 200 {
+		t.Fatalf("held delivery = %d %s", rec.Code, rec.Body)
+	}
+	if took := time.Since(start); took < 250*time.Millisecond || took > time.Second {
+		t.Errorf("held for %s", took)
+	}
+	// A wrong secret is still refused, after the wait.
+	rec = f.send(t, delivery{path: "/webhooks/v4", secret: "whsec_wrong", id: "evt_2"})
+	if rec.Code != 401 {
+		t.Errorf("wrong secret on a pending receiver = %d", rec.Code)
+	}
+	// Without the expectation nothing is held.
+	start = time.Now()
+	if rec := f.send(t, delivery{path: "/webhooks/v5", secret: "whsec_v5", id: "evt_3"}); rec.Code != 404 || time.Since(start) > time.Second {
+		t.Errorf("unknown receiver = %d after %s", rec.Code, time.Since(start))
+	}
 }

@@ -71,7 +71,7 @@ type Relay struct {
 	Retention time.Duration
 	// DispatchTimeout bounds one dispatch (10 s).
 	DispatchTimeout time.Duration
-	Now       func() time.Time
+	Now             func() time.Time
 
 	wake     chan struct{}
 	initOnce sync.Once

@@ -77,3 +77,10 @@ func (s *secretSource) lookup(ctx context.Context, receiver string) (secretSet, 
 	s.mu.Unlock()
 	return set, nil
 }
+
+// forget drops the cached secrets of a receiver.
+func (s *secretSource) forget(receiver string) {
+	s.mu.Lock()
+	delete(s.cache, receiver)
+	s.mu.Unlock()
+}

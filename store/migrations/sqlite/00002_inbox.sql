@@ -22,11 +22,17 @@ CREATE TABLE rotations (
     created_at  TIMESTAMP NOT NULL
 );
 
+CREATE TABLE pending_receivers (
+    receiver TEXT      PRIMARY KEY,
+    until    TIMESTAMP NOT NULL
+);
+
 ALTER TABLE webhook_secrets ADD COLUMN first_verified_at TIMESTAMP;
 ALTER TABLE webhook_secrets ADD COLUMN first_verified_event TEXT NOT NULL DEFAULT '';
 
 -- +goose Down
 ALTER TABLE webhook_secrets DROP COLUMN first_verified_event;
 ALTER TABLE webhook_secrets DROP COLUMN first_verified_at;
+DROP TABLE pending_receivers;
 DROP TABLE rotations;
 DROP TABLE inbox;

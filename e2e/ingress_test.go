@@ -1,0 +1,241 @@
+package e2e
+
+import (
+	"context"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/siteops/siteops/agentsite"
+	"github.com/siteops/siteops/agentsite/webhook"
+	"github.com/siteops/siteops/simulator"
+	"github.com/siteops/siteops/starter"
+	"github.com/siteops/siteops/store"
+	"github.com/siteops/siteops/webhookingress"
+	"github.com/siteops/siteops/workflows"
+)
+
+// ingress is the webhook ingress and relay of one test, in-process.
+type ingress struct {
+	url     string
+	metrics *webhookingress.Metrics
+	relay   *webhookingress.Relay
+}
+
+func (e *env) startIngress(t *testing.T) *ingress {
+	t.Helper()
+	m := webhookingress.NewMetrics(prometheus.NewRegistry())
+	relay := &webhookingress.Relay{Store: e.store, Temporal: e.client, TaskQueue: taskQueue, Metrics: m, Idle: 50 * time.Millisecond, MaxBackoff: time.Second}
+	h := webhookingress.NewHandler(webhookingress.Options{Inbox: e.store, Secrets: e.store, Metrics: m, Recorded: relay.Wake, SecretRefresh: 200 * time.Millisecond})
+	srv := httptest.NewServer(h)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = relay.Run(ctx) })
+	t.Cleanup(func() { cancel(); wg.Wait(); srv.Close() })
+	return &ingress{url: srv.URL, metrics: m, relay: relay}
+}
+
+// register creates a webhook endpoint on the simulator pointing at the
+// ingress and stores its secret.
+func (e *env) register(t *testing.T, in *ingress, path string, events ...string) string {
+	t.Helper()
+	api, err := agentsite.NewClient(e.simURL, apiKey, agentsite.WithLoopbackReceivers())
+	if err != nil {
+		t.Fatal(err)
+	}
+	receiver, err := starter.ReceiverFromURL(in.url + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep, _, err := starter.CreateEndpoint(t.Context(), api, e.store, "register"+path, in.url+path, events, receiver)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ep.ID
+}
+
+func (e *env) site(t *testing.T, slug string) string {
+	t.Helper()
+	api, _ := agentsite.NewClient(e.simURL, apiKey)
+	cs, err := api.CreateSite(t.Context(), "site-"+slug, agentsite.NewSite{Title: slug, Slug: slug, Type: "business", Template: "minimal"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs.Site.ID
+}
+
+func TestLeadCreatedWakesTheLeadSync(t *testing.T) {
+	for _, d := range []store.Dialect{store.SQLite, store.Postgres} {
+		t.Run(string(d), func(t *testing.T) {
+			e := newEnv(t, d, simulator.Config{})
+			e.startWorker(t)
+			in := e.startIngress(t)
+			e.register(t, in, "/webhooks/main", "lead.created")
+			site := e.site(t, "acme")
+			if _, err := e.sim.CreateLeads(site, 50); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, time.Minute, "the webhooks to bring all 50 leads into the store", func() bool {
+				n, _ := e.store.CountLeads(t.Context(), site)
+				return n == 50
+			})
+			eventually(t, 30*time.Second, "every event dispatched", func() bool {
+				st, _ := e.store.InboxStatus(t.Context())
+				return st.Undispatched == 0 && st.Total >= 50
+			})
+			if n := testutil.ToFloat64(in.metrics.Dispatched.WithLabelValues("lead.created", webhookingress.OutcomeSignalled)); n != 50 {
+				t.Errorf("%v lead.created events signalled, want 50", n)
+			}
+			eventually(t, 30*time.Second, "the lead sync to count 50 events", func() bool {
+				p, err := e.starter.LeadProgress(t.Context(), site)
+				return err == nil && p.Events == 50 && p.DuplicateEvents == 0
+			})
+			assertStoreEqualsSim(t, e, site)
+			_ = e.client.CancelWorkflow(t.Context(), workflows.LeadSyncID(site), "")
+		})
+	}
+}
+
+func TestDuplicateAndReorderedDeliveriesHaveOneEffectEach(t *testing.T) {
+	e := newEnv(t, store.SQLite, simulator.Config{
+		KnowledgeDelay: 2 * time.Second, // 20 ms at the test's time scale
+		Faults:         simulator.Faults{DuplicateRate: 1, ReorderWindow: simulator.Duration(20 * time.Second)},
+	})
+	e.startWorker(t)
+	in := e.startIngress(t)
+	e.register(t, in, "/webhooks/main", "lead.created", "knowledge.ready", "site.published")
+
+	p := prepare(t, "../examples/acme-anvils.yaml", "acme-anvils")
+	p.Input.WaitForKnowledge = true
+	p.Input.KnowledgeTimeout = workflows.Duration(time.Minute)
+	run, err := e.starter.Onboard(t.Context(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res workflows.OnboardingResult
+	if err := run.Get(ctxWithin(t, time.Minute), &res); err != nil {
+		t.Fatalf("onboarding waiting for knowledge.ready through the ingress: %v", err)
+	}
+	if res.Status != "published" || res.KnowledgeReady != 2 || res.KnowledgeTimedOut {
+		t.Errorf("result = %+v", res)
+	}
+	if _, err := e.sim.CreateLeads(res.SiteID, 40); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, "all leads in the store", func() bool {
+		n, _ := e.store.CountLeads(t.Context(), res.SiteID)
+		return n == 40
+	})
+	// Every event was delivered twice, out of order; each was recorded once.
+	emitted := 0
+	for _, ev := range e.sim.Events() {
+		if ev.Type == webhook.LeadCreated || ev.Type == webhook.KnowledgeReady || ev.Type == webhook.SitePublished {
+			emitted++
+		}
+	}
+	eventually(t, 30*time.Second, "both copies of every event", func() bool {
+		return testutil.ToFloat64(in.metrics.Deliveries.WithLabelValues("duplicate", "")) == float64(emitted)
+	})
+	if n := testutil.ToFloat64(in.metrics.Deliveries.WithLabelValues("accepted", "")); n != float64(emitted) {
+		t.Errorf("%v events accepted, %d emitted", n, emitted)
+	}
+	eventually(t, 30*time.Second, "the lead sync to see every event once", func() bool {
+		pr, err := e.starter.LeadProgress(t.Context(), res.SiteID)
+		return err == nil && pr.Events == 40 && pr.DuplicateEvents == 0
+	})
+	assertStoreEqualsSim(t, e, res.SiteID)
+	st, _ := e.starter.Status(t.Context(), "onboarding/acme-anvils")
+	t.Logf("onboarding status after the events: %+v", st.Detail)
+	_ = e.client.CancelWorkflow(t.Context(), workflows.LeadSyncID(res.SiteID), "")
+}
+
+func TestRotationUnderContinuousDeliveries(t *testing.T) {
+	e := newEnv(t, store.Postgres, simulator.Config{})
+	e.startWorker(t)
+	in := e.startIngress(t)
+	old := e.register(t, in, "/webhooks/v1", "lead.created")
+	site := e.site(t, "rotating")
+
+	// A continuous stream of leads, bounded in count and time.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; i < 1500; i++ {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				if _, err := e.sim.CreateLeads(site, 1); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}
+	})
+	time.Sleep(300 * time.Millisecond) // deliveries flowing on the old endpoint before the rotation
+	run, err := e.starter.RotateSecret(t.Context(), starter.RotationRequest{OldEndpointID: old, NewURL: in.url + "/webhooks/v2", VerifyTimeout: time.Minute, GracePeriod: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st workflows.SecretRotationStatus
+	if err := run.Get(ctxWithin(t, time.Minute), &st); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // deliveries flowing on the new endpoint after it
+	close(stop)
+	wg.Wait()
+	if st.Step != workflows.RotationDone || st.VerifiedEventID == "" {
+		t.Fatalf("rotation = %+v", st)
+	}
+
+	// Every lead.created event emitted reached the inbox, and no valid
+	// delivery was refused.
+	var want []string
+	for _, ev := range e.sim.Events() {
+		if ev.Type == webhook.LeadCreated {
+			want = append(want, ev.ID)
+		}
+	}
+	eventually(t, 30*time.Second, "every event in the inbox and dispatched", func() bool {
+		s, _ := e.store.InboxStatus(t.Context())
+		return s.Undispatched == 0 && s.Total >= len(want)
+	})
+	for _, id := range want {
+		if _, _, err := e.store.InboxOutcome(t.Context(), id); err != nil {
+			t.Fatalf("event %s was lost: %v", id, err)
+		}
+	}
+	for _, reason := range []string{"invalid signature", "timestamp outside window", "unknown receiver", "malformed signature header"} {
+		if n := testutil.ToFloat64(in.metrics.Deliveries.WithLabelValues("rejected", reason)); n != 0 {
+			t.Errorf("%v deliveries rejected for %s", n, reason)
+		}
+	}
+	for _, d := range e.sim.Deliveries() {
+		if d.Outcome != "succeeded" {
+			t.Errorf("a delivery failed: %+v", d)
+			break
+		}
+	}
+	// The old endpoint is gone, the new one delivers.
+	api, _ := agentsite.NewClient(e.simURL, apiKey)
+	eps, err := api.ListWebhookEndpoints(t.Context())
+	if err != nil || len(eps) != 1 || eps[0].ID != st.NewEndpointID || !strings.HasSuffix(eps[0].URL, "/webhooks/v2") {
+		t.Errorf("endpoints after the rotation = %+v, %v", eps, err)
+	}
+	t.Logf("rotation verified by %s; %d lead.created events, all recorded", st.VerifiedEventID, len(want))
+	eventually(t, time.Minute, "the store to hold every lead", func() bool {
+		ids, _ := e.store.LeadIDs(t.Context(), site)
+		simIDs := e.sim.LeadIDs(site)
+		slices.Sort(simIDs)
+		return slices.Equal(ids, simIDs)
+	})
+	_ = e.client.CancelWorkflow(t.Context(), workflows.LeadSyncID(site), "")
+}
