@@ -1,23 +1,42 @@
 package e2e
 
 import (
+	"encoding/base64"
 	"encoding/json"
+	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/siteops/siteops/internal/devserver"
+	"github.com/siteops/siteops/store/storetest"
 
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/workflows"
 )
 
+func (e *env) cliEnv() []string {
+	return append(os.Environ(), "TEMPORAL_ADDRESS="+server.Address, "TEMPORAL_NAMESPACE="+e.ns,
+		"SITEOPS_TASK_QUEUE="+taskQueue, "SITEOPS_DATABASE_URL="+e.dbURL, "SITEOPS_OPERATOR=oncall-e2e")
+}
+
 // siteops runs the built binary against the test's namespace.
 func (e *env) siteops(t *testing.T, args ...string) (string, error) {
 	t.Helper()
+	return e.siteopsWith(t, nil, args...)
+}
+
+// siteopsWith runs the binary with extra environment variables.
+func (e *env) siteopsWith(t *testing.T, extra []string, args ...string) (string, error) {
+	t.Helper()
 	cmd := exec.CommandContext(t.Context(), binary, args...)
-	cmd.Env = append(os.Environ(), "TEMPORAL_ADDRESS="+server.Address, "TEMPORAL_NAMESPACE="+e.ns,
-		"SITEOPS_TASK_QUEUE="+taskQueue, "SITEOPS_DATABASE_URL="+e.dbURL, "SITEOPS_OPERATOR=oncall-e2e")
+	cmd.Env = append(e.cliEnv(), extra...)
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -99,4 +118,100 @@ func TestCLIWithoutTemporal(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), "cannot reach Temporal at 127.0.0.1:1") || strings.Count(strings.TrimSpace(string(out)), "\n") > 0 {
 		t.Errorf("unreachable Temporal: %v\n%s", err, out)
 	}
+}
+
+func TestCLIWebhooksIngressAndRotation(t *testing.T) {
+	e := newEnv(t, store.SQLite, simulator.Config{})
+	e.startWorker(t)
+	port, err := devserver.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ingressURL := "http://127.0.0.1:" + strconv.Itoa(port)
+	extra := []string{
+		"SITEOPS_SECRET_KEY=" + base64.StdEncoding.EncodeToString(storetest.TestKey),
+		"SITEOPS_INGRESS_ADDR=127.0.0.1:" + strconv.Itoa(port),
+		"AGENTSITE_BASE_URL=" + e.simURL, "AGENTSITE_API_KEY=" + apiKey, "SITEOPS_ALLOW_LOOPBACK_RECEIVERS=true",
+	}
+	ing := exec.Command(binary, "ingress")
+	ing.Env = append(e.cliEnv(), extra...)
+	ing.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := ing.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ing.Process.Signal(syscall.SIGTERM); _, _ = ing.Process.Wait() })
+	eventually(t, 20*time.Second, "the ingress to be ready", func() bool {
+		resp, err := http.Get(ingressURL + "/readyz")
+		if err != nil {
+			return false
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+
+	out, err := e.siteopsWith(t, extra, "webhook", "create", "--url", ingressURL+"/webhooks/v1", "--events", "lead.created", "-o", "json")
+	if err != nil {
+		t.Fatalf("webhook create: %v\n%s", err, out)
+	}
+	var created struct {
+		EndpointID  string `json:"endpoint_id"`
+		Receiver    string `json:"receiver"`
+		Fingerprint string `json:"fingerprint"`
+	}
+	if err := json.Unmarshal([]byte(out), &created); err != nil || created.Receiver != "v1" || len(created.Fingerprint) != 12 {
+		t.Fatalf("webhook create printed %s", out)
+	}
+	if strings.Contains(out, "whsec_") {
+		t.Fatal("webhook create printed the secret")
+	}
+	site := e.site(t, "cli-hooks")
+	if _, err := e.sim.CreateLeads(site, 5); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the ingress process to relay the leads", func() bool {
+		n, _ := e.store.CountLeads(t.Context(), site)
+		return n == 5
+	})
+	out, err = e.siteopsWith(t, extra, "webhook", "list")
+	if err != nil || !strings.Contains(out, created.EndpointID) || !strings.Contains(out, "succeeded") || strings.Contains(out, "whsec_") {
+		t.Fatalf("webhook list: %v\n%s", err, out)
+	}
+
+	// Rotate while leads keep coming.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := 0; i < 300; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+				_, _ = e.sim.CreateLeads(site, 1)
+			}
+		}
+	})
+	out, err = e.siteopsWith(t, extra, "secret", "rotate", "--endpoint", created.EndpointID, "--url", ingressURL+"/webhooks/v2", "--wait", "--verify-timeout", "1m")
+	close(stop)
+	wg.Wait()
+	if err != nil || !strings.Contains(out, "done") || !strings.Contains(out, "deleted") {
+		t.Fatalf("secret rotate: %v\n%s", err, out)
+	}
+	eventually(t, 30*time.Second, "the store to hold every lead", func() bool {
+		n, _ := e.store.CountLeads(t.Context(), site)
+		return n == len(e.sim.LeadIDs(site))
+	})
+	for _, d := range e.sim.Deliveries() {
+		if d.Outcome != "succeeded" {
+			t.Errorf("a delivery was refused during the rotation: %+v", d)
+			break
+		}
+	}
+	out, _ = e.siteopsWith(t, extra, "webhook", "list")
+	if strings.Contains(out, created.EndpointID+" ") || !strings.Contains(out, "/webhooks/v2") {
+		t.Errorf("after the rotation: %s", out)
+	}
+	if out, err := e.siteopsWith(t, extra, "secret", "proceed", "--endpoint", "we_404"); err == nil || !strings.Contains(out, "no rotation") {
+		t.Errorf("deciding an unknown rotation: %v\n%s", err, out)
+	}
+	_ = e.client.CancelWorkflow(t.Context(), workflows.LeadSyncID(site), "")
 }
