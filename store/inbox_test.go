@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -163,7 +164,7 @@ func TestConcurrentClaimersNeverShareAnEvent(t *testing.T) {
 func TestRotations(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		ctx := t.Context()
-		if _, err := s.RotationFor(ctx, "we_2"); err != store.ErrNotFound {
+		if _, err := s.RotationFor(ctx, "we_2"); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("unknown rotation: %v", err)
 		}
 		if err := s.SetRotation(ctx, "we_2", "secret-rotation/we_1"); err != nil {
@@ -175,7 +176,7 @@ func TestRotations(t *testing.T) {
 		if err := s.EndRotation(ctx, "we_2"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.RotationFor(ctx, "we_2"); err != store.ErrNotFound {
+		if _, err := s.RotationFor(ctx, "we_2"); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("after EndRotation: %v", err)
 		}
 	})

@@ -47,7 +47,7 @@ const rotationPrefix = "secret-rotation/"
 // SecretRotationID is the workflow ID of the rotation of an endpoint.
 func SecretRotationID(oldEndpointID string) string { return rotationPrefix + oldEndpointID }
 
-// SecretRotationPolicy: one rotation per endpoint at a time.
+// SecretRotationPolicy allows one rotation per endpoint at a time.
 var SecretRotationPolicy = EmbedIncidentPolicy
 
 // SecretRotationInput starts a rotation of OldEndpointID's signing secret
