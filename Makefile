@@ -15,7 +15,7 @@ TEMPORAL_CLI_VERSION  := v1.5.1
 # Fuzz targets as package:target pairs.
 FUZZ_TARGETS := ./agentsite/webhook:FuzzParseHeader ./agentsite/webhook:FuzzVerify
 
-.PHONY: all build tools test unit fuzz-short fuzz lint bench demo clean
+.PHONY: all build tools test unit fuzz-short fuzz lint bench demo clean histories
 
 all: build
 
@@ -69,7 +69,7 @@ lint: $(TOOLS)/staticcheck $(TOOLS)/golangci-lint $(TOOLS)/workflowcheck
 
 ## histories: re-record the workflow histories the replay tests use.
 histories: $(TOOLS)/temporal
-	SITEOPS_RECORD_HISTORIES=1 $(GO) test -count=1 -run 'TestOnboardingReachesPublished|TestOnboardingSurvivesFaults|TestTenThousandLeadSync|TestEmbedOffThenRestore' ./e2e/
+	SITEOPS_RECORD_HISTORIES=1 $(GO) test -count=1 -run 'TestOnboardingReachesPublished|TestOnboardingSurvivesFaults|TestTenThousandLeadSync|TestEmbedOffThenRestore|TestRotationUnderContinuousDeliveries' ./e2e/
 
 ## bench: the benchmarks whose numbers bench/README.md records.
 bench:

@@ -195,6 +195,7 @@ func TestRotationUnderContinuousDeliveries(t *testing.T) {
 	if st.Step != workflows.RotationDone || st.VerifiedEventID == "" {
 		t.Fatalf("rotation = %+v", st)
 	}
+	recordHistory(t, e, workflows.SecretRotationID(old), "secret_rotation")
 
 	// Every lead.created event emitted reached the inbox, and no valid
 	// delivery was refused.
