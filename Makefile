@@ -72,7 +72,7 @@ histories: $(TOOLS)/temporal
 	SITEOPS_RECORD_HISTORIES=1 $(GO) test -count=1 -run 'TestOnboardingReachesPublished|TestOnboardingSurvivesFaults|TestTenThousandLeadSync|TestEmbedOffThenRestore|TestRotationUnderContinuousDeliveries' ./e2e/
 
 ## bench: the benchmarks whose numbers bench/README.md records.
-bench:
+bench: $(TOOLS)/temporal
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...
 
 ## demo: what exists so far: build the binary and show a webhook signed and verified.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -66,11 +67,31 @@ func (s *Store) ClaimEvents(ctx context.Context, limit int, lease time.Duration)
 	return evs, rows.Err()
 }
 
-// MarkDispatched records that an event was handled and how.
-func (s *Store) MarkDispatched(ctx context.Context, eventID, outcome string) error {
-	_, err := s.db.ExecContext(ctx, `UPDATE inbox SET dispatched_at = $1, outcome = $2, attempts = attempts + 1, last_error = '' WHERE event_id = $3`,
-		s.now().UTC(), outcome, eventID)
-	return err
+// MarkDispatchedBatch records many handled events in one statement per
+// outcome, so that a relay batch costs one commit, not one per event.
+func (s *Store) MarkDispatchedBatch(ctx context.Context, byOutcome map[string][]string) error {
+	now := s.now().UTC()
+	for outcome, ids := range byOutcome {
+		if len(ids) == 0 {
+			continue
+		}
+		args := make([]any, 0, len(ids)+2)
+		args = append(args, now, outcome)
+		var in strings.Builder
+		for i, id := range ids {
+			if i > 0 {
+				in.WriteByte(',')
+			}
+			fmt.Fprintf(&in, "$%d", i+3)
+			args = append(args, id)
+		}
+		// Only placeholders are concatenated; every value is a bound argument.
+		q := `UPDATE inbox SET dispatched_at = $1, outcome = $2, attempts = attempts + 1, last_error = '' WHERE event_id IN (` + in.String() + `)` //nolint:gosec // see above
+		if _, err := s.db.ExecContext(ctx, q, args...); err != nil {
+			return fmt.Errorf("store: marking %d events %s: %w", len(ids), outcome, err)
+		}
+	}
+	return nil
 }
 
 // MarkFailed records a failed dispatch; the event is tried again at next.

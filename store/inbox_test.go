@@ -86,7 +86,7 @@ func TestClaimLeaseDispatchAndRetry(t *testing.T) {
 		if len(second) != 2 || second[0].EventID != "evt_3" {
 			t.Fatalf("second claim = %v", ids(second))
 		}
-		if err := s.MarkDispatched(ctx, "evt_0", "signalled"); err != nil {
+		if err := s.MarkDispatchedBatch(ctx, map[string][]string{"signalled": {"evt_0"}}); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.MarkFailed(ctx, "evt_1", "temporal unavailable", c.Now().Add(5*time.Second)); err != nil {

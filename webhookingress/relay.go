@@ -20,7 +20,7 @@ import (
 // RelayStore is the part of the store the relay uses.
 type RelayStore interface {
 	ClaimEvents(ctx context.Context, limit int, lease time.Duration) ([]store.InboxEvent, error)
-	MarkDispatched(ctx context.Context, eventID, outcome string) error
+	MarkDispatchedBatch(ctx context.Context, byOutcome map[string][]string) error
 	MarkFailed(ctx context.Context, eventID, reason string, next time.Time) error
 	SiteWorkflow(ctx context.Context, siteID string) (string, error)
 	RotationFor(ctx context.Context, endpointID string) (string, error)
@@ -174,19 +174,44 @@ func (r *Relay) DispatchOnce(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	sem := make(chan struct{}, r.Parallel)
-	var wg sync.WaitGroup
+	type handled struct{ id, typ, outcome string }
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		done []handled
+	)
 	for _, ev := range evs {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			r.handle(ctx, ev)
+			if outcome, ok := r.handle(ctx, ev); ok {
+				mu.Lock()
+				done = append(done, handled{ev.EventID, ev.EventType, outcome})
+				mu.Unlock()
+			}
 		})
 	}
 	wg.Wait()
+	byOutcome := map[string][]string{}
+	for _, h := range done {
+		byOutcome[h.outcome] = append(byOutcome[h.outcome], h.id)
+	}
+	if err := r.Store.MarkDispatchedBatch(ctx, byOutcome); err != nil {
+		// The leases run out and the events are dispatched again; the
+		// workflows deduplicate by event id.
+		return len(evs), err
+	}
+	if r.Metrics != nil {
+		for _, h := range done {
+			r.Metrics.Dispatched.WithLabelValues(h.typ, h.outcome).Inc()
+		}
+	}
 	return len(evs), nil
 }
 
-func (r *Relay) handle(ctx context.Context, ev store.InboxEvent) {
+// handle dispatches one event; it reports the outcome when the event is
+// handled, or records the failure for a later attempt.
+func (r *Relay) handle(ctx context.Context, ev store.InboxEvent) (string, bool) {
 	// A Temporal that is down must not hold the batch: each dispatch gets
 	// a deadline, and a failure is retried later with backoff.
 	dctx, cancel := context.WithTimeout(ctx, r.DispatchTimeout)
@@ -201,16 +226,10 @@ func (r *Relay) handle(ctx context.Context, ev store.InboxEvent) {
 			r.Metrics.Retries.Inc()
 		}
 		r.Logger.Warn("relay: dispatch failed; will retry", "event_id", ev.EventID, "event_type", ev.EventType, "attempt", ev.Attempts+1, "retry_in", delay, "error", err)
-		return
-	}
-	if err := r.Store.MarkDispatched(ctx, ev.EventID, outcome); err != nil {
-		r.Logger.Error("relay: recording a dispatch", "event_id", ev.EventID, "error", err)
-		return // the lease runs out and the event is dispatched again; workflows deduplicate
-	}
-	if r.Metrics != nil {
-		r.Metrics.Dispatched.WithLabelValues(ev.EventType, outcome).Inc()
+		return "", false
 	}
 	r.Logger.Debug("relay: dispatched", "event_id", ev.EventID, "event_type", ev.EventType, "outcome", outcome)
+	return outcome, true
 }
 
 // siteData is what the relay reads of an event's data.
