@@ -55,7 +55,7 @@ func (signalInRequest) MarkEndpointVerified(context.Context, string, string) (bo
 	return false, nil
 }
 func (signalInRequest) ReceiverPending(context.Context, string) (bool, error) { return false, nil }
-func (signalInRequest) Ping(context.Context) error                           { return nil }
+func (signalInRequest) Ping(context.Context) error                            { return nil }
 
 // BenchmarkIngressAccept sends b.N signed, distinct lead.created deliveries
 // over loopback HTTP from 32 concurrent senders and reports the accept rate

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"testing"
@@ -16,6 +17,10 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
+	flag.Parse()
+	if f := flag.Lookup("test.bench"); f == nil || f.Value.String() == "" {
+		return m.Run() // no benchmark asked for: no server needed
+	}
 	if _, err := devserver.FindCLI(); err != nil {
 		fmt.Fprintf(os.Stderr, "SKIP bench: %v\n", err)
 		return 0
