@@ -13,7 +13,7 @@ WORKFLOWCHECK_VERSION := v0.6.0
 TEMPORAL_CLI_VERSION  := v1.5.1
 
 # Fuzz targets as package:target pairs.
-FUZZ_TARGETS := ./agentsite/webhook:FuzzParseHeader ./agentsite/webhook:FuzzVerify
+FUZZ_TARGETS := ./agentsite/webhook:FuzzParseHeader ./agentsite/webhook:FuzzVerify ./webhookingress:FuzzHandler
 
 .PHONY: all build tools test unit fuzz-short fuzz lint bench demo clean histories
 
