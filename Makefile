@@ -75,18 +75,10 @@ histories: $(TOOLS)/temporal
 bench: $(TOOLS)/temporal
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...
 
-## demo: what exists so far: build the binary and show a webhook signed and verified.
-demo: build
-	@./bin/siteops --help
-	@printf '%s' '{"id":"evt_demo","type":"lead.created","created_at":"2026-11-21T09:00:00.000Z","data":{"site_id":"site_demo","lead_id":"lead_demo"}}' > bin/demo-body.json
-	@echo; echo "== signing a lead.created delivery"; \
-	  header=$$(SITEOPS_WEBHOOK_SECRETS=whsec_demo_secret ./bin/siteops signature sign --body bin/demo-body.json); \
-	  echo "svc-signature: $$header"; \
-	  echo "== verifying it"; \
-	  SITEOPS_WEBHOOK_SECRETS=whsec_old_secret,whsec_demo_secret ./bin/siteops signature verify --body bin/demo-body.json --header "$$header"; \
-	  echo "== verifying it after a proxy changed one byte (must fail)"; \
-	  sed 's/lead_demo/lead_dem0/' bin/demo-body.json > bin/demo-body-altered.json; \
-	  if SITEOPS_WEBHOOK_SECRETS=whsec_demo_secret ./bin/siteops signature verify --body bin/demo-body-altered.json --header "$$header"; then exit 1; fi
+## demo: build the pinned temporal CLI and siteops, then run everything on this machine and show it
+## working (DEMO_FLAGS=--keep leaves it running; Ctrl-C stops it all).
+demo: $(TOOLS)/temporal build
+	SITEOPS_TEMPORAL_CLI=$(TOOLS)/temporal ./bin/siteops demo $(DEMO_FLAGS)
 
 clean:
 	rm -rf bin

@@ -1,9 +1,10 @@
 package starter
 
 import (
-	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"unicode/utf8"
 
@@ -35,20 +36,38 @@ type SpecKnowledge struct {
 }
 
 // LoadSpec reads a spec file (.json, .yaml or .yml). Unknown fields are
-// refused so that a typo does not silently drop a setting.
+// refused so that a typo does not silently drop a setting. Knowledge files
+// are read relative to the spec.
 func LoadSpec(path string) (Spec, error) {
-	b, err := os.ReadFile(path) //nolint:gosec // the operator names the file
+	dir, name := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	return LoadSpecFS(os.DirFS(dir), name)
+}
+
+// LoadSpecFS reads a spec from fsys, with knowledge files relative to it.
+func LoadSpecFS(fsys fs.FS, name string) (Spec, error) {
+	b, err := fs.ReadFile(fsys, name)
 	if err != nil {
 		return Spec{}, fmt.Errorf("reading the onboarding spec: %w", err)
 	}
 	var s Spec
 	if err := yaml.UnmarshalStrict(b, &s); err != nil {
-		return Spec{}, fmt.Errorf("%s: %w", path, err)
+		return Spec{}, fmt.Errorf("%s: %w", name, err)
 	}
-	dir := filepath.Dir(path)
-	for i := range s.Knowledge {
-		if f := s.Knowledge[i].File; f != "" && !filepath.IsAbs(f) {
-			s.Knowledge[i].File = filepath.Join(dir, f)
+	dir := path.Dir(name)
+	for i, k := range s.Knowledge {
+		if k.File == "" {
+			continue
+		}
+		text, err := fs.ReadFile(fsys, path.Join(dir, k.File))
+		if err != nil {
+			return Spec{}, fmt.Errorf("%s: knowledge[%d].file: %w", name, i, err)
+		}
+		s.Knowledge[i].File, s.Knowledge[i].Text = "", string(text)
+		if s.Knowledge[i].Text == "" {
+			s.Knowledge[i].Text = " " // an empty file is reported as too short, not as missing
 		}
 	}
 	return s, nil
@@ -80,12 +99,8 @@ func Prepare(s Spec) (Prepared, []workflows.Problem) {
 			problems = append(problems, workflows.Problem{Field: field, Message: "give text or file, not both"})
 			continue
 		case k.File != "":
-			b, err := os.ReadFile(k.File)
-			if err != nil {
-				problems = append(problems, workflows.Problem{Field: field + ".file", Message: errors.Unwrap(err).Error() + ": " + k.File})
-				continue
-			}
-			text = string(b)
+			problems = append(problems, workflows.Problem{Field: field + ".file", Message: "was not read; load specs with LoadSpec"})
+			continue
 		}
 		if !utf8.ValidString(text) {
 			problems = append(problems, workflows.Problem{Field: field + ".text", Message: "is not valid UTF-8"})

@@ -1,0 +1,261 @@
+// Package demo runs the whole of siteops on one machine and shows it
+// working: a Temporal dev server (with its Web UI), the simulator of the
+// Agent-Site API, the worker and the ingress on SQLite, driven through the
+// same starter library and production wiring that users run.
+package demo
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
+
+	"github.com/siteops/siteops/agentsite"
+	"github.com/siteops/siteops/config"
+	"github.com/siteops/siteops/internal/devserver"
+	"github.com/siteops/siteops/simulator"
+	"github.com/siteops/siteops/starter"
+	"github.com/siteops/siteops/store"
+	"github.com/siteops/siteops/webhookingress"
+	"github.com/siteops/siteops/worker"
+)
+
+// Options tune a demo run.
+type Options struct {
+	// Out receives the progress and the summary.
+	Out io.Writer
+	// Dir keeps the databases and the log; a new temporary directory when
+	// empty (removed at the end unless Keep).
+	Dir string
+	// Keep leaves everything running until ctx is done.
+	Keep bool
+	// Leads is how many visitor leads each site gets (default 200).
+	Leads int
+}
+
+const (
+	apiKey     = "svc_live_demo_key"
+	adminToken = "demo-admin"
+	taskQueue  = "siteops"
+)
+
+// Run runs the demo until its summary, or until ctx is done.
+func Run(ctx context.Context, o Options) error {
+	if o.Out == nil {
+		o.Out = os.Stdout
+	}
+	if o.Leads == 0 {
+		o.Leads = 200
+	}
+	ownDir := o.Dir == ""
+	if ownDir {
+		d, err := os.MkdirTemp("", "siteops-demo-")
+		if err != nil {
+			return err
+		}
+		o.Dir = d
+		if !o.Keep {
+			defer func() { _ = os.RemoveAll(d) }()
+		}
+	}
+	logFile, err := os.Create(filepath.Join(o.Dir, "siteops.log"))
+	if err != nil {
+		return err
+	}
+	defer func() { _ = logFile.Close() }()
+	d := &run{o: o, log: slog.New(slog.NewTextHandler(logFile, nil)), logFile: logFile, started: time.Now(), tty: isTerminal(o.Out)}
+	defer d.stop()
+	if err := d.start(ctx); err != nil {
+		return err
+	}
+	if err := d.story(ctx); err != nil {
+		return err
+	}
+	d.summary()
+	if o.Keep {
+		d.say("\neverything keeps running (Ctrl-C stops it all):\n  Temporal UI  %s\n  API          %s/api/v1  (key %s)\n  ingress      %s\n  state        %s\n",
+			d.temporal.UIAddress, d.simURL, apiKey, d.ingressURL, o.Dir)
+		<-ctx.Done()
+	}
+	return nil
+}
+
+// run is one demo: its components and what it has seen.
+type run struct {
+	o       Options
+	log     *slog.Logger
+	logFile *os.File
+	started time.Time
+	step    int
+	tty     bool // progress lines redraw in place
+
+	temporal   *devserver.Server
+	sim        *simulator.Simulator
+	simURL     string
+	ingressURL string
+	dbURL      string
+	secretKey  []byte
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	errs   chan error
+
+	client  client.Client
+	store   *store.Store
+	api     *agentsite.Client
+	starter *starter.Starter
+
+	facts []fact
+}
+
+// fact is one line of the summary.
+type fact struct{ what, result string }
+
+func (d *run) say(format string, args ...any) { _, _ = fmt.Fprintf(d.o.Out, format, args...) }
+
+func (d *run) stepf(format string, args ...any) {
+	d.step++
+	d.say("[%d] %s\n", d.step, fmt.Sprintf(format, args...))
+}
+
+func (d *run) start(ctx context.Context) error {
+	d.say("siteops demo: every part runs on this machine; state and logs in %s\n\n", d.o.Dir)
+
+	d.stepf("starting the Temporal dev server (pinned temporal CLI %s)", devserver.CLIVersion)
+	var err error
+	d.temporal, err = devserver.Start(ctx, devserver.Options{UI: true, Log: d.logFile, DBFile: filepath.Join(d.o.Dir, "temporal.db")})
+	if err != nil {
+		return err
+	}
+	d.say("    frontend %s, Web UI %s\n", d.temporal.Address, d.temporal.UIAddress)
+
+	compCtx, cancel := context.WithCancel(context.Background())
+	d.cancel = cancel
+	d.errs = make(chan error, 4)
+
+	d.stepf("starting the Agent-Site simulator, the worker and the ingress (SQLite)")
+	d.sim, err = simulator.New(simulator.Config{
+		Keys: map[string][]string{apiKey: {simulator.ScopeAll}}, AdminToken: adminToken,
+		AllowLoopbackReceivers: true, TimeScale: 20, KnowledgeDelay: 3 * time.Second, Seed: uint64(time.Now().UnixNano()), Logger: d.log,
+	})
+	if err != nil {
+		return err
+	}
+	simLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	d.simURL = "http://" + simLn.Addr().String()
+	d.goRun("simulator", func() error { return d.sim.Serve(compCtx, simLn) })
+
+	d.secretKey = make([]byte, 32)
+	if _, err := rand.Read(d.secretKey); err != nil {
+		return err
+	}
+	d.dbURL = "sqlite://" + filepath.Join(d.o.Dir, "siteops.db")
+	tcfg := config.Temporal{Address: d.temporal.Address, Namespace: "default", TaskQueue: taskQueue}
+	dcfg := config.Database{URL: d.dbURL, SecretKey: base64.StdEncoding.EncodeToString(d.secretKey)}
+	// Open the store once first, so that the worker and the ingress start
+	// on a migrated schema.
+	d.store, err = store.Open(ctx, d.dbURL, store.WithSecretKey(d.secretKey))
+	if err != nil {
+		return err
+	}
+	d.goRun("worker", func() error {
+		return worker.Run(compCtx, worker.Config{Temporal: tcfg, Database: dcfg, AgentSite: config.AgentSite{BaseURL: d.simURL, APIKey: apiKey}, AllowLoopback: true}, d.log)
+	})
+	port, err := devserver.FreePort()
+	if err != nil {
+		return err
+	}
+	d.ingressURL = "http://127.0.0.1:" + strconv.Itoa(port)
+	d.goRun("ingress", func() error {
+		return webhookingress.Run(compCtx, webhookingress.Config{Temporal: tcfg, Database: dcfg,
+			Ingress: config.Ingress{Addr: "127.0.0.1:" + strconv.Itoa(port), ReplayWindow: 5 * time.Minute}}, d.log)
+	})
+
+	d.client, err = client.DialContext(ctx, client.Options{HostPort: d.temporal.Address, Logger: tlog.NewStructuredLogger(d.log)})
+	if err != nil {
+		return err
+	}
+	d.api, err = agentsite.NewClient(d.simURL, apiKey, agentsite.WithLoopbackReceivers())
+	if err != nil {
+		return err
+	}
+	d.starter = &starter.Starter{Client: d.client, Texts: d.store, TaskQueue: taskQueue}
+	if err := d.waitFor(ctx, 20*time.Second, "the ingress to be ready", func() bool { return d.get(ctx, d.ingressURL+"/readyz") == nil }); err != nil {
+		return err
+	}
+	d.say("    simulator %s/api/v1, ingress %s, log %s\n", d.simURL, d.ingressURL, d.logFile.Name())
+	return nil
+}
+
+// goRun runs a component until the demo stops; its failure ends the demo.
+func (d *run) goRun(name string, f func() error) {
+	d.wg.Go(func() {
+		if err := f(); err != nil && !errors.Is(err, context.Canceled) {
+			d.log.Error("component failed", "component", name, "error", err)
+			select {
+			case d.errs <- fmt.Errorf("%s: %w", name, err):
+			default:
+			}
+		}
+	})
+}
+
+// stop ends every component and the dev server.
+func (d *run) stop() {
+	if d.cancel != nil {
+		d.cancel()
+	}
+	d.wg.Wait()
+	if d.client != nil {
+		d.client.Close()
+	}
+	if d.store != nil {
+		_ = d.store.Close()
+	}
+	if d.temporal != nil {
+		d.temporal.Stop()
+	}
+}
+
+// waitFor polls cond every 50 ms until it holds, the deadline passes, a
+// component fails, or ctx is done.
+func (d *run) waitFor(ctx context.Context, within time.Duration, what string, cond func() bool) error {
+	deadline := time.Now().Add(within)
+	for !cond() {
+		select {
+		case err := <-d.errs:
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("timed out after %s waiting for %s; see %s", within, what, d.logFile.Name())
+		}
+	}
+	return nil
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

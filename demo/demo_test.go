@@ -1,0 +1,41 @@
+package demo
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/siteops/siteops/internal/devserver"
+)
+
+// TestShortDemo runs the whole demo with few leads: the same run `make demo`
+// shows, as part of `make test`.
+func TestShortDemo(t *testing.T) {
+	if _, err := devserver.FindCLI(); err != nil {
+		if os.Getenv("SITEOPS_REQUIRE_TEMPORAL") != "" {
+			t.Fatal(err)
+		}
+		t.Skipf("SKIP: %v", err)
+	}
+	var out strings.Builder
+	if err := Run(t.Context(), Options{Out: &out, Leads: 20, Dir: t.TempDir()}); err != nil {
+		t.Fatalf("demo failed: %v\n%s", err, out.String())
+	}
+	got := out.String()
+	for _, want := range []string{
+		"onboarding/acme-anvils     site site_1 published",
+		"onboarding/bayside-dental  site site_2 published",
+		"leads synced              40 of 40",
+		"embed incident            off → restored, 2 PATCHes",
+		"secret rotation           we_1 → we_2",
+		"0 rejected",
+		"Temporal Web UI           http://127.0.0.1:",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the demo output lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "whsec_") || strings.Contains(got, "@example.com") {
+		t.Errorf("the demo printed a secret or a lead's personal data")
+	}
+}
