@@ -251,4 +251,3 @@ func (d *run) get(ctx context.Context, url string) error {
 	}
 	return nil
 }
-
