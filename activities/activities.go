@@ -5,6 +5,9 @@ import (
 	"iter"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/store"
 )
@@ -43,9 +46,16 @@ type Activities struct {
 	API   API
 	Store Store
 	Now   func() time.Time
+
+	// leadsSynced counts lead records read and upserted (re-read pages
+	// count again: it measures work, not distinct leads).
+	leadsSynced metric.Int64Counter
 }
 
-// New returns Activities over the given dependencies.
+// New returns Activities over the given dependencies, with their metrics
+// on the global meter provider.
 func New(api API, st Store) *Activities {
-	return &Activities{API: api, Store: st, Now: time.Now}
+	synced, _ := otel.Meter("github.com/siteops/siteops/activities").Int64Counter("siteops.leads.synced",
+		metric.WithDescription("Lead records read from the API and upserted into the store."))
+	return &Activities{API: api, Store: st, Now: time.Now, leadsSynced: synced}
 }

@@ -69,6 +69,9 @@ func (a *Activities) SyncLeads(ctx context.Context, in SyncLeadsInput) (SyncLead
 		}
 		p.Pages++
 		p.Leads += len(page.Leads)
+		if a.leadsSynced != nil {
+			a.leadsSynced.Add(ctx, int64(len(page.Leads)))
+		}
 		p.Resume = p.Next
 		p.Next = page.Next
 		p.Done = page.Next == nil

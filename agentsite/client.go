@@ -40,6 +40,7 @@ type Client struct {
 	breaker   *breaker
 	now       func() time.Time
 	loopback  bool
+	metrics   instruments
 }
 
 type config struct {
@@ -192,13 +193,15 @@ func NewClient(baseURL, apiKey string, opts ...Option) (*Client, error) {
 	)
 	hc.Timeout = cfg.timeout
 	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	b := newBreaker(cfg.breaker, time.Now) // gobreaker keeps its own wall clock
 	return &Client{
+		metrics:   newInstruments(b),
 		base:      base,
 		apiKey:    apiKey,
 		http:      &hc,
 		userAgent: cfg.userAgent,
 		resolver:  cfg.resolver,
-		breaker:   newBreaker(cfg.breaker, time.Now), // gobreaker keeps its own wall clock
+		breaker:   b,
 		now:       cfg.now,
 		loopback:  cfg.loopback,
 	}, nil
@@ -320,6 +323,11 @@ func (c *Client) do(ctx context.Context, r *request, out any) (*Response, error)
 		}
 		return result{meta: meta, body: raw}, nil
 	})
+	status := 0
+	if res.meta != nil {
+		status = res.meta.Status
+	}
+	c.metrics.record(ctx, r.method, r.route, status, err)
 	if err != nil {
 		return res.meta, err
 	}

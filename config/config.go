@@ -16,6 +16,9 @@ import (
 	"github.com/kelseyhightower/envconfig"
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
+
+	"github.com/siteops/siteops/codec"
+	"github.com/siteops/siteops/internal/telemetry"
 )
 
 // Temporal is how to reach Temporal.
@@ -23,6 +26,9 @@ type Temporal struct {
 	Address   string `envconfig:"TEMPORAL_ADDRESS" default:"localhost:7233"`
 	Namespace string `envconfig:"TEMPORAL_NAMESPACE" default:"default"`
 	TaskQueue string `envconfig:"SITEOPS_TASK_QUEUE" default:"siteops"`
+	// PayloadKey, when set, encrypts every Temporal payload (base64 of 32
+	// bytes); every siteops process talking to the namespace needs it.
+	PayloadKey string `envconfig:"SITEOPS_PAYLOAD_KEY"`
 }
 
 // AgentSite is how to reach the Agent-Site API.
@@ -96,19 +102,49 @@ func (d Database) Key() ([]byte, error) {
 	return key, nil
 }
 
-// Dial connects to Temporal with the SDK logging through logger. It fails
-// with a message naming TEMPORAL_ADDRESS when the server cannot be reached.
-func (t Temporal) Dial(ctx context.Context, logger *slog.Logger) (client.Client, error) {
+// ClientOptions are the Temporal client options of a siteops process: the
+// address, the SDK logging through logger, the payload codec when
+// SITEOPS_PAYLOAD_KEY is set, and tracing and metrics when tel is given.
+func (t Temporal) ClientOptions(logger *slog.Logger, tel *telemetry.Telemetry) (client.Options, error) {
 	if err := t.Validate(); err != nil {
+		return client.Options{}, err
+	}
+	o := client.Options{HostPort: t.Address, Namespace: t.Namespace, Logger: tlog.NewStructuredLogger(logger)}
+	if t.PayloadKey != "" {
+		key, err := codec.ParseKey(t.PayloadKey)
+		if err != nil {
+			return o, err
+		}
+		c, err := codec.New(key)
+		if err != nil {
+			return o, err
+		}
+		o.DataConverter = c.DataConverter()
+	}
+	tel.ClientOptions(&o)
+	return o, nil
+}
+
+// Dial connects to Temporal. It fails with a message naming
+// TEMPORAL_ADDRESS when the server cannot be reached.
+func (t Temporal) Dial(ctx context.Context, logger *slog.Logger, tel *telemetry.Telemetry) (client.Client, error) {
+	o, err := t.ClientOptions(logger, tel)
+	if err != nil {
 		return nil, err
 	}
-	c, err := client.DialContext(ctx, client.Options{
-		HostPort:  t.Address,
-		Namespace: t.Namespace,
-		Logger:    tlog.NewStructuredLogger(logger),
-	})
+	c, err := client.DialContext(ctx, o)
 	if err != nil {
 		return nil, fmt.Errorf("cannot reach Temporal at %s (namespace %s): %w; is it running? set TEMPORAL_ADDRESS", t.Address, t.Namespace, err)
 	}
 	return c, nil
+}
+
+// LazyClient returns a client that connects on first use, so that a process
+// can start while Temporal is unreachable.
+func (t Temporal) LazyClient(logger *slog.Logger, tel *telemetry.Telemetry) (client.Client, error) {
+	o, err := t.ClientOptions(logger, tel)
+	if err != nil {
+		return nil, err
+	}
+	return client.NewLazyClient(o)
 }

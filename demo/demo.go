@@ -20,11 +20,11 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
-	tlog "go.temporal.io/sdk/log"
 
 	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/config"
 	"github.com/siteops/siteops/internal/devserver"
+	"github.com/siteops/siteops/internal/telemetry"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"
@@ -43,10 +43,14 @@ type Options struct {
 	Keep bool
 	// Leads is how many visitor leads each site gets (default 200).
 	Leads int
+	// Traces, when set, receives every OpenTelemetry span as JSON: one
+	// webhook delivery can be followed from the ingress through the relay,
+	// the workflow and the activity to the API call.
+	Traces io.Writer
 }
 
 const (
-	apiKey     = "svc_live_demo_key"
+	apiKey     = "svc_live_demo_key" //nolint:gosec // the simulator's own key, made up for the demo
 	adminToken = "demo-admin"
 	taskQueue  = "siteops"
 )
@@ -108,6 +112,7 @@ type run struct {
 	dbURL      string
 	secretKey  []byte
 
+	tel    *telemetry.Telemetry
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	errs   chan error
@@ -141,6 +146,10 @@ func (d *run) start(ctx context.Context) error {
 	}
 	d.say("    frontend %s, Web UI %s\n", d.temporal.Address, d.temporal.UIAddress)
 
+	d.tel, err = telemetry.Setup(ctx, telemetry.Options{Service: "siteops-demo", StdoutTraces: d.o.Traces})
+	if err != nil {
+		return err
+	}
 	compCtx, cancel := context.WithCancel(context.Background())
 	d.cancel = cancel
 	d.errs = make(chan error, 4)
@@ -174,7 +183,7 @@ func (d *run) start(ctx context.Context) error {
 		return err
 	}
 	d.goRun("worker", func() error {
-		return worker.Run(compCtx, worker.Config{Temporal: tcfg, Database: dcfg, AgentSite: config.AgentSite{BaseURL: d.simURL, APIKey: apiKey}, AllowLoopback: true}, d.log)
+		return worker.Run(compCtx, worker.Config{Temporal: tcfg, Database: dcfg, AgentSite: config.AgentSite{BaseURL: d.simURL, APIKey: apiKey}, AllowLoopback: true}, d.log, d.tel)
 	})
 	port, err := devserver.FreePort()
 	if err != nil {
@@ -183,10 +192,10 @@ func (d *run) start(ctx context.Context) error {
 	d.ingressURL = "http://127.0.0.1:" + strconv.Itoa(port)
 	d.goRun("ingress", func() error {
 		return webhookingress.Run(compCtx, webhookingress.Config{Temporal: tcfg, Database: dcfg,
-			Ingress: config.Ingress{Addr: "127.0.0.1:" + strconv.Itoa(port), ReplayWindow: 5 * time.Minute}}, d.log)
+			Ingress: config.Ingress{Addr: "127.0.0.1:" + strconv.Itoa(port), ReplayWindow: 5 * time.Minute}}, d.log, d.tel)
 	})
 
-	d.client, err = client.DialContext(ctx, client.Options{HostPort: d.temporal.Address, Logger: tlog.NewStructuredLogger(d.log)})
+	d.client, err = tcfg.Dial(ctx, d.log, d.tel)
 	if err != nil {
 		return err
 	}
@@ -229,6 +238,9 @@ func (d *run) stop() {
 	}
 	if d.temporal != nil {
 		d.temporal.Stop()
+	}
+	if d.tel != nil {
+		_ = d.tel.Shutdown(context.Background())
 	}
 }
 

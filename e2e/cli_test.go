@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/base64"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -175,6 +176,17 @@ func TestCLIWebhooksIngressAndRotation(t *testing.T) {
 	out, err = e.siteopsWith(t, extra, "webhook", "list")
 	if err != nil || !strings.Contains(out, created.EndpointID) || !strings.Contains(out, "succeeded") || strings.Contains(out, "whsec_") {
 		t.Fatalf("webhook list: %v\n%s", err, out)
+	}
+	resp, err := http.Get(ingressURL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	for _, want := range []string{`siteops_webhook_deliveries_total{outcome="accepted",reason=""}`, `siteops_relay_dispatched_total{outcome="signalled",type="lead.created"}`, "siteops_relay_lag_seconds", "temporal_request"} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("ingress /metrics lacks %s", want)
+		}
 	}
 
 	// Rotate while leads keep coming.

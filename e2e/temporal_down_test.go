@@ -35,7 +35,7 @@ func TestDeliveryAcceptedWhileTemporalIsDown(t *testing.T) {
 		Database: config.Database{URL: storetest.SQLiteURL(t)},
 		Ingress:  config.Ingress{WebhookSecrets: secret, ReplayWindow: webhook.DefaultWindow},
 	}
-	srv, err := webhookingress.New(t.Context(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	srv, err := webhookingress.New(t.Context(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

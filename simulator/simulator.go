@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+
 	"github.com/siteops/siteops/agentsite"
 )
 
@@ -175,8 +177,13 @@ func validScope(s string) bool {
 	return false
 }
 
-// Handler serves the API and the control routes.
-func (s *Simulator) Handler() http.Handler { return s.handler }
+// Handler serves the API and the control routes. Requests join the
+// caller's trace when OpenTelemetry is set up in the process.
+func (s *Simulator) Handler() http.Handler {
+	return otelhttp.NewHandler(s.handler, "agentsite-simulator", otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
+		return "simulator " + r.Method + " " + r.URL.Path
+	}))
+}
 
 // Close stops pending deliveries and processing timers and waits for
 // attempts in flight to end.

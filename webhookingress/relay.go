@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
@@ -215,7 +217,14 @@ func (r *Relay) handle(ctx context.Context, ev store.InboxEvent) (string, bool) 
 	// A Temporal that is down must not hold the batch: each dispatch gets
 	// a deadline, and a failure is retried later with backoff.
 	dctx, cancel := context.WithTimeout(ctx, r.DispatchTimeout)
+	dctx, span := dispatchSpan(dctx, ev.TraceContext, ev.EventID, ev.EventType)
 	outcome, err := r.dispatch(dctx, ev)
+	span.SetAttributes(attribute.String("siteops.outcome", outcome))
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, "dispatch failed")
+	}
+	span.End()
 	cancel()
 	if err != nil {
 		delay := min(time.Duration(1<<min(ev.Attempts, 20))*time.Second, r.MaxBackoff)

@@ -14,9 +14,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.temporal.io/sdk/client"
-	tlog "go.temporal.io/sdk/log"
 
 	"github.com/siteops/siteops/config"
+	"github.com/siteops/siteops/internal/telemetry"
 	"github.com/siteops/siteops/store"
 )
 
@@ -38,8 +38,9 @@ type Server struct {
 
 // New opens the store and a lazy Temporal client (the ingress starts and
 // accepts deliveries while Temporal is unreachable) and builds the handler
-// and the relay.
-func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error) {
+// and the relay. tel, when given, traces deliveries into the workflows and
+// serves the SDK's metrics beside the ingress's on /metrics.
+func New(ctx context.Context, cfg Config, logger *slog.Logger, tel *telemetry.Telemetry) (*Server, error) {
 	if err := cfg.Temporal.Validate(); err != nil {
 		return nil, err
 	}
@@ -65,13 +66,18 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error) 
 		_ = st.Close()
 		return nil, errors.New("the ingress has no signing secret: set SITEOPS_WEBHOOK_SECRETS for POST /webhooks, or SITEOPS_SECRET_KEY to use the secrets of endpoints stored by `siteops webhook create` and rotations")
 	}
-	c, err := client.NewLazyClient(client.Options{HostPort: cfg.Address, Namespace: cfg.Namespace, Logger: tlog.NewStructuredLogger(logger)})
+	c, err := cfg.LazyClient(logger, tel)
 	if err != nil {
 		_ = st.Close()
 		return nil, fmt.Errorf("preparing the Temporal client: %w", err)
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	var reg *prometheus.Registry
+	if tel != nil {
+		reg = tel.Registry
+	} else {
+		reg = prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
 	m := NewMetrics(reg)
 	relay := &Relay{Store: st, Temporal: c, TaskQueue: cfg.TaskQueue, Logger: logger, Metrics: m}
 	var secrets SecretStore
@@ -89,7 +95,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error) 
 // gracefully and closes the store.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{
-		Handler:           s.Handler,
+		Handler:           Traced(s.Handler),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       15 * time.Second,
 		WriteTimeout:      15 * time.Second,
@@ -119,8 +125,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 }
 
 // Run listens on cfg.Addr and serves until ctx is done.
-func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
-	s, err := New(ctx, cfg, logger)
+func Run(ctx context.Context, cfg Config, logger *slog.Logger, tel *telemetry.Telemetry) error {
+	s, err := New(ctx, cfg, logger, tel)
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/siteops/siteops/activities"
 	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/config"
+	"github.com/siteops/siteops/internal/telemetry"
 	"github.com/siteops/siteops/store"
 )
 
@@ -22,6 +23,8 @@ type Config struct {
 	// AllowLoopback lets webhook endpoints point at loopback receivers: the
 	// simulator's test mode, for demos and tests only.
 	AllowLoopback bool `envconfig:"SITEOPS_ALLOW_LOOPBACK_RECEIVERS" default:"false"`
+	// MetricsAddr serves the worker's /metrics (empty: none).
+	MetricsAddr string `envconfig:"SITEOPS_METRICS_ADDR" default:":9090"`
 }
 
 // StopTimeout is how long a stopping worker lets in-flight activities
@@ -32,8 +35,9 @@ const StopTimeout = 30 * time.Second
 // attempt 20 s.
 const APITimeout = 10 * time.Second
 
-// Run runs a worker until ctx is done, then stops it gracefully.
-func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
+// Run runs a worker until ctx is done, then stops it gracefully. tel, when
+// given, traces workflows and activities and collects the SDK's metrics.
+func Run(ctx context.Context, cfg Config, logger *slog.Logger, tel *telemetry.Telemetry) error {
 	if err := cfg.AgentSite.Validate(); err != nil {
 		return err
 	}
@@ -59,7 +63,7 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	c, err := cfg.Dial(ctx, logger)
+	c, err := cfg.Dial(ctx, logger, tel)
 	if err != nil {
 		return err
 	}

@@ -37,7 +37,7 @@ func newStarter(ctx context.Context, cmd *cobra.Command, withStore bool) (*start
 	if err := config.Load(&cfg); err != nil {
 		return nil, nil, err
 	}
-	c, err := cfg.Dial(ctx, quietLogger(cmd.ErrOrStderr()))
+	c, err := cfg.Dial(ctx, quietLogger(cmd.ErrOrStderr()), nil)
 	if err != nil {
 		return nil, nil, err
 	}

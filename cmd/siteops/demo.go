@@ -8,6 +8,7 @@ import (
 
 func newDemoCmd() *cobra.Command {
 	var o demo.Options
+	var traces bool
 	cmd := &cobra.Command{
 		Use:   "demo [--keep]",
 		Short: "Run everything on this machine and show it working",
@@ -21,11 +22,15 @@ Needs the pinned temporal CLI: 'make demo' builds it, or set SITEOPS_TEMPORAL_CL
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Out = cmd.OutOrStdout()
+			if traces {
+				o.Traces = cmd.OutOrStdout()
+			}
 			return demo.Run(cmd.Context(), o)
 		},
 	}
 	cmd.Flags().BoolVar(&o.Keep, "keep", false, "leave everything running after the summary, until Ctrl-C")
 	cmd.Flags().IntVar(&o.Leads, "leads", 200, "visitor leads per site")
+	cmd.Flags().BoolVar(&traces, "trace-stdout", false, "print every OpenTelemetry span to stdout as JSON")
 	cmd.Flags().StringVar(&o.Dir, "dir", "", "directory for the databases and the log (default: a new temporary one)")
 	return cmd
 }

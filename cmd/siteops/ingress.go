@@ -1,9 +1,12 @@
 package main
 
 import (
+	"context"
+
 	"github.com/spf13/cobra"
 
 	"github.com/siteops/siteops/config"
+	"github.com/siteops/siteops/internal/telemetry"
 	"github.com/siteops/siteops/webhookingress"
 )
 
@@ -27,7 +30,12 @@ signals the workflows; Temporal being down delays only the relay.`,
 			if err := config.Load(&cfg); err != nil {
 				return err
 			}
-			return webhookingress.Run(cmd.Context(), cfg, newLogger(cmd.ErrOrStderr()))
+			tel, err := telemetry.Setup(cmd.Context(), telemetry.Options{Service: "siteops-ingress"})
+			if err != nil {
+				return err
+			}
+			defer func() { _ = tel.Shutdown(context.Background()) }()
+			return webhookingress.Run(cmd.Context(), cfg, newLogger(cmd.ErrOrStderr()), tel)
 		},
 	}
 }

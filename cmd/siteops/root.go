@@ -20,7 +20,7 @@ no defaults and are never printed.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCmd(), newSignatureCmd(), newSimCmd(), newWorkerCmd(), newOnboardCmd(), newLeadsCmd(), newEmbedCmd(), newStatusCmd(), newIngressCmd(), newSecretCmd(), newWebhookCmd(), newDemoCmd())
+	root.AddCommand(newVersionCmd(), newSignatureCmd(), newSimCmd(), newWorkerCmd(), newOnboardCmd(), newLeadsCmd(), newEmbedCmd(), newStatusCmd(), newIngressCmd(), newSecretCmd(), newWebhookCmd(), newDemoCmd(), newCodecServerCmd())
 	return root
 }
 

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"context"
+
 	"github.com/spf13/cobra"
 
 	"github.com/siteops/siteops/config"
+	"github.com/siteops/siteops/internal/telemetry"
 	"github.com/siteops/siteops/worker"
 )
 
@@ -23,7 +26,20 @@ rest are retried by another worker.`,
 			if err := config.Load(&cfg); err != nil {
 				return err
 			}
-			return worker.Run(cmd.Context(), cfg, newLogger(cmd.ErrOrStderr()))
+			logger := newLogger(cmd.ErrOrStderr())
+			tel, err := telemetry.Setup(cmd.Context(), telemetry.Options{Service: "siteops-worker"})
+			if err != nil {
+				return err
+			}
+			defer func() { _ = tel.Shutdown(context.Background()) }()
+			if cfg.MetricsAddr != "" {
+				go func() {
+					if err := tel.ServeMetrics(cmd.Context(), cfg.MetricsAddr); err != nil {
+						logger.Error("metrics endpoint failed", "addr", cfg.MetricsAddr, "error", err)
+					}
+				}()
+			}
+			return worker.Run(cmd.Context(), cfg, logger, tel)
 		},
 	}
 }

@@ -1,0 +1,123 @@
+package e2e
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/siteops/siteops/activities"
+	"github.com/siteops/siteops/agentsite"
+	"github.com/siteops/siteops/config"
+	"github.com/siteops/siteops/internal/telemetry"
+	"github.com/siteops/siteops/simulator"
+	"github.com/siteops/siteops/starter"
+	"github.com/siteops/siteops/store"
+	"github.com/siteops/siteops/webhookingress"
+	"github.com/siteops/siteops/worker"
+	"github.com/siteops/siteops/workflows"
+)
+
+// TestOneDeliveryTracedEndToEnd follows one lead.created delivery through a
+// single trace: the ingress's server span, the relay's dispatch, the
+// SignalWithStart, the workflow, the activity, the API call and the
+// simulator's handling of it.
+func TestOneDeliveryTracedEndToEnd(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tel, err := telemetry.Setup(t.Context(), telemetry.Options{Service: "siteops-e2e", SpanProcessor: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
+	e := newEnv(t, store.SQLite, simulator.Config{})
+
+	tc := config.Temporal{Address: server.Address, Namespace: e.ns, TaskQueue: taskQueue}
+	c, err := tc.Dial(t.Context(), slog.New(slog.NewTextHandler(io.Discard, nil)), tel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	api, err := agentsite.NewClient(e.simURL, apiKey, agentsite.WithLoopbackReceivers())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := sdkworker.New(c, taskQueue, sdkworker.Options{})
+	worker.Register(w, activities.New(api, e.store))
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+
+	relay := &webhookingress.Relay{Store: e.store, Temporal: c, TaskQueue: taskQueue, Idle: 50 * time.Millisecond}
+	h := webhookingress.NewHandler(webhookingress.Options{Inbox: e.store, Secrets: e.store, Metrics: webhookingress.NewMetrics(prometheus.NewRegistry()), Recorded: relay.Wake})
+	srv := httptest.NewServer(webhookingress.Traced(h))
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = relay.Run(ctx) })
+	t.Cleanup(func() { cancel(); wg.Wait(); srv.Close() })
+
+	if _, _, err := starter.CreateEndpoint(t.Context(), api, e.store, "trace-endpoint", srv.URL+"/webhooks/traced", []string{"lead.created"}, "traced"); err != nil {
+		t.Fatal(err)
+	}
+	site := e.site(t, "traced")
+	if _, err := e.sim.CreateLeads(site, 1); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the lead in the store", func() bool {
+		n, _ := e.store.CountLeads(t.Context(), site)
+		return n == 1
+	})
+	_ = c.CancelWorkflow(t.Context(), workflows.LeadSyncID(site), "")
+
+	want := []string{
+		"POST /webhooks/{receiver}",
+		"relay lead.created",
+		"SignalWithStartWorkflow:LeadSync",
+		"RunWorkflow:LeadSync",
+		"RunActivity:SyncLeads",
+		"GET /api/v1/sites/{site_id}/leads",
+		"simulator GET /api/v1/sites/" + site + "/leads",
+	}
+	var names []string
+	eventually(t, 10*time.Second, "every span of the delivery's trace", func() bool {
+		spans := rec.Ended()
+		var root string
+		for _, s := range spans {
+			if s.Name() == want[0] {
+				root = s.SpanContext().TraceID().String()
+			}
+		}
+		names = names[:0]
+		for _, s := range spans {
+			if s.SpanContext().TraceID().String() == root {
+				names = append(names, s.Name())
+			}
+		}
+		for _, n := range want {
+			if !contains(names, n) {
+				return false
+			}
+		}
+		return true
+	})
+	sort.Strings(names)
+	t.Logf("spans of the delivery's trace: %s", strings.Join(names, " | "))
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

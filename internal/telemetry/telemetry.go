@@ -1,0 +1,162 @@
+// Package telemetry sets up OpenTelemetry for a siteops process: traces
+// (off unless the standard OTEL_* variables choose an exporter, or a caller
+// asks for stdout), the W3C trace-context propagator, and metrics in
+// Prometheus format — the Temporal SDK's and siteops' own — on one registry.
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/contrib/exporters/autoexport"
+	"go.opentelemetry.io/otel"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
+	"go.opentelemetry.io/otel/propagation"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
+	"go.temporal.io/sdk/client"
+	temporalotel "go.temporal.io/sdk/contrib/opentelemetry"
+	"go.temporal.io/sdk/interceptor"
+)
+
+// Options tune Setup.
+type Options struct {
+	// Service names the process in traces (siteops-worker, siteops-ingress).
+	Service string
+	// StdoutTraces, when set, receives every span as JSON, whatever OTEL_*
+	// says.
+	StdoutTraces io.Writer
+	// SpanProcessor, when set, also receives every span (tests).
+	SpanProcessor sdktrace.SpanProcessor
+}
+
+// Telemetry is a process's tracing and metrics.
+type Telemetry struct {
+	// Registry serves /metrics.
+	Registry *prometheus.Registry
+	// Tracing reports whether spans are exported anywhere.
+	Tracing  bool
+	metrics  client.MetricsHandler
+	tracer   interceptor.Interceptor
+	shutdown []func(context.Context) error
+}
+
+// Setup installs the global tracer and meter providers and the propagator.
+func Setup(ctx context.Context, o Options) (*Telemetry, error) {
+	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
+	t := &Telemetry{Registry: prometheus.NewRegistry()}
+	t.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	res := resource.NewSchemaless(semconv.ServiceName(o.Service))
+	var tpOpts []sdktrace.TracerProviderOption
+	switch {
+	case o.StdoutTraces != nil:
+		exp, err := stdouttrace.New(stdouttrace.WithWriter(o.StdoutTraces))
+		if err != nil {
+			return nil, err
+		}
+		tpOpts = append(tpOpts, sdktrace.WithSyncer(exp))
+	case tracesConfigured():
+		exp, err := autoexport.NewSpanExporter(ctx)
+		if err != nil {
+			return nil, err
+		}
+		tpOpts = append(tpOpts, sdktrace.WithBatcher(exp))
+	}
+	if o.SpanProcessor != nil {
+		tpOpts = append(tpOpts, sdktrace.WithSpanProcessor(o.SpanProcessor))
+	}
+	if len(tpOpts) > 0 {
+		tp := sdktrace.NewTracerProvider(append(tpOpts, sdktrace.WithResource(res))...)
+		otel.SetTracerProvider(tp)
+		t.Tracing = true
+		t.shutdown = append(t.shutdown, tp.Shutdown)
+	}
+
+	exp, err := otelprom.New(otelprom.WithRegisterer(t.Registry), otelprom.WithoutScopeInfo())
+	if err != nil {
+		return nil, err
+	}
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp), sdkmetric.WithResource(res))
+	otel.SetMeterProvider(mp)
+	t.shutdown = append(t.shutdown, mp.Shutdown)
+	t.metrics = temporalotel.NewMetricsHandler(temporalotel.MetricsHandlerOptions{Meter: mp.Meter("go.temporal.io/sdk")})
+
+	tracer, err := temporalotel.NewTracingInterceptor(temporalotel.TracerOptions{})
+	if err != nil {
+		return nil, err
+	}
+	t.tracer = tracer
+	return t, nil
+}
+
+// tracesConfigured reports whether the standard variables ask for spans.
+func tracesConfigured() bool {
+	if e := os.Getenv("OTEL_TRACES_EXPORTER"); e != "" {
+		return e != "none"
+	}
+	return os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
+}
+
+// ClientOptions adds the SDK's tracing interceptor and metrics handler to
+// Temporal client options, so that workflows, activities and signals join
+// the caller's trace and the SDK's metrics reach /metrics.
+func (t *Telemetry) ClientOptions(o *client.Options) {
+	if t == nil {
+		return
+	}
+	o.Interceptors = append(o.Interceptors, t.tracer)
+	o.MetricsHandler = t.metrics
+}
+
+// Shutdown flushes spans and metrics.
+func (t *Telemetry) Shutdown(ctx context.Context) error {
+	if t == nil {
+		return nil
+	}
+	var errs []error
+	for _, f := range t.shutdown {
+		errs = append(errs, f(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+// Handler serves /metrics.
+func (t *Telemetry) Handler() http.Handler {
+	return promhttp.HandlerFor(t.Registry, promhttp.HandlerOpts{})
+}
+
+// ServeMetrics serves GET /metrics and GET /healthz on addr until ctx is
+// done.
+func (t *Telemetry) ServeMetrics(ctx context.Context, addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", t.Handler())
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		// The serving context is done: shutdown gets a fresh deadline.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
