@@ -323,3 +323,37 @@ func TestSearchAttributeSetup(t *testing.T) {
 		}
 	}
 }
+
+// TestREADMEMatchesTheCode checks that the README names every variable the
+// configs read and every subcommand the binary has.
+func TestREADMEMatchesTheCode(t *testing.T) {
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(b)
+	for name := range knownEnv(t) {
+		if !strings.Contains(readme, "`"+name+"`") {
+			t.Errorf("README does not document %s", name)
+		}
+	}
+	out, err := exec.Command(binary, "--help").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	inCommands := false
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(line, "Available Commands:") {
+			inCommands = true
+			continue
+		}
+		if inCommands && strings.TrimSpace(line) == "" {
+			break
+		}
+		if f := strings.Fields(line); inCommands && len(f) > 0 && f[0] != "help" && f[0] != "completion" {
+			if !strings.Contains(readme, "siteops "+f[0]) {
+				t.Errorf("README does not show `siteops %s`", f[0])
+			}
+		}
+	}
+}
