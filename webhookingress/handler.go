@@ -185,7 +185,7 @@ func (h *Handler) receive(w http.ResponseWriter, r *http.Request, receiver strin
 	}
 	fresh, err := h.opts.Inbox.RecordEvent(r.Context(), store.InboxEvent{
 		EventID: env.ID, EventType: string(env.Type), Receiver: receiver, EndpointID: endpointID,
-		ReceivedAt: h.opts.Now(), Body: body, TraceContext: traceparent(r.Context()),
+		ReceivedAt: h.opts.Now(), Body: body, TraceContext: traceparent(r),
 	})
 	if err != nil {
 		h.opts.Logger.Error("recording a webhook event failed", "event_id", env.ID, "error", err)

@@ -24,9 +24,14 @@ func Traced(h http.Handler) http.Handler {
 	}))
 }
 
-// traceparent returns the W3C trace context of ctx's span, to be stored
-// with the event so that the relay's dispatch joins the delivery's trace.
-func traceparent(ctx context.Context) string {
+// traceparent returns the W3C trace context of the request's span — or,
+// when the handler runs untraced, the one the sender sent, if valid — to be
+// stored with the event so that the relay's dispatch joins the trace.
+func traceparent(r *http.Request) string {
+	ctx := r.Context()
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		ctx = propagation.TraceContext{}.Extract(ctx, propagation.HeaderCarrier(r.Header))
+	}
 	c := propagation.MapCarrier{}
 	propagation.TraceContext{}.Inject(ctx, c)
 	return c["traceparent"]
