@@ -24,15 +24,22 @@ type apiConfig struct {
 	AllowLoopback bool `envconfig:"SITEOPS_ALLOW_LOOPBACK_RECEIVERS" default:"false"`
 }
 
-func newAPIClient(cfg apiConfig) (*agentsite.Client, error) {
+// newAPIClient reads the API settings from the environment and builds the
+// client.
+func newAPIClient() (*agentsite.Client, apiConfig, error) {
+	var cfg apiConfig
+	if err := config.Load(&cfg); err != nil {
+		return nil, cfg, err
+	}
 	if err := cfg.AgentSite.Validate(); err != nil {
-		return nil, err
+		return nil, cfg, err
 	}
 	var opts []agentsite.Option
 	if cfg.AllowLoopback {
 		opts = append(opts, agentsite.WithLoopbackReceivers())
 	}
-	return agentsite.NewClient(cfg.BaseURL, cfg.APIKey, opts...)
+	c, err := agentsite.NewClient(cfg.BaseURL, cfg.APIKey, opts...)
+	return c, cfg, err
 }
 
 func newWebhookCmd() *cobra.Command {
@@ -59,11 +66,7 @@ never printed: only the endpoint id and the secret's fingerprint.`,
 			if err := out.check(); err != nil {
 				return err
 			}
-			var cfg apiConfig
-			if err := config.Load(&cfg); err != nil {
-				return err
-			}
-			api, err := newAPIClient(cfg)
+			api, cfg, err := newAPIClient()
 			if err != nil {
 				return err
 			}
@@ -128,11 +131,7 @@ func newWebhookListCmd() *cobra.Command {
 			if err := out.check(); err != nil {
 				return err
 			}
-			var cfg apiConfig
-			if err := config.Load(&cfg); err != nil {
-				return err
-			}
-			api, err := newAPIClient(cfg)
+			api, _, err := newAPIClient()
 			if err != nil {
 				return err
 			}
