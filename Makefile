@@ -73,7 +73,7 @@ histories: $(TOOLS)/temporal
 
 ## bench: the benchmarks whose numbers bench/README.md records.
 bench: $(TOOLS)/temporal
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...
+	$(GO) test -p 1 -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...
 
 ## demo: build the pinned temporal CLI and siteops, then run everything on this machine and show it
 ## working (DEMO_FLAGS=--keep leaves it running; Ctrl-C stops it all).
