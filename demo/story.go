@@ -109,7 +109,8 @@ func (d *run) story(ctx context.Context) error {
 	var producer sync.WaitGroup
 	produced := 0
 	producer.Go(func() {
-		for produced < 400 {
+		// Until the rotation is over; 4,000 leads (about 100 s) at most.
+		for produced < 4000 {
 			select {
 			case <-stop:
 				return
@@ -126,7 +127,11 @@ func (d *run) story(ctx context.Context) error {
 		return err
 	}
 	var rs workflows.SecretRotationStatus
-	err = rot.Get(ctx, &rs)
+	// Deliveries flow the whole time, so a verified delivery comes within
+	// seconds; the bound turns a stuck rotation into an error, not a hang.
+	rotCtx, cancelRot := context.WithTimeout(ctx, 3*time.Minute)
+	err = rot.Get(rotCtx, &rs)
+	cancelRot()
 	time.Sleep(300 * time.Millisecond) // let deliveries flow on the new endpoint alone
 	close(stop)
 	producer.Wait()

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"io"
@@ -36,7 +37,10 @@ func (e *env) siteops(t *testing.T, args ...string) (string, error) {
 // siteopsWith runs the binary with extra environment variables.
 func (e *env) siteopsWith(t *testing.T, extra []string, args ...string) (string, error) {
 	t.Helper()
-	cmd := exec.CommandContext(t.Context(), binary, args...)
+	// A command that waits (e.g. --wait) must not outlive its test's budget.
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
 	cmd.Env = append(e.cliEnv(), extra...)
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -193,7 +197,8 @@ func TestCLIWebhooksIngressAndRotation(t *testing.T) {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		for i := 0; i < 300; i++ {
+		// Until the rotation is over, bounded: 6,000 leads at most (a minute).
+		for i := 0; i < 6000; i++ {
 			select {
 			case <-stop:
 				return

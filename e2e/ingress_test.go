@@ -168,7 +168,7 @@ func TestRotationUnderContinuousDeliveries(t *testing.T) {
 	wg.Go(func() {
 		tick := time.NewTicker(10 * time.Millisecond)
 		defer tick.Stop()
-		for i := 0; i < 1500; i++ {
+		for i := 0; i < 6000; i++ { // until the rotation is over; a minute at most
 			select {
 			case <-stop:
 				return
