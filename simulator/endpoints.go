@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/siteops/siteops/agentsite"
@@ -78,24 +80,16 @@ func (s *Simulator) listEndpoints(_ *http.Request, _ []byte) response {
 	for _, e := range s.endpoints {
 		list = append(list, e)
 	}
-	sortByCreated(list)
+	slices.SortFunc(list, func(a, b *endpoint) int { return idCompare(a.ID, b.ID) })
 	return ok(http.StatusOK, map[string]any{"data": list})
 }
 
-func sortByCreated(list []*endpoint) {
-	for i := 1; i < len(list); i++ {
-		for j := i; j > 0 && idLess(list[j].ID, list[j-1].ID); j-- {
-			list[j], list[j-1] = list[j-1], list[j]
-		}
-	}
-}
-
-// idLess orders prefix_<n> ids by n.
-func idLess(a, b string) bool {
+// idCompare orders prefix_<n> ids by n.
+func idCompare(a, b string) int {
 	if len(a) != len(b) {
-		return len(a) < len(b)
+		return len(a) - len(b)
 	}
-	return a < b
+	return strings.Compare(a, b)
 }
 
 func (s *Simulator) deleteEndpoint(r *http.Request, _ []byte) response {

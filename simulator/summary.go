@@ -1,6 +1,6 @@
 package simulator
 
-import "sort"
+import "slices"
 
 // SiteSummary is what the simulator holds for a site, for tests and the
 // demo to compare against.
@@ -33,7 +33,7 @@ func (s *Simulator) Sites() []SiteSummary {
 		}
 		out = append(out, sum)
 	}
-	sort.Slice(out, func(i, j int) bool { return idLess(out[i].ID, out[j].ID) })
+	slices.SortFunc(out, func(a, b SiteSummary) int { return idCompare(a.ID, b.ID) })
 	return out
 }
 
