@@ -6,6 +6,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strings"
 	"unicode/utf8"
 
 	"sigs.k8s.io/yaml"
@@ -33,6 +34,8 @@ type SpecKnowledge struct {
 	Name string `json:"name"`
 	Text string `json:"text,omitempty"`
 	File string `json:"file,omitempty"`
+
+	fileErr error // why File could not be read; Prepare reports it
 }
 
 // LoadSpec reads a spec file (.json, .yaml or .yml). Unknown fields are
@@ -63,7 +66,8 @@ func LoadSpecFS(fsys fs.FS, name string) (Spec, error) {
 		}
 		text, err := fs.ReadFile(fsys, path.Join(dir, k.File))
 		if err != nil {
-			return Spec{}, fmt.Errorf("%s: knowledge[%d].file: %w", name, i, err)
+			s.Knowledge[i].fileErr = err
+			continue
 		}
 		s.Knowledge[i].File, s.Knowledge[i].Text = "", string(text)
 		if s.Knowledge[i].Text == "" {
@@ -91,10 +95,14 @@ func Prepare(s Spec) (Prepared, []workflows.Problem) {
 		OnKnowledgeTimeout: s.OnKnowledgeTimeout, SkipPublish: s.SkipPublish,
 	}
 	var problems []workflows.Problem
+	var specIndex []int // spec position of each input source, for problem names
 	for i, k := range s.Knowledge {
 		field := fmt.Sprintf("knowledge[%d]", i)
 		text := k.Text
 		switch {
+		case k.fileErr != nil:
+			problems = append(problems, workflows.Problem{Field: field + ".file", Message: "cannot be read: " + k.fileErr.Error()})
+			continue
 		case k.File != "" && k.Text != "":
 			problems = append(problems, workflows.Problem{Field: field, Message: "give text or file, not both"})
 			continue
@@ -112,7 +120,15 @@ func Prepare(s Spec) (Prepared, []workflows.Problem) {
 			p.Texts[spec.TextHash] = text
 		}
 		in.Knowledge = append(in.Knowledge, spec)
+		specIndex = append(specIndex, i)
 	}
 	p.Input = in
-	return p, append(problems, workflows.Validate(in)...)
+	for _, pr := range workflows.Validate(in) {
+		var i int
+		if n, _ := fmt.Sscanf(pr.Field, "knowledge[%d]", &i); n == 1 && i < len(specIndex) {
+			pr.Field = strings.Replace(pr.Field, fmt.Sprintf("knowledge[%d]", i), fmt.Sprintf("knowledge[%d]", specIndex[i]), 1)
+		}
+		problems = append(problems, pr)
+	}
+	return p, problems
 }
