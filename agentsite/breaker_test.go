@@ -96,14 +96,7 @@ func TestBreakerIgnoresClientErrorsAndCancellation(t *testing.T) {
 		}
 	}
 
-	block := make(chan struct{})
-	srv := newAPIServer(t, func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-block:
-		case <-r.Context().Done():
-		}
-	})
-	defer close(block)
+	srv := newHangingServer(t)
 	c := newTestClient(t, srv.URL, WithBreaker(BreakerSettings{ConsecutiveFailures: 2, OpenFor: time.Minute, HalfOpenRequests: 1}))
 	for range 4 {
 		ctx, cancel := context.WithCancel(t.Context())
@@ -137,14 +130,7 @@ func TestBreakerCountsNetworkErrorsAndTimeouts(t *testing.T) {
 		}
 	})
 	t.Run("timeout", func(t *testing.T) {
-		release := make(chan struct{})
-		srv := newAPIServer(t, func(w http.ResponseWriter, r *http.Request) {
-			select {
-			case <-release:
-			case <-r.Context().Done():
-			}
-		})
-		defer close(release)
+		srv := newHangingServer(t)
 		c := newTestClient(t, srv.URL, WithTimeout(20*time.Millisecond), WithBreaker(BreakerSettings{ConsecutiveFailures: 2, OpenFor: time.Minute, HalfOpenRequests: 1}))
 		for range 2 {
 			_, _ = c.ListWebhookEndpoints(t.Context())

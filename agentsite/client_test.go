@@ -59,6 +59,21 @@ func (s *apiServer) last(t *testing.T) recorded {
 	return reqs[len(reqs)-1]
 }
 
+// newHangingServer never answers: each request waits until the client
+// gives up (or the test ends).
+func newHangingServer(t *testing.T) *apiServer {
+	t.Helper()
+	release := make(chan struct{})
+	srv := newAPIServer(t, func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
+	t.Cleanup(func() { close(release) })
+	return srv
+}
+
 func newTestClient(t *testing.T, url string, opts ...Option) *Client {
 	t.Helper()
 	c, err := NewClient(url, testKey, opts...)
@@ -519,14 +534,7 @@ func TestTransportErrorsHideTheKey(t *testing.T) {
 }
 
 func TestTimeout(t *testing.T) {
-	release := make(chan struct{})
-	srv := newAPIServer(t, func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
-	})
-	defer close(release)
+	srv := newHangingServer(t)
 	c := newTestClient(t, srv.URL, WithTimeout(50*time.Millisecond))
 	_, err := c.ListWebhookEndpoints(t.Context())
 	var te *TransportError

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http/httptest"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -103,7 +104,7 @@ func TestOneDeliveryTracedEndToEnd(t *testing.T) {
 			}
 		}
 		for _, n := range want {
-			if !contains(names, n) {
+			if !slices.Contains(names, n) {
 				return false
 			}
 		}
@@ -111,13 +112,4 @@ func TestOneDeliveryTracedEndToEnd(t *testing.T) {
 	})
 	sort.Strings(names)
 	t.Logf("spans of the delivery's trace: %s", strings.Join(names, " | "))
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

@@ -90,3 +90,14 @@ func defaultOperator() string {
 	}
 	return "unknown"
 }
+
+// withStarter dials Temporal (and opens the store when withStore), runs f,
+// and closes them again: the frame of every command that drives workflows.
+func withStarter(cmd *cobra.Command, withStore bool, f func(s *starter.Starter) error) error {
+	s, closeAll, err := newStarter(cmd.Context(), cmd, withStore)
+	if err != nil {
+		return err
+	}
+	defer closeAll()
+	return f(s)
+}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/workflows"
 )
 
@@ -33,42 +34,39 @@ it and sends no second request. Decide it later with 'siteops embed on'.`,
 				return err
 			}
 			ctx := cmd.Context()
-			s, closeAll, err := newStarter(ctx, cmd, false)
-			if err != nil {
+			return withStarter(cmd, false, func(s *starter.Starter) error {
+				run, joined, err := s.EmbedOff(ctx, site, operator, reason)
+				if err != nil {
+					return err
+				}
+				// Wait until the embed is actually off, so that on-call knows.
+				var st workflows.EmbedIncidentStatus
+				deadline := time.Now().Add(2 * time.Minute)
+				for {
+					st, err = queryIncident(cmd, s.Client, run.GetID())
+					if err == nil && st.State != workflows.IncidentTurningOff {
+						break
+					}
+					if time.Now().After(deadline) {
+						return fmt.Errorf("%s: the embed is not confirmed off after 2 minutes; check `siteops status %s`", run.GetID(), run.GetID())
+					}
+					select {
+					case <-ctx.Done():
+						return ctx.Err()
+					case <-time.After(200 * time.Millisecond):
+					}
+				}
+				if out.json() {
+					return writeJSON(cmd.OutOrStdout(), map[string]any{"workflow_id": run.GetID(), "joined": joined, "incident": st})
+				}
+				verb := "opened"
+				if joined {
+					verb = "already open (no second request sent); opened"
+				}
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "embed of %s is off; incident %s %s by %s: %s\nrestore with: siteops embed on --site %s\n",
+					site, run.GetID(), verb, st.Operator, st.Reason, site)
 				return err
-			}
-			defer closeAll()
-			run, joined, err := s.EmbedOff(ctx, site, operator, reason)
-			if err != nil {
-				return err
-			}
-			// Wait until the embed is actually off, so that on-call knows.
-			var st workflows.EmbedIncidentStatus
-			deadline := time.Now().Add(2 * time.Minute)
-			for {
-				st, err = queryIncident(cmd, s.Client, run.GetID())
-				if err == nil && st.State != workflows.IncidentTurningOff {
-					break
-				}
-				if time.Now().After(deadline) {
-					return fmt.Errorf("%s: the embed is not confirmed off after 2 minutes; check `siteops status %s`", run.GetID(), run.GetID())
-				}
-				select {
-				case <-ctx.Done():
-					return ctx.Err()
-				case <-time.After(200 * time.Millisecond):
-				}
-			}
-			if out.json() {
-				return writeJSON(cmd.OutOrStdout(), map[string]any{"workflow_id": run.GetID(), "joined": joined, "incident": st})
-			}
-			verb := "opened"
-			if joined {
-				verb = "already open (no second request sent); opened"
-			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "embed of %s is off; incident %s %s by %s: %s\nrestore with: siteops embed on --site %s\n",
-				site, run.GetID(), verb, st.Operator, st.Reason, site)
-			return err
+			})
 		},
 	}
 	cmd.Flags().StringVar(&site, "site", "", "site id")
@@ -92,20 +90,17 @@ func newEmbedOnCmd() *cobra.Command {
 			if err := out.check(); err != nil {
 				return err
 			}
-			s, closeAll, err := newStarter(cmd.Context(), cmd, false)
-			if err != nil {
+			return withStarter(cmd, false, func(s *starter.Starter) error {
+				st, err := s.EmbedOn(cmd.Context(), site, origins, operator)
+				if err != nil {
+					return err
+				}
+				if out.json() {
+					return writeJSON(cmd.OutOrStdout(), st)
+				}
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "embed of %s is back on (incident %s restored by %s)\n", site, workflows.EmbedIncidentID(site), st.DecidedBy)
 				return err
-			}
-			defer closeAll()
-			st, err := s.EmbedOn(cmd.Context(), site, origins, operator)
-			if err != nil {
-				return err
-			}
-			if out.json() {
-				return writeJSON(cmd.OutOrStdout(), st)
-			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "embed of %s is back on (incident %s restored by %s)\n", site, workflows.EmbedIncidentID(site), st.DecidedBy)
-			return err
+			})
 		},
 	}
 	cmd.Flags().StringVar(&site, "site", "", "site id")
@@ -123,16 +118,13 @@ func newEmbedCloseCmd() *cobra.Command {
 		Short: "Close a site's open incident and leave the embed off",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			s, closeAll, err := newStarter(cmd.Context(), cmd, false)
-			if err != nil {
+			return withStarter(cmd, false, func(s *starter.Starter) error {
+				if _, err := s.EmbedClose(cmd.Context(), site, operator); err != nil {
+					return err
+				}
+				_, err := fmt.Fprintf(cmd.OutOrStdout(), "incident %s closed; the embed stays off\n", workflows.EmbedIncidentID(site))
 				return err
-			}
-			defer closeAll()
-			if _, err := s.EmbedClose(cmd.Context(), site, operator); err != nil {
-				return err
-			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "incident %s closed; the embed stays off\n", workflows.EmbedIncidentID(site))
-			return err
+			})
 		},
 	}
 	cmd.Flags().StringVar(&site, "site", "", "site id")

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/workflows"
 )
 
@@ -36,48 +37,45 @@ a poll timer wake it. --full re-reads the whole collection to reconcile.
 				return err
 			}
 			ctx := cmd.Context()
-			s, closeAll, err := newStarter(ctx, cmd, false)
-			if err != nil {
-				return err
-			}
-			defer closeAll()
-			before, _ := s.LeadProgress(ctx, site) // zero when not yet running
-			run, err := s.SyncLeads(ctx, site, full)
-			if err != nil {
-				return err
-			}
-			if !follow {
-				if out.json() {
-					return writeJSON(cmd.OutOrStdout(), map[string]string{"workflow_id": run.GetID(), "run_id": run.GetRunID()})
+			return withStarter(cmd, false, func(s *starter.Starter) error {
+				before, _ := s.LeadProgress(ctx, site) // zero when not yet running
+				run, err := s.SyncLeads(ctx, site, full)
+				if err != nil {
+					return err
 				}
-				_, err := fmt.Fprintf(cmd.OutOrStdout(), "lead sync %s asked to sync; follow it with: siteops leads sync --site %s --follow\n", run.GetID(), site)
-				return err
-			}
-			tick := time.NewTicker(250 * time.Millisecond)
-			defer tick.Stop()
-			w := cmd.ErrOrStderr()
-			for {
-				p, err := s.LeadProgress(ctx, site)
-				if err == nil {
-					if !out.json() {
-						_, _ = fmt.Fprintf(w, "\r%s %6d leads  %5d pages  %s", bar(p), p.Leads, p.Pages, state(p))
+				if !follow {
+					if out.json() {
+						return writeJSON(cmd.OutOrStdout(), map[string]string{"workflow_id": run.GetID(), "run_id": run.GetRunID()})
 					}
-					if p.CaughtUp && !p.Syncing && (p.Syncs > before.Syncs || p.Runs > before.Runs) {
-						if out.json() {
-							return writeJSON(cmd.OutOrStdout(), p)
+					_, err := fmt.Fprintf(cmd.OutOrStdout(), "lead sync %s asked to sync; follow it with: siteops leads sync --site %s --follow\n", run.GetID(), site)
+					return err
+				}
+				tick := time.NewTicker(250 * time.Millisecond)
+				defer tick.Stop()
+				w := cmd.ErrOrStderr()
+				for {
+					p, err := s.LeadProgress(ctx, site)
+					if err == nil {
+						if !out.json() {
+							_, _ = fmt.Fprintf(w, "\r%s %6d leads  %5d pages  %s", bar(p), p.Leads, p.Pages, state(p))
 						}
+						if p.CaughtUp && !p.Syncing && (p.Syncs > before.Syncs || p.Runs > before.Runs) {
+							if out.json() {
+								return writeJSON(cmd.OutOrStdout(), p)
+							}
+							_, _ = fmt.Fprintln(w)
+							_, err := fmt.Fprintf(cmd.OutOrStdout(), "caught up: %d leads in %d pages (last sync %s)\n", p.Leads, p.Pages, p.LastSyncAt.Format(time.RFC3339))
+							return err
+						}
+					}
+					select {
+					case <-ctx.Done():
 						_, _ = fmt.Fprintln(w)
-						_, err := fmt.Fprintf(cmd.OutOrStdout(), "caught up: %d leads in %d pages (last sync %s)\n", p.Leads, p.Pages, p.LastSyncAt.Format(time.RFC3339))
-						return err
+						return ctx.Err()
+					case <-tick.C:
 					}
 				}
-				select {
-				case <-ctx.Done():
-					_, _ = fmt.Fprintln(w)
-					return ctx.Err()
-				case <-tick.C:
-				}
-			}
+			})
 		},
 	}
 	cmd.Flags().StringVar(&site, "site", "", "site id")

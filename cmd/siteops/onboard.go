@@ -59,32 +59,29 @@ neither Temporal nor the database.`,
 					file, workflows.OnboardingID(in.Site.Slug), len(in.Knowledge), len(in.FAQs))
 				return err
 			}
-			s, closeAll, err := newStarter(cmd.Context(), cmd, len(prepared.Texts) > 0)
-			if err != nil {
-				return err
-			}
-			defer closeAll()
-			run, err := s.Onboard(cmd.Context(), prepared)
-			if err != nil {
-				return err
-			}
-			if !wait {
-				if out.json() {
-					return writeJSON(cmd.OutOrStdout(), map[string]string{"workflow_id": run.GetID(), "run_id": run.GetRunID()})
+			return withStarter(cmd, len(prepared.Texts) > 0, func(s *starter.Starter) error {
+				run, err := s.Onboard(cmd.Context(), prepared)
+				if err != nil {
+					return err
 				}
-				_, err := fmt.Fprintf(cmd.OutOrStdout(), "started %s (run %s); follow it with: siteops status %s\n", run.GetID(), run.GetRunID(), run.GetID())
+				if !wait {
+					if out.json() {
+						return writeJSON(cmd.OutOrStdout(), map[string]string{"workflow_id": run.GetID(), "run_id": run.GetRunID()})
+					}
+					_, err := fmt.Fprintf(cmd.OutOrStdout(), "started %s (run %s); follow it with: siteops status %s\n", run.GetID(), run.GetRunID(), run.GetID())
+					return err
+				}
+				var res workflows.OnboardingResult
+				if err := run.Get(cmd.Context(), &res); err != nil {
+					return fmt.Errorf("%s failed: %w", run.GetID(), err)
+				}
+				if out.json() {
+					return writeJSON(cmd.OutOrStdout(), res)
+				}
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s: site %s is %s (knowledge %s; FAQs %s)\n", run.GetID(), res.SiteID, res.Status,
+					strings.Join(res.KnowledgeIDs, ", "), strings.Join(res.FAQIDs, ", "))
 				return err
-			}
-			var res workflows.OnboardingResult
-			if err := run.Get(cmd.Context(), &res); err != nil {
-				return fmt.Errorf("%s failed: %w", run.GetID(), err)
-			}
-			if out.json() {
-				return writeJSON(cmd.OutOrStdout(), res)
-			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s: site %s is %s (knowledge %s; FAQs %s)\n", run.GetID(), res.SiteID, res.Status,
-				strings.Join(res.KnowledgeIDs, ", "), strings.Join(res.FAQIDs, ", "))
-			return err
+			})
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "onboarding spec, JSON or YAML")

@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
 
+	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/workflows"
 )
 
@@ -20,35 +21,32 @@ func newStatusCmd() *cobra.Command {
 			if err := out.check(); err != nil {
 				return err
 			}
-			s, closeAll, err := newStarter(cmd.Context(), cmd, false)
-			if err != nil {
-				return err
-			}
-			defer closeAll()
-			st, err := s.Status(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			if out.json() {
-				return writeJSON(cmd.OutOrStdout(), st)
-			}
-			w := cmd.OutOrStdout()
-			_, _ = fmt.Fprintf(w, "%s  %s  %s  started %s\n", st.WorkflowID, st.Type, st.Status, st.StartedAt.Format("2006-01-02 15:04:05Z07:00"))
-			switch d := st.Detail.(type) {
-			case *workflows.OnboardingStatus:
-				_, _ = fmt.Fprintf(w, "step %s  site %s  knowledge %d/%d added, %d ready  FAQs %d\n", d.Step, d.SiteID, d.KnowledgeAdded, d.KnowledgeTotal, d.KnowledgeReady, d.FAQsAdded)
-				if d.Error != "" {
-					_, _ = fmt.Fprintf(w, "error: %s\n", d.Error)
+			return withStarter(cmd, false, func(s *starter.Starter) error {
+				st, err := s.Status(cmd.Context(), args[0])
+				if err != nil {
+					return err
 				}
-			case *workflows.LeadSyncProgress:
-				_, _ = fmt.Fprintf(w, "%d leads in %d pages over %d syncs; %s; last sync %s\n", d.Leads, d.Pages, d.Syncs, state(*d), d.LastSyncAt.Format("15:04:05"))
-			case *workflows.EmbedIncidentStatus:
-				_, _ = fmt.Fprintf(w, "state %s  opened by %s: %s\n", d.State, d.Operator, d.Reason)
-				if d.Decision != "" {
-					_, _ = fmt.Fprintf(w, "decision %s by %s\n", d.Decision, d.DecidedBy)
+				if out.json() {
+					return writeJSON(cmd.OutOrStdout(), st)
 				}
-			}
-			return nil
+				w := cmd.OutOrStdout()
+				_, _ = fmt.Fprintf(w, "%s  %s  %s  started %s\n", st.WorkflowID, st.Type, st.Status, st.StartedAt.Format("2006-01-02 15:04:05Z07:00"))
+				switch d := st.Detail.(type) {
+				case *workflows.OnboardingStatus:
+					_, _ = fmt.Fprintf(w, "step %s  site %s  knowledge %d/%d added, %d ready  FAQs %d\n", d.Step, d.SiteID, d.KnowledgeAdded, d.KnowledgeTotal, d.KnowledgeReady, d.FAQsAdded)
+					if d.Error != "" {
+						_, _ = fmt.Fprintf(w, "error: %s\n", d.Error)
+					}
+				case *workflows.LeadSyncProgress:
+					_, _ = fmt.Fprintf(w, "%d leads in %d pages over %d syncs; %s; last sync %s\n", d.Leads, d.Pages, d.Syncs, state(*d), d.LastSyncAt.Format("15:04:05"))
+				case *workflows.EmbedIncidentStatus:
+					_, _ = fmt.Fprintf(w, "state %s  opened by %s: %s\n", d.State, d.Operator, d.Reason)
+					if d.Decision != "" {
+						_, _ = fmt.Fprintf(w, "decision %s by %s\n", d.Decision, d.DecidedBy)
+					}
+				}
+				return nil
+			})
 		},
 	}
 	out.register(cmd)

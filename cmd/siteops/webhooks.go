@@ -187,34 +187,31 @@ verified delivery comes within --verify-timeout, decide with
 			if err := out.check(); err != nil {
 				return err
 			}
-			s, closeAll, err := newStarter(cmd.Context(), cmd, false)
-			if err != nil {
-				return err
-			}
-			defer closeAll()
-			run, err := s.RotateSecret(cmd.Context(), starter.RotationRequest{
-				OldEndpointID: endpoint, NewURL: rawURL, Receiver: receiver, VerifyTimeout: verify, GracePeriod: grace, Operator: operator,
-			})
-			if err != nil {
-				return err
-			}
-			if !wait {
-				if out.json() {
-					return writeJSON(cmd.OutOrStdout(), map[string]string{"workflow_id": run.GetID(), "run_id": run.GetRunID()})
+			return withStarter(cmd, false, func(s *starter.Starter) error {
+				run, err := s.RotateSecret(cmd.Context(), starter.RotationRequest{
+					OldEndpointID: endpoint, NewURL: rawURL, Receiver: receiver, VerifyTimeout: verify, GracePeriod: grace, Operator: operator,
+				})
+				if err != nil {
+					return err
 				}
-				_, err := fmt.Fprintf(cmd.OutOrStdout(), "started %s; follow it with: siteops status %s\n", run.GetID(), run.GetID())
+				if !wait {
+					if out.json() {
+						return writeJSON(cmd.OutOrStdout(), map[string]string{"workflow_id": run.GetID(), "run_id": run.GetRunID()})
+					}
+					_, err := fmt.Fprintf(cmd.OutOrStdout(), "started %s; follow it with: siteops status %s\n", run.GetID(), run.GetID())
+					return err
+				}
+				var st workflows.SecretRotationStatus
+				if err := run.Get(cmd.Context(), &st); err != nil {
+					return fmt.Errorf("%s failed: %w", run.GetID(), err)
+				}
+				if out.json() {
+					return writeJSON(cmd.OutOrStdout(), st)
+				}
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s %s: new endpoint %s (fingerprint %s); old endpoint %s deleted, its secret retires at %s\n",
+					run.GetID(), st.Step, st.NewEndpointID, st.NewFingerprint, st.OldEndpointID, st.OldRetiresAt.Format(time.RFC3339))
 				return err
-			}
-			var st workflows.SecretRotationStatus
-			if err := run.Get(cmd.Context(), &st); err != nil {
-				return fmt.Errorf("%s failed: %w", run.GetID(), err)
-			}
-			if out.json() {
-				return writeJSON(cmd.OutOrStdout(), st)
-			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s %s: new endpoint %s (fingerprint %s); old endpoint %s deleted, its secret retires at %s\n",
-				run.GetID(), st.Step, st.NewEndpointID, st.NewFingerprint, st.OldEndpointID, st.OldRetiresAt.Format(time.RFC3339))
-			return err
+			})
 		},
 	}
 	cmd.Flags().StringVar(&endpoint, "endpoint", "", "id of the endpoint whose secret is rotated")
@@ -241,17 +238,14 @@ func newSecretDecideCmd(action string) *cobra.Command {
 		Short: short,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			s, closeAll, err := newStarter(cmd.Context(), cmd, false)
-			if err != nil {
+			return withStarter(cmd, false, func(s *starter.Starter) error {
+				st, err := s.DecideRotation(cmd.Context(), endpoint, action, operator)
+				if err != nil {
+					return err
+				}
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", workflows.SecretRotationID(endpoint), st.Step)
 				return err
-			}
-			defer closeAll()
-			st, err := s.DecideRotation(cmd.Context(), endpoint, action, operator)
-			if err != nil {
-				return err
-			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", workflows.SecretRotationID(endpoint), st.Step)
-			return err
+			})
 		},
 	}
 	cmd.Flags().StringVar(&endpoint, "endpoint", "", "id of the endpoint being rotated (the old one)")
