@@ -10,25 +10,62 @@ import (
 	"time"
 )
 
-// InboxEvent is a verified webhook delivery as recorded by the ingress.
+// Kinds of inbox records.
+const (
+	// KindWebhook is a verified webhook delivery.
+	KindWebhook = "webhook"
+	// KindEndpointVerified records the first verified delivery signed with
+	// an endpoint's stored secret: EndpointID and SubjectEventID say which.
+	KindEndpointVerified = "endpoint-verified"
+)
+
+// Lane is a queue of the inbox: claims take from one lane, so that a flood
+// in one never delays the other. Which records go to which lane is the
+// caller's choice.
+type Lane int
+
+// The lanes.
+const (
+	LanePriority Lane = 0
+	LaneBulk     Lane = 1
+)
+
+// InboxEvent is a record of the inbox: a verified webhook delivery as
+// recorded by the ingress, or (Kind) a record siteops makes itself.
 type InboxEvent struct {
 	EventID      string
 	EventType    string
+	Kind         string // KindWebhook when empty
+	Lane         Lane
 	Receiver     string // "" for POST /webhooks
 	EndpointID   string // whose secret verified it ("env" for SITEOPS_WEBHOOK_SECRETS)
 	ReceivedAt   time.Time
 	Body         []byte
 	TraceContext string // W3C traceparent of the delivery, when it had one
 	Attempts     int
+	// Failures counts the failed dispatch attempts since the event was
+	// recorded or last replayed: the relay's backoff and dead-letter
+	// bound read it.
+	Failures int
+	// SubjectEventID is the webhook event a KindEndpointVerified record is
+	// about.
+	SubjectEventID string
 }
 
 // RecordEvent inserts a verified event unless its id is already recorded.
 // It reports whether the event is new: the primary key on the event id is
-// the store that enforces uniqueness.
+// the store that enforces uniqueness. On PostgreSQL concurrent calls share
+// one commit (groupcommit.go); each still returns after its row is durable.
 func (s *Store) RecordEvent(ctx context.Context, ev InboxEvent) (bool, error) {
-	res, err := s.db.ExecContext(ctx, `INSERT INTO inbox (event_id, event_type, receiver, endpoint_id, received_at, body, trace_context, next_attempt_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (event_id) DO NOTHING`,
-		ev.EventID, ev.EventType, ev.Receiver, ev.EndpointID, ev.ReceivedAt.UTC(), ev.Body, ev.TraceContext, ev.ReceivedAt.UTC())
+	if s.group != nil {
+		return s.group.record(ctx, ev)
+	}
+	if ev.Kind == "" {
+		ev.Kind = KindWebhook
+	}
+	res, err := s.db.ExecContext(ctx, `INSERT INTO inbox (event_id, event_type, kind, lane, receiver, endpoint_id, received_at, body, trace_context, next_attempt_at, subject_event_id)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (event_id) DO NOTHING`,
+		ev.EventID, ev.EventType, ev.Kind, int(ev.Lane), ev.Receiver, ev.EndpointID, ev.ReceivedAt.UTC(), ev.Body, ev.TraceContext, ev.ReceivedAt.UTC(), ev.SubjectEventID)
 	if err != nil {
 		return false, fmt.Errorf("store: recording event %s: %w", ev.EventID, err)
 	}
@@ -36,21 +73,42 @@ func (s *Store) RecordEvent(ctx context.Context, ev InboxEvent) (bool, error) {
 	return n == 1, err
 }
 
-// ClaimEvents takes up to limit undispatched events whose next attempt is
-// due, oldest first, and leases them until now+lease so that other relay
-// replicas skip them. On PostgreSQL concurrent claimers never block each
-// other (FOR UPDATE SKIP LOCKED); SQLite has a single writer.
-func (s *Store) ClaimEvents(ctx context.Context, limit int, lease time.Duration) ([]InboxEvent, error) {
+// RecordHandled inserts a verified delivery that needs no dispatch, as
+// already handled with outcome and reason (the ingress records a body that
+// verifies but is not an event envelope this way, with the outcome
+// malformed: retrying cannot help, so it is answered 2xx and kept for
+// `siteops events list --outcome malformed`). The relay never claims it.
+// Like RecordEvent it reports whether the record is new.
+func (s *Store) RecordHandled(ctx context.Context, ev InboxEvent, outcome, reason string) (bool, error) {
+	if ev.Kind == "" {
+		ev.Kind = KindWebhook
+	}
+	at := ev.ReceivedAt.UTC()
+	res, err := s.db.ExecContext(ctx, `INSERT INTO inbox (event_id, event_type, kind, lane, receiver, endpoint_id, received_at, body, trace_context, next_attempt_at, subject_event_id, dispatched_at, outcome, last_error)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $7, $10, $7, $11, $12) ON CONFLICT (event_id) DO NOTHING`,
+		ev.EventID, ev.EventType, ev.Kind, int(ev.Lane), ev.Receiver, ev.EndpointID, at, ev.Body, ev.TraceContext, ev.SubjectEventID, outcome, reason)
+	if err != nil {
+		return false, fmt.Errorf("store: recording handled event %s: %w", ev.EventID, err)
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
+// ClaimEvents takes up to limit undispatched events of a lane whose next
+// attempt is due, oldest first, and leases them until now+lease so that
+// other relay replicas skip them. On PostgreSQL concurrent claimers never
+// block each other (FOR UPDATE SKIP LOCKED); SQLite has a single writer.
+func (s *Store) ClaimEvents(ctx context.Context, lane Lane, limit int, lease time.Duration) ([]InboxEvent, error) {
 	now := s.now().UTC()
 	skipLocked := ""
 	if s.dialect == Postgres {
 		skipLocked = " FOR UPDATE SKIP LOCKED"
 	}
 	q := `UPDATE inbox SET next_attempt_at = $1
-		WHERE event_id IN (SELECT event_id FROM inbox WHERE dispatched_at IS NULL AND next_attempt_at <= $2
+		WHERE event_id IN (SELECT event_id FROM inbox WHERE dispatched_at IS NULL AND lane = $4 AND next_attempt_at <= $2
 			ORDER BY received_at LIMIT $3` + skipLocked + `)
-		RETURNING event_id, event_type, receiver, endpoint_id, received_at, body, trace_context, attempts`
-	rows, err := s.db.QueryContext(ctx, q, now.Add(lease), now, limit)
+		RETURNING event_id, event_type, kind, lane, receiver, endpoint_id, received_at, body, trace_context, attempts, failures, subject_event_id`
+	rows, err := s.db.QueryContext(ctx, q, now.Add(lease), now, limit, int(lane))
 	if err != nil {
 		return nil, fmt.Errorf("store: claiming inbox events: %w", err)
 	}
@@ -58,9 +116,11 @@ func (s *Store) ClaimEvents(ctx context.Context, limit int, lease time.Duration)
 	var evs []InboxEvent
 	for rows.Next() {
 		var ev InboxEvent
-		if err := rows.Scan(&ev.EventID, &ev.EventType, &ev.Receiver, &ev.EndpointID, &ev.ReceivedAt, &ev.Body, &ev.TraceContext, &ev.Attempts); err != nil {
+		var lane int
+		if err := rows.Scan(&ev.EventID, &ev.EventType, &ev.Kind, &lane, &ev.Receiver, &ev.EndpointID, &ev.ReceivedAt, &ev.Body, &ev.TraceContext, &ev.Attempts, &ev.Failures, &ev.SubjectEventID); err != nil {
 			return nil, err
 		}
+		ev.Lane = Lane(lane)
 		evs = append(evs, ev)
 	}
 	sort.Slice(evs, func(i, j int) bool { return evs[i].ReceivedAt.Before(evs[j].ReceivedAt) })
@@ -96,7 +156,7 @@ func (s *Store) MarkDispatchedBatch(ctx context.Context, byOutcome map[string][]
 
 // MarkFailed records a failed dispatch; the event is tried again at next.
 func (s *Store) MarkFailed(ctx context.Context, eventID, reason string, next time.Time) error {
-	_, err := s.db.ExecContext(ctx, `UPDATE inbox SET attempts = attempts + 1, last_error = $1, next_attempt_at = $2 WHERE event_id = $3`,
+	_, err := s.db.ExecContext(ctx, `UPDATE inbox SET attempts = attempts + 1, failures = failures + 1, last_error = $1, next_attempt_at = $2 WHERE event_id = $3`,
 		reason, next.UTC(), eventID)
 	return err
 }
@@ -106,6 +166,8 @@ type InboxStatus struct {
 	Total         int
 	Undispatched  int
 	OldestPending time.Time // zero when nothing is pending
+	// Dead counts the dead letters: events the relay stopped retrying.
+	Dead int
 }
 
 // InboxStatus counts the inbox and finds its oldest undispatched event.
@@ -113,6 +175,11 @@ func (s *Store) InboxStatus(ctx context.Context) (InboxStatus, error) {
 	var st InboxStatus
 	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(CASE WHEN dispatched_at IS NULL THEN 1 ELSE 0 END), 0) FROM inbox`).
 		Scan(&st.Total, &st.Undispatched)
+	if err != nil {
+		return st, err
+	}
+	// The literal (not an argument) lets SQLite use the partial index.
+	err = s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM inbox WHERE `+deadLetter).Scan(&st.Dead)
 	if err != nil || st.Undispatched == 0 {
 		return st, err
 	}
@@ -130,15 +197,28 @@ func (s *Store) InboxOutcome(ctx context.Context, eventID string) (outcome strin
 	return outcome, attempts, err
 }
 
-// PurgeInbox deletes dispatched events received before cutoff and returns
-// how many went. Undispatched events are kept whatever their age.
+// PurgeInbox deletes dispatched events received before cutoff, with their
+// history, and returns how many went. Undispatched events and dead letters
+// are kept whatever their age.
 func (s *Store) PurgeInbox(ctx context.Context, cutoff time.Time) (int, error) {
-	res, err := s.db.ExecContext(ctx, `DELETE FROM inbox WHERE dispatched_at IS NOT NULL AND received_at < $1`, cutoff.UTC())
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = tx.Rollback() }()
+	const purged = `SELECT event_id FROM inbox WHERE dispatched_at IS NOT NULL AND outcome <> $1 AND received_at < $2`
+	if _, err := tx.ExecContext(ctx, `DELETE FROM inbox_history WHERE event_id IN (`+purged+`)`, OutcomeDead, cutoff.UTC()); err != nil {
+		return 0, err
+	}
+	res, err := tx.ExecContext(ctx, `DELETE FROM inbox WHERE dispatched_at IS NOT NULL AND outcome <> $1 AND received_at < $2`, OutcomeDead, cutoff.UTC())
 	if err != nil {
 		return 0, err
 	}
 	n, err := res.RowsAffected()
-	return int(n), err
+	if err != nil {
+		return 0, err
+	}
+	return int(n), tx.Commit()
 }
 
 // SetRotation records that endpointID is the new endpoint of a rotation run
@@ -166,16 +246,12 @@ func (s *Store) EndRotation(ctx context.Context, endpointID string) error {
 	return err
 }
 
-// EndpointVerifiedType is the type of the inbox event that records the
-// first verified delivery signed with an endpoint's stored secret. The relay
-// tells the endpoint's rotation workflow, if it has one.
-const EndpointVerifiedType = "siteops.endpoint.verified"
-
-// MarkEndpointVerified notes a verified delivery signed with endpointID's
-// stored secret. The first one (and only the first, across replicas) also
-// records an EndpointVerifiedType event in the inbox, in the same
-// transaction. It reports whether this was the first.
-func (s *Store) MarkEndpointVerified(ctx context.Context, endpointID, eventID string) (bool, error) {
+// MarkEndpointVerified notes a verified delivery (eventID) signed with
+// endpointID's stored secret. The first one (and only the first, across
+// replicas) also records a KindEndpointVerified record in the given lane of
+// the inbox, in the same transaction. It reports whether this was the
+// first.
+func (s *Store) MarkEndpointVerified(ctx context.Context, endpointID, eventID string, lane Lane) (bool, error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return false, err
@@ -190,11 +266,9 @@ func (s *Store) MarkEndpointVerified(ctx context.Context, endpointID, eventID st
 	if n, _ := res.RowsAffected(); n == 0 {
 		return false, nil
 	}
-	body := fmt.Sprintf(`{"id":%q,"type":%q,"created_at":%q,"data":{"endpoint_id":%q,"event_id":%q}}`,
-		"verified:"+endpointID, EndpointVerifiedType, now.Format("2006-01-02T15:04:05.000Z"), endpointID, eventID)
-	if _, err := tx.ExecContext(ctx, `INSERT INTO inbox (event_id, event_type, receiver, endpoint_id, received_at, body, next_attempt_at)
-		VALUES ($1, $2, '', $3, $4, $5, $4) ON CONFLICT (event_id) DO NOTHING`,
-		"verified:"+endpointID, EndpointVerifiedType, endpointID, now, []byte(body)); err != nil {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO inbox (event_id, event_type, kind, lane, receiver, endpoint_id, received_at, body, next_attempt_at, subject_event_id)
+		VALUES ($1, '', $2, $3, '', $4, $5, $6, $5, $7) ON CONFLICT (event_id) DO NOTHING`,
+		"verified:"+endpointID, KindEndpointVerified, int(lane), endpointID, now, []byte{}, eventID); err != nil {
 		return false, err
 	}
 	return true, tx.Commit()

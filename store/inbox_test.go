@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -27,7 +28,7 @@ func (c *clock) Add(d time.Duration) {
 }
 
 func event(id string, at time.Time) store.InboxEvent {
-	return store.InboxEvent{EventID: id, EventType: "lead.created", Receiver: "v1", EndpointID: "we_1", ReceivedAt: at,
+	return store.InboxEvent{EventID: id, EventType: "lead.created", Lane: store.LaneBulk, Receiver: "v1", EndpointID: "we_1", ReceivedAt: at,
 		Body: []byte(`{"id":"` + id + `"}`), TraceContext: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
 }
 
@@ -74,7 +75,7 @@ func TestClaimLeaseDispatchAndRetry(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		first, err := s.ClaimEvents(ctx, 3, 30*time.Second)
+		first, err := s.ClaimEvents(ctx, store.LaneBulk, 3, 30*time.Second)
 		if err != nil || len(first) != 3 || first[0].EventID != "evt_0" || first[2].EventID != "evt_2" {
 			t.Fatalf("first claim = %v, %v", ids(first), err)
 		}
@@ -82,7 +83,7 @@ func TestClaimLeaseDispatchAndRetry(t *testing.T) {
 			t.Errorf("claimed event = %+v", first[0])
 		}
 		// Leased events are not claimed again until the lease passes.
-		second, _ := s.ClaimEvents(ctx, 10, 30*time.Second)
+		second, _ := s.ClaimEvents(ctx, store.LaneBulk, 10, 30*time.Second)
 		if len(second) != 2 || second[0].EventID != "evt_3" {
 			t.Fatalf("second claim = %v", ids(second))
 		}
@@ -93,12 +94,12 @@ func TestClaimLeaseDispatchAndRetry(t *testing.T) {
 			t.Fatal(err)
 		}
 		c.Add(6 * time.Second)
-		third, _ := s.ClaimEvents(ctx, 10, 30*time.Second)
+		third, _ := s.ClaimEvents(ctx, store.LaneBulk, 10, 30*time.Second)
 		if len(third) != 1 || third[0].EventID != "evt_1" || third[0].Attempts != 1 {
 			t.Fatalf("after the retry delay = %+v", third)
 		}
 		c.Add(31 * time.Second)
-		fourth, _ := s.ClaimEvents(ctx, 10, 30*time.Second)
+		fourth, _ := s.ClaimEvents(ctx, store.LaneBulk, 10, 30*time.Second)
 		if len(fourth) != 4 { // evt_1..evt_4: leases ran out; evt_0 is done
 			t.Fatalf("after the leases = %v", ids(fourth))
 		}
@@ -133,7 +134,7 @@ func TestConcurrentClaimersNeverShareAnEvent(t *testing.T) {
 		for range 6 {
 			wg.Go(func() {
 				for {
-					evs, err := s.ClaimEvents(context.Background(), 7, time.Minute)
+					evs, err := s.ClaimEvents(context.Background(), store.LaneBulk, 7, time.Minute)
 					if err != nil {
 						t.Error(err)
 						return
@@ -182,6 +183,34 @@ func TestRotations(t *testing.T) {
 	})
 }
 
+// TestLanesAreClaimedApart checks that a flood in the bulk lane does not
+// hide the priority lane's events from its claims, and the other way round.
+func TestLanesAreClaimedApart(t *testing.T) {
+	eachWithClock(t, func(t *testing.T, s *store.Store, c *clock) {
+		ctx := t.Context()
+		for i := range 50 {
+			ev := event(fmt.Sprintf("evt_bulk_%02d", i), c.Now().Add(-time.Minute))
+			ev.Lane = store.LaneBulk
+			if _, err := s.RecordEvent(ctx, ev); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ready := event("evt_ready", c.Now())
+		ready.Lane, ready.EventType = store.LanePriority, "knowledge.ready"
+		if _, err := s.RecordEvent(ctx, ready); err != nil {
+			t.Fatal(err)
+		}
+		pri, err := s.ClaimEvents(ctx, store.LanePriority, 10, time.Minute)
+		if err != nil || len(pri) != 1 || pri[0].EventID != "evt_ready" || pri[0].Lane != store.LanePriority {
+			t.Fatalf("priority claim = %v, %v", ids(pri), err)
+		}
+		bulk, err := s.ClaimEvents(ctx, store.LaneBulk, 100, time.Minute)
+		if err != nil || len(bulk) != 50 || bulk[0].Kind != store.KindWebhook {
+			t.Fatalf("bulk claim = %d events, %v", len(bulk), err)
+		}
+	})
+}
+
 func ids(evs []store.InboxEvent) []string {
 	out := make([]string, len(evs))
 	for i, e := range evs {
@@ -200,7 +229,7 @@ func TestMarkEndpointVerifiedOnce(t *testing.T) {
 		var wg sync.WaitGroup
 		for i := range 8 {
 			wg.Go(func() {
-				first, err := s.MarkEndpointVerified(context.Background(), "we_9", fmt.Sprintf("evt_%d", i))
+				first, err := s.MarkEndpointVerified(context.Background(), "we_9", fmt.Sprintf("evt_%d", i), store.LanePriority)
 				if err != nil {
 					t.Error(err)
 				}
@@ -213,12 +242,68 @@ func TestMarkEndpointVerifiedOnce(t *testing.T) {
 		if firsts.Load() != 1 {
 			t.Fatalf("%d first verifications, want 1", firsts.Load())
 		}
-		evs, _ := s.ClaimEvents(ctx, 10, time.Minute)
-		if len(evs) != 1 || evs[0].EventType != store.EndpointVerifiedType || evs[0].EndpointID != "we_9" {
+		if bulk, _ := s.ClaimEvents(ctx, store.LaneBulk, 10, time.Minute); len(bulk) != 0 {
+			t.Fatalf("the verification went to the bulk lane: %+v", bulk)
+		}
+		evs, _ := s.ClaimEvents(ctx, store.LanePriority, 10, time.Minute)
+		if len(evs) != 1 || evs[0].Kind != store.KindEndpointVerified || evs[0].EndpointID != "we_9" || len(evs[0].Body) != 0 {
 			t.Fatalf("inbox = %+v", evs)
 		}
-		if first, err := s.MarkEndpointVerified(ctx, "we_unknown", "evt_x"); first || err != nil {
+		if !strings.HasPrefix(evs[0].SubjectEventID, "evt_") {
+			t.Errorf("the verified event is not recorded: %q", evs[0].SubjectEventID)
+		}
+		if first, err := s.MarkEndpointVerified(ctx, "we_unknown", "evt_x", store.LanePriority); first || err != nil {
 			t.Errorf("an endpoint without a stored secret: %v, %v", first, err)
+		}
+	})
+}
+
+// TestConcurrentRecordsAreEachDurableOnce sends many deliveries at once,
+// some of them twice, as a busy ingress does (on PostgreSQL they share
+// commits): each distinct event is new exactly once, every one is in the
+// inbox with what was sent, and the duplicates are answered as such.
+func TestConcurrentRecordsAreEachDurableOnce(t *testing.T) {
+	eachWithClock(t, func(t *testing.T, s *store.Store, c *clock) {
+		const distinct, dups = 400, 100
+		var fresh atomic.Int32
+		var wg sync.WaitGroup
+		for i := range distinct + dups {
+			wg.Go(func() {
+				ev := event(fmt.Sprintf("evt_c%03d", i%distinct), c.Now())
+				ok, err := s.RecordEvent(t.Context(), ev)
+				if err != nil {
+					t.Error(err)
+				}
+				if ok {
+					fresh.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		if fresh.Load() != distinct {
+			t.Errorf("%d of %d deliveries (%d distinct) were new", fresh.Load(), distinct+dups, distinct)
+		}
+		evs, err := s.ClaimEvents(t.Context(), store.LaneBulk, 1000, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) != distinct {
+			t.Fatalf("claimed %d events, want %d", len(evs), distinct)
+		}
+		want := event(evs[0].EventID, c.Now())
+		if got := evs[0]; string(got.Body) != string(want.Body) || got.TraceContext != want.TraceContext || got.EndpointID != want.EndpointID ||
+			got.Receiver != want.Receiver || got.Kind != store.KindWebhook || !got.ReceivedAt.Equal(want.ReceivedAt) {
+			t.Errorf("recorded %+v, want %+v", got, want)
+		}
+	})
+}
+
+func TestRecordEventGivesUpWithItsCaller(t *testing.T) {
+	eachWithClock(t, func(t *testing.T, s *store.Store, c *clock) {
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		if _, err := s.RecordEvent(ctx, event("evt_cancelled", c.Now())); !errors.Is(err, context.Canceled) {
+			t.Errorf("RecordEvent with a cancelled context: %v, want context.Canceled", err)
 		}
 	})
 }

@@ -7,9 +7,10 @@ import (
 	"github.com/siteops/siteops/agentsite"
 )
 
-// UpsertLeads writes one page of a site's leads in a single statement: new
+// UpsertLeads writes one page of a site's leads in one transaction: new
 // leads are inserted, known ones get their record and last_seen refreshed.
-// It returns how many rows the page touched.
+// It returns how many of the page's leads were new, so that callers count
+// distinct leads stored rather than records read.
 func (s *Store) UpsertLeads(ctx context.Context, siteID string, leads []agentsite.Lead) (int, error) {
 	if len(leads) == 0 {
 		return 0, nil
@@ -17,7 +18,7 @@ func (s *Store) UpsertLeads(ctx context.Context, siteID string, leads []agentsit
 	now := s.now().UTC()
 	args := make([]any, 0, len(leads)*5)
 	seen := make(map[string]bool, len(leads))
-	rows := 0
+	var ids []any
 	for _, l := range leads {
 		if l.ID == "" {
 			return 0, fmt.Errorf("store: a lead of site %s has no id", siteID)
@@ -27,17 +28,52 @@ func (s *Store) UpsertLeads(ctx context.Context, siteID string, leads []agentsit
 		}
 		seen[l.ID] = true
 		args = append(args, siteID, l.ID, string(l.Raw), now, now)
-		rows++
+		ids = append(ids, l.ID)
 	}
+	rows := len(ids)
 	// Only placeholders are concatenated; every value is a bound argument.
 	q := `INSERT INTO leads (site_id, lead_id, raw, first_seen, last_seen) VALUES ` + placeholders(rows, 5) + //nolint:gosec // see above
 		` ON CONFLICT (site_id, lead_id) DO UPDATE SET raw = excluded.raw, last_seen = excluded.last_seen`
-	res, err := s.db.ExecContext(ctx, q, args...)
+	if s.dialect == Postgres {
+		// xmax is 0 on a row this statement inserted, not on one it updated.
+		return s.countInserted(ctx, q+` RETURNING (xmax = 0)`, args, siteID, rows)
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = tx.Rollback() }()
+	var known int
+	inList := `SELECT COUNT(*) FROM leads WHERE site_id = $1 AND lead_id IN (` + placeholdersFrom(2, len(ids)) + `)` //nolint:gosec // see above
+	if err := tx.QueryRowContext(ctx, inList, append([]any{siteID}, ids...)...).Scan(&known); err != nil {
+		return 0, fmt.Errorf("store: reading known leads of site %s: %w", siteID, err)
+	}
+	if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+		return 0, fmt.Errorf("store: upserting %d leads of site %s: %w", rows, siteID, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, err
+	}
+	return rows - known, nil
+}
+
+func (s *Store) countInserted(ctx context.Context, q string, args []any, siteID string, rows int) (int, error) {
+	res, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return 0, fmt.Errorf("store: upserting %d leads of site %s: %w", rows, siteID, err)
 	}
-	n, _ := res.RowsAffected()
-	return int(n), nil
+	defer func() { _ = res.Close() }()
+	inserted := 0
+	for res.Next() {
+		var fresh bool
+		if err := res.Scan(&fresh); err != nil {
+			return 0, err
+		}
+		if fresh {
+			inserted++
+		}
+	}
+	return inserted, res.Err()
 }
 
 // CountLeads returns how many leads of a site are stored.

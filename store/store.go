@@ -34,16 +34,33 @@ const (
 // ErrNotFound is returned when a looked-up row does not exist.
 var ErrNotFound = errors.New("store: not found")
 
+// ErrBadURL is returned when SITEOPS_DATABASE_URL cannot name a store.
+var ErrBadURL = errors.New("store: bad database URL")
+
+// ErrUnreachable matches errors.Is for a database that cannot be reached.
+var ErrUnreachable = errors.New("store: database unreachable")
+
+// unreachableError says why the database could not be reached and matches
+// ErrUnreachable.
+type unreachableError struct{ msg string }
+
+func (e unreachableError) Error() string        { return e.msg }
+func (e unreachableError) Is(target error) bool { return target == ErrUnreachable }
+
 // ErrNoSecretKey is returned when a signing secret must be stored or read
 // and the store was opened without an encryption key.
 var ErrNoSecretKey = errors.New("store: SITEOPS_SECRET_KEY is not set, so signing secrets cannot be stored; make one with `openssl rand -base64 32` (or `head -c 32 /dev/urandom | base64`) and set it for the worker and the ingress")
 
 // Store is the siteops database.
 type Store struct {
-	db      *sql.DB
-	dialect Dialect
-	aead    cipher.AEAD
-	now     func() time.Time
+	db        *sql.DB
+	dialect   Dialect
+	path      string      // the SQLite file; "" for PostgreSQL
+	aead      cipher.AEAD // the raw key: the first format of stored secrets
+	keys      *secretKeys // keys derived from it (secretkeys.go)
+	now       func() time.Time
+	noMigrate bool
+	group     *groupCommitter // PostgreSQL: RecordEvent calls share commits
 }
 
 // Option configures Open.
@@ -64,7 +81,20 @@ func WithSecretKey(key []byte) Option {
 		if err != nil {
 			return err
 		}
-		s.aead = aead
+		keys, err := newSecretKeys(key)
+		if err != nil {
+			return err
+		}
+		s.aead, s.keys = aead, keys
+		return nil
+	}
+}
+
+// WithoutMigration opens the store as it is, for checks that must not
+// change it; PendingMigrations says what Open would apply.
+func WithoutMigration() Option {
+	return func(s *Store) error {
+		s.noMigrate = true
 		return nil
 	}
 }
@@ -86,6 +116,9 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{dialect: dialect, now: time.Now}
+	if dialect == SQLite {
+		s.path, _, _ = strings.Cut(strings.TrimPrefix(rawURL, "sqlite://"), "?")
+	}
 	for _, opt := range opts {
 		if err := opt(s); err != nil {
 			return nil, err
@@ -97,7 +130,7 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 	}
 	db, err := sql.Open(driver, dsn)
 	if err != nil {
-		return nil, fmt.Errorf("store: opening %s: %w", redact(rawURL), err)
+		return nil, fmt.Errorf("store: opening %s: %w", Redact(rawURL), err)
 	}
 	if dialect == SQLite {
 		// One writer at a time is SQLite's model; a single connection
@@ -105,12 +138,16 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 		db.SetMaxOpenConns(1)
 	} else {
 		db.SetMaxOpenConns(20)
+		s.group = newGroupCommitter(s)
 		db.SetConnMaxIdleTime(5 * time.Minute)
 	}
 	s.db = db
 	if err := db.PingContext(ctx); err != nil {
 		_ = db.Close()
-		return nil, fmt.Errorf("store: cannot reach %s: %w; check SITEOPS_DATABASE_URL", redact(rawURL), err)
+		return nil, unreachableError{fmt.Sprintf("store: cannot reach %s: %v; check SITEOPS_DATABASE_URL", Redact(rawURL), err)}
+	}
+	if s.noMigrate {
+		return s, nil
 	}
 	if err := s.migrate(ctx); err != nil {
 		_ = db.Close()
@@ -124,7 +161,7 @@ func parseURL(raw string) (Dialect, string, error) {
 	case strings.HasPrefix(raw, "sqlite://"):
 		path := strings.TrimPrefix(raw, "sqlite://")
 		if path == "" {
-			return "", "", errors.New("store: sqlite:// needs a file path, e.g. sqlite://siteops.db")
+			return "", "", fmt.Errorf("%w: sqlite:// needs a file path, e.g. sqlite:///var/lib/siteops/siteops.db", ErrBadURL)
 		}
 		query := ""
 		if p, q, found := strings.Cut(path, "?"); found {
@@ -133,15 +170,15 @@ func parseURL(raw string) (Dialect, string, error) {
 		return SQLite, "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)&_txlock=immediate" + query, nil
 	case strings.HasPrefix(raw, "postgres://"), strings.HasPrefix(raw, "postgresql://"):
 		if _, err := url.Parse(raw); err != nil {
-			return "", "", fmt.Errorf("store: %s is not a valid URL", redact(raw))
+			return "", "", fmt.Errorf("%w: %s is not a valid URL; check SITEOPS_DATABASE_URL", ErrBadURL, Redact(raw))
 		}
 		return Postgres, raw, nil
 	}
-	return "", "", fmt.Errorf("store: SITEOPS_DATABASE_URL %q must start with sqlite:// or postgres://", redact(raw))
+	return "", "", fmt.Errorf("%w: SITEOPS_DATABASE_URL %q must start with sqlite:// or postgres://", ErrBadURL, Redact(raw))
 }
 
-// redact hides a password in a database URL.
-func redact(raw string) string {
+// Redact hides a password in a database URL, for logs and messages.
+func Redact(raw string) string {
 	if u, err := url.Parse(raw); err == nil && u.User != nil {
 		return u.Redacted()
 	}
@@ -149,9 +186,51 @@ func redact(raw string) string {
 }
 
 func (s *Store) migrate(ctx context.Context) error {
-	sub, err := fs.Sub(migrations, "migrations/"+string(s.dialect))
+	p, err := s.migrations()
 	if err != nil {
 		return err
+	}
+	if s.dialect == SQLite {
+		// Processes started together (a worker and an ingress on one
+		// file) must not migrate at once: PostgreSQL has goose's session
+		// lock, SQLite a lock file beside the database.
+		unlock, err := lockFile(s.path + ".migrate-lock")
+		if err != nil {
+			return fmt.Errorf("store: locking %s for migration: %w", s.path, err)
+		}
+		defer unlock()
+	}
+	if _, err := p.Up(ctx); err != nil {
+		return fmt.Errorf("store: migrating: %w", err)
+	}
+	return nil
+}
+
+// PendingMigrations returns the schema version of the database and how
+// many migrations Open would still apply.
+func (s *Store) PendingMigrations(ctx context.Context) (version int64, pending int, err error) {
+	p, err := s.migrations()
+	if err != nil {
+		return 0, 0, err
+	}
+	st, err := p.Status(ctx)
+	if err != nil {
+		return 0, 0, fmt.Errorf("store: reading the schema version: %w", err)
+	}
+	for _, m := range st {
+		if m.State == goose.StatePending {
+			pending++
+		} else if m.Source.Version > version {
+			version = m.Source.Version
+		}
+	}
+	return version, pending, nil
+}
+
+func (s *Store) migrations() (*goose.Provider, error) {
+	sub, err := fs.Sub(migrations, "migrations/"+string(s.dialect))
+	if err != nil {
+		return nil, err
 	}
 	opts := []goose.ProviderOption{}
 	gooseDialect := goose.DialectSQLite3
@@ -160,18 +239,15 @@ func (s *Store) migrate(ctx context.Context) error {
 		// Several replicas may start at once: one migrates, the others wait.
 		locker, err := lock.NewPostgresSessionLocker()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		opts = append(opts, goose.WithSessionLocker(locker))
 	}
 	p, err := goose.NewProvider(gooseDialect, s.db, sub, opts...)
 	if err != nil {
-		return fmt.Errorf("store: loading migrations: %w", err)
+		return nil, fmt.Errorf("store: loading migrations: %w", err)
 	}
-	if _, err := p.Up(ctx); err != nil {
-		return fmt.Errorf("store: migrating: %w", err)
-	}
-	return nil
+	return p, nil
 }
 
 // Dialect reports which database the store uses.
@@ -204,6 +280,22 @@ func placeholders(rows, cols int) string {
 			arg++
 		}
 		b.WriteByte(')')
+	}
+	return b.String()
+}
+
+// HasSecretKey reports whether the store was opened with the key that
+// encrypts signing secrets.
+func (s *Store) HasSecretKey() bool { return s.aead != nil }
+
+// placeholdersFrom returns "$first,$first+1,..." for n arguments.
+func placeholdersFrom(first, n int) string {
+	var b strings.Builder
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "$%d", first+i)
 	}
 	return b.String()
 }

@@ -36,13 +36,17 @@ func TestUpsertLeads(t *testing.T) {
 		if err != nil || n != 200 {
 			t.Fatalf("first page: %d, %v", n, err)
 		}
-		// An overlapping page (a retried page, a re-scan) adds only what is new.
-		if _, err := s.UpsertLeads(ctx, "site_1", leadsOf(t, "site_1", 150, 250)); err != nil {
-			t.Fatal(err)
+		// An overlapping page (a retried page, a re-scan) adds only what is
+		// new, and says how many were new.
+		if n, err := s.UpsertLeads(ctx, "site_1", leadsOf(t, "site_1", 150, 250)); err != nil || n != 50 {
+			t.Fatalf("overlapping page: %d new, %v; want 50", n, err)
 		}
-		// The same lead twice in one page is not an error.
-		if _, err := s.UpsertLeads(ctx, "site_1", append(leadsOf(t, "site_1", 250, 251), leadsOf(t, "site_1", 250, 251)...)); err != nil {
-			t.Fatal(err)
+		if n, err := s.UpsertLeads(ctx, "site_1", leadsOf(t, "site_1", 0, 250)); err != nil || n != 0 {
+			t.Fatalf("a page read again: %d new, %v; want 0", n, err)
+		}
+		// The same lead twice in one page is not an error, and new once.
+		if n, err := s.UpsertLeads(ctx, "site_1", append(leadsOf(t, "site_1", 250, 251), leadsOf(t, "site_1", 250, 251)...)); err != nil || n != 1 {
+			t.Fatalf("a page with a lead twice: %d new, %v; want 1", n, err)
 		}
 		if _, err := s.UpsertLeads(ctx, "site_2", leadsOf(t, "site_2", 0, 3)); err != nil {
 			t.Fatal(err)
@@ -146,8 +150,9 @@ func TestSecrets(t *testing.T) {
 		if err := s.PutSecret(ctx, "we_3", "other", agentsite.NewSigningSecret("whsec_elsewhere")); err != nil {
 			t.Fatal(err)
 		}
-		infos, secrets, err := s.ActiveSecrets(ctx, "main")
-		if err != nil || len(secrets) != 2 || secrets[0].Reveal() != "whsec_old_value" || secrets[1].Reveal() != "whsec_new_value" {
+		set, err := s.ActiveSecrets(ctx, "main")
+		secrets, infos := set.Secrets, set.Infos
+		if err != nil || len(secrets) != 2 || secrets[0].Reveal() != "whsec_old_value" || secrets[1].Reveal() != "whsec_new_value" || len(set.Unreadable) != 0 {
 			t.Fatalf("active = %v, %v", infos, err)
 		}
 		if infos[0].Fingerprint != old.Fingerprint() || infos[0].EndpointID != "we_1" {
@@ -164,7 +169,8 @@ func TestSecrets(t *testing.T) {
 		if err := s.RetireSecret(ctx, "we_1", time.Now().Add(-time.Second)); err != nil {
 			t.Fatal(err)
 		}
-		_, secrets, _ = s.ActiveSecrets(ctx, "main")
+		set, _ = s.ActiveSecrets(ctx, "main")
+		secrets = set.Secrets
 		if len(secrets) != 1 || secrets[0].Reveal() != "whsec_new_value" {
 			t.Errorf("after retiring we_1: %d secrets", len(secrets))
 		}
@@ -187,23 +193,63 @@ func TestSecretsNeedAKey(t *testing.T) {
 	if _, err := store.Open(t.Context(), storetest.SQLiteURL(t), store.WithSecretKey([]byte("short"))); err == nil {
 		t.Errorf("a 5-byte key was accepted")
 	}
-	// A different key cannot read what another key stored.
-	u := storetest.SQLiteURL(t)
-	a, err := store.Open(t.Context(), u, store.WithSecretKey(storetest.TestKey))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.PutSecret(t.Context(), "we_1", "main", agentsite.NewSigningSecret("whsec_x")); err != nil {
-		t.Fatal(err)
-	}
-	_ = a.Close()
-	b, err := store.Open(t.Context(), u, store.WithSecretKey([]byte("ffffffffffffffffffffffffffffffff")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = b.Close() }()
-	if _, _, err := b.ActiveSecrets(t.Context(), "main"); err == nil || !strings.Contains(err.Error(), "SITEOPS_SECRET_KEY") {
-		t.Errorf("reading with the wrong key: %v", err)
+}
+
+// TestSecretsUnderAnotherKey covers a SITEOPS_SECRET_KEY that changed: the
+// secrets it cannot read are skipped, not fatal; storing a new secret
+// beside them is refused, naming the fix; and Rekey moves them to the new
+// key, after which everything verifies and storing works again.
+func TestSecretsUnderAnotherKey(t *testing.T) {
+	oldKey, newKey := storetest.TestKey, []byte("ffffffffffffffffffffffffffffffff")
+	for _, d := range []store.Dialect{store.SQLite, store.Postgres} {
+		t.Run(string(d), func(t *testing.T) {
+			ctx := t.Context()
+			u := storetest.SQLiteURL(t)
+			if d == store.Postgres {
+				u = storetest.PostgresSchemaURL(t)
+			}
+			a, err := store.Open(ctx, u, store.WithSecretKey(oldKey))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := a.PutSecret(ctx, "we_1", "main", agentsite.NewSigningSecret("whsec_under_old_key")); err != nil {
+				t.Fatal(err)
+			}
+			_ = a.Close()
+			b, err := store.Open(ctx, u, store.WithSecretKey(newKey))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = b.Close() }()
+
+			set, err := b.ActiveSecrets(ctx, "main")
+			if err != nil || len(set.Secrets) != 0 || len(set.Unreadable) != 1 || set.Unreadable[0].EndpointID != "we_1" {
+				t.Fatalf("reading with another key = %+v, %v; want we_1 skipped as unreadable", set, err)
+			}
+			err = b.PutSecret(ctx, "we_2", "main", agentsite.NewSigningSecret("whsec_new"))
+			if !errors.Is(err, store.ErrKeyMismatch) || !strings.Contains(err.Error(), "siteops secret rekey") || !strings.Contains(err.Error(), "we_1") {
+				t.Fatalf("storing beside an unreadable secret: %v", err)
+			}
+			if strings.Contains(err.Error(), "whsec_") {
+				t.Errorf("the error shows a secret: %v", err)
+			}
+			if n, err := b.Rekey(ctx, []byte("0000000000000000000000000000000x")); err != nil || n != 0 {
+				t.Fatalf("Rekey with a wrong old key = %d, %v; want 0", n, err)
+			}
+			if n, err := b.Rekey(ctx, oldKey); err != nil || n != 1 {
+				t.Fatalf("Rekey = %d, %v; want 1", n, err)
+			}
+			if n, err := b.Rekey(ctx, oldKey); err != nil || n != 0 {
+				t.Fatalf("Rekey again = %d, %v; want 0 (nothing left under the old key)", n, err)
+			}
+			set, _ = b.ActiveSecrets(ctx, "main")
+			if len(set.Secrets) != 1 || set.Secrets[0].Reveal() != "whsec_under_old_key" || len(set.Unreadable) != 0 {
+				t.Fatalf("after Rekey = %+v", set)
+			}
+			if err := b.PutSecret(ctx, "we_2", "main", agentsite.NewSigningSecret("whsec_new")); err != nil {
+				t.Fatalf("storing after Rekey: %v", err)
+			}
+		})
 	}
 }
 
@@ -238,23 +284,65 @@ func TestMigrationsAreIdempotent(t *testing.T) {
 	}
 }
 
-func TestPendingReceivers(t *testing.T) {
+func TestSecretExpectations(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		ctx := t.Context()
-		if p, err := s.ReceiverPending(ctx, "v2"); p || err != nil {
-			t.Fatalf("before: %v, %v", p, err)
+		if e, err := s.SecretExpectation(ctx, "v2"); e.Pending || !e.LastEnded.IsZero() || err != nil {
+			t.Fatalf("before: %+v, %v", e, err)
 		}
-		if err := s.ExpectSecret(ctx, "v2", time.Now().Add(time.Minute)); err != nil {
+		if err := s.ExpectSecret(ctx, "v2", "op-a", time.Now().Add(time.Minute)); err != nil {
 			t.Fatal(err)
 		}
-		if p, err := s.ReceiverPending(ctx, "v2"); !p || err != nil {
-			t.Errorf("while expected: %v, %v", p, err)
-		}
-		if err := s.ExpectSecret(ctx, "v2", time.Now().Add(-time.Second)); err != nil {
+		if err := s.ExpectSecret(ctx, "v2", "op-b", time.Now().Add(time.Minute)); err != nil {
 			t.Fatal(err)
 		}
-		if p, _ := s.ReceiverPending(ctx, "v2"); p {
+		if e, err := s.SecretExpectation(ctx, "v2"); !e.Pending || err != nil {
+			t.Errorf("while expected: %+v, %v", e, err)
+		}
+		// One op's end leaves the other's mark.
+		before := time.Now().Add(-time.Second)
+		if err := s.EndExpectation(ctx, "v2", "op-a"); err != nil {
+			t.Fatal(err)
+		}
+		if e, _ := s.SecretExpectation(ctx, "v2"); !e.Pending || !e.LastEnded.After(before) {
+			t.Errorf("after op-a ended: %+v; want still pending, with the end time", e)
+		}
+		if err := s.EndExpectation(ctx, "v2", "op-b"); err != nil {
+			t.Fatal(err)
+		}
+		if e, _ := s.SecretExpectation(ctx, "v2"); e.Pending {
+			t.Errorf("after both ended: still pending")
+		}
+		// A mark that runs out ends by itself.
+		if err := s.ExpectSecret(ctx, "v3", "op-c", time.Now().Add(-time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		if e, _ := s.SecretExpectation(ctx, "v3"); e.Pending {
 			t.Errorf("after it expired: still pending")
 		}
 	})
+}
+
+// TestConcurrentOpensMigrateOnce opens one new SQLite file from several
+// goroutines at once, as a worker and an ingress started together do: each
+// open succeeds and the schema is migrated once.
+func TestConcurrentOpensMigrateOnce(t *testing.T) {
+	u := storetest.SQLiteURL(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 6)
+	for range 6 {
+		wg.Go(func() {
+			s, err := store.Open(context.Background(), u)
+			if err != nil {
+				errs <- err
+				return
+			}
+			_ = s.Close()
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("a concurrent open failed: %v", err)
+	}
 }
