@@ -83,9 +83,14 @@ func (c *Client) UpdateAgent(ctx context.Context, idempotencyKey, siteID string,
 	if u.Empty() {
 		return nil, &ValidationError{Field: "agent", Reason: "the update sets no field"}
 	}
-	if err := ValidateOrigins(u.AllowedOrigins); err != nil {
+	// The canonical form is the one a browser's Origin header carries, so
+	// it is the one that matches whatever way the service compares. It is a
+	// function of the input, so a retry sends the same body.
+	origins, err := CanonicalOrigins(u.AllowedOrigins)
+	if err != nil {
 		return nil, err
 	}
+	u.AllowedOrigins = origins
 	r := newRequest(http.MethodPatch, "/sites/{site_id}/agent", siteID)
 	r.body, r.key = u, idempotencyKey
 	var out data[Agent]

@@ -38,6 +38,7 @@ type Client struct {
 	userAgent string
 	resolver  Resolver
 	breaker   *breaker
+	limiter   *Limiter // nil: no client-side limit
 	now       func() time.Time
 	loopback  bool
 	metrics   instruments
@@ -49,6 +50,7 @@ type config struct {
 	userAgent  string
 	resolver   Resolver
 	breaker    BreakerSettings
+	limiter    *Limiter
 	tracer     trace.TracerProvider
 	now        func() time.Time
 	loopback   bool
@@ -122,6 +124,19 @@ func WithBreaker(s BreakerSettings) Option {
 			return err
 		}
 		cfg.breaker = s
+		return nil
+	}
+}
+
+// WithLimiter makes every request wait for l first and report its answer
+// to l (see Limiter). Share one Limiter among all the clients of a process
+// that use the same API key. Without it the client sends at once.
+func WithLimiter(l *Limiter) Option {
+	return func(cfg *config) error {
+		if l == nil {
+			return errors.New("agentsite: WithLimiter: nil *Limiter; create one per API key with NewLimiter")
+		}
+		cfg.limiter = l
 		return nil
 	}
 }
@@ -202,6 +217,7 @@ func NewClient(baseURL, apiKey string, opts ...Option) (*Client, error) {
 		userAgent: cfg.userAgent,
 		resolver:  cfg.resolver,
 		breaker:   b,
+		limiter:   cfg.limiter,
 		now:       cfg.now,
 		loopback:  cfg.loopback,
 	}, nil
@@ -256,9 +272,13 @@ func newRequest(method, route string, args ...string) *request {
 
 func (r *request) mutating() bool { return r.method != http.MethodGet && r.method != http.MethodHead }
 
+// errNotSent marks a request given up, unsent, while it waited for the
+// limiter because its context ended.
+var errNotSent = errors.New("nothing was sent")
+
 // do sends r and decodes a 2xx body into out (when out is non-nil and the
-// body is not empty). It is the one place that builds headers, goes through
-// the breaker, reads bodies and makes errors.
+// body is not empty). It is the one place that builds headers, waits for the
+// limiter, goes through the breaker, reads bodies and makes errors.
 func (c *Client) do(ctx context.Context, r *request, out any) (*Response, error) {
 	if r.mutating() {
 		if r.key == "" {
@@ -279,6 +299,18 @@ func (c *Client) do(ctx context.Context, r *request, out any) (*Response, error)
 	target := c.base.Scheme + "://" + c.base.Host + fullPath
 	if len(r.query) > 0 {
 		target += "?" + r.query.Encode()
+	}
+
+	// The limiter comes before the breaker: a request it holds back or
+	// refuses was never sent and says nothing about the server's health.
+	if c.limiter != nil {
+		if err := c.limiter.Wait(ctx); err != nil {
+			if !errors.Is(err, ErrThrottled) {
+				err = fmt.Errorf("agentsite: %s %s: %w while waiting for the rate limiter: %w", r.method, fullPath, errNotSent, err)
+			}
+			c.metrics.record(ctx, r.method, r.route, 0, err)
+			return nil, err
+		}
 	}
 
 	res, err := c.breaker.execute(func() (result, error) {
@@ -326,6 +358,14 @@ func (c *Client) do(ctx context.Context, r *request, out any) (*Response, error)
 	status := 0
 	if res.meta != nil {
 		status = res.meta.Status
+		if c.limiter != nil {
+			var apiErr *APIError
+			var retryAfter time.Duration
+			if errors.As(err, &apiErr) {
+				retryAfter = apiErr.RetryAfter
+			}
+			c.limiter.Observe(status, retryAfter)
+		}
 	}
 	c.metrics.record(ctx, r.method, r.route, status, err)
 	if err != nil {

@@ -20,11 +20,12 @@ func (defaultResolver) LookupNetIP(ctx context.Context, network, host string) ([
 	return net.DefaultResolver.LookupNetIP(ctx, network, host)
 }
 
-// nonPublic lists the ranges that are not publicly routable: loopback,
-// private, link-local, CGNAT, multicast, documentation, benchmarking,
-// reserved and unspecified, in IPv4 and IPv6 (IANA special-purpose
-// registries). IPv4-mapped, NAT64 and 6to4 addresses are judged by the IPv4
-// address they carry.
+// nonPublic lists the ranges that may not receive deliveries: every block
+// of the IANA IPv4 and IPv6 special-purpose address registries (loopback,
+// private, link-local, CGNAT, documentation, benchmarking, protocol
+// assignments, and the anycast infrastructure blocks too, which are never a
+// receiver), multicast, reserved and unspecified. IPv4-mapped, NAT64 and
+// 6to4 addresses are judged by the IPv4 address they carry.
 var nonPublic = func() []netip.Prefix {
 	var ps []netip.Prefix
 	for _, s := range []string{
@@ -48,19 +49,20 @@ var nonPublic = func() []netip.Prefix {
 		"224.0.0.0/4",     // multicast
 		"240.0.0.0/4",     // reserved, and broadcast
 		// IPv6
-		"::/128",         // unspecified
-		"::1/128",        // loopback
-		"::/96",          // IPv4-compatible (deprecated)
-		"64:ff9b:1::/48", // local-use NAT64
-		"100::/64",       // discard-only
-		"2001::/23",      // IETF protocol assignments (Teredo, benchmarking 2001:2::/48, ORCHID)
-		"2001:db8::/32",  // documentation
-		"3fff::/20",      // documentation
-		"5f00::/16",      // SRv6 SIDs
-		"fc00::/7",       // unique local
-		"fe80::/10",      // link-local
-		"fec0::/10",      // site-local (deprecated)
-		"ff00::/8",       // multicast
+		"::/128",            // unspecified
+		"::1/128",           // loopback
+		"::/96",             // IPv4-compatible (deprecated)
+		"64:ff9b:1::/48",    // local-use NAT64
+		"100::/64",          // discard-only
+		"2001::/23",         // IETF protocol assignments (Teredo, benchmarking 2001:2::/48, ORCHID)
+		"2001:db8::/32",     // documentation
+		"2620:4f:8000::/48", // AS112 direct delegation
+		"3fff::/20",         // documentation
+		"5f00::/16",         // SRv6 SIDs
+		"fc00::/7",          // unique local
+		"fe80::/10",         // link-local
+		"fec0::/10",         // site-local (deprecated)
+		"ff00::/8",          // multicast
 	} {
 		ps = append(ps, netip.MustParsePrefix(s))
 	}
@@ -74,12 +76,12 @@ var (
 )
 
 // IsPublicAddr reports whether a may receive webhook deliveries: a unicast
-// address that is routable on the public internet.
+// address that is routable on the public internet. An address with a zone
+// (fe80::1%eth0) names an interface of this host and is never public.
 func IsPublicAddr(a netip.Addr) bool {
-	if !a.IsValid() {
+	if !a.IsValid() || a.Zone() != "" {
 		return false
 	}
-	a = a.WithZone("")
 	if a.Is4In6() {
 		return IsPublicAddr(a.Unmap())
 	}

@@ -19,77 +19,201 @@ const (
 	MaxKnowledgeText = 200_000
 )
 
-// ValidateOrigin checks that s is an exact origin as a browser sends it:
-// http or https, a host, an optional port, and nothing else — no path (not
-// even "/"), query, fragment, userinfo, wildcard or default port, all in
-// lowercase. field names the value in the error, e.g. allowed_origins[2].
+// ValidateOrigin checks that s is an exact origin: http or https, a host,
+// an optional port, and nothing else: no path (not even "/"), query,
+// fragment, userinfo or wildcard. Letter case is free and the scheme's
+// default port may be written (see the package doc, "Allowed origins").
+// The host is a host name of letters, digits and hyphens (an international
+// name in its xn-- form), a dotted-quad IPv4 address or a bracketed IPv6
+// address; a port is 1 to 65535 without leading zeros. field names the
+// value in the error, e.g. allowed_origins[2].
 func ValidateOrigin(field, s string) error {
+	_, err := canonicalOrigin(field, s)
+	return err
+}
+
+// CanonicalOrigin returns the form of origin s that a browser sends in its
+// Origin header: scheme and host in lowercase, the default port left out,
+// an IPv6 address in its shortest form. It fails as ValidateOrigin does.
+// https://Shop.Example:443 and https://shop.example are one origin, and
+// only the second is what a service comparing strings will ever see.
+func CanonicalOrigin(s string) (string, error) {
+	return canonicalOrigin("allowed_origins", s)
+}
+
+// CanonicalOrigins returns the canonical form of every entry of an
+// allowed_origins list, or the errors of ValidateOrigins.
+func CanonicalOrigins(origins []string) ([]string, error) {
+	if err := ValidateOrigins(origins); err != nil {
+		return nil, err
+	}
+	if origins == nil {
+		return nil, nil
+	}
+	out := make([]string, len(origins))
+	for i, o := range origins {
+		out[i], _ = canonicalOrigin("", o)
+	}
+	return out, nil
+}
+
+func canonicalOrigin(field, s string) (string, error) {
 	bad := func(reason string) error { return &ValidationError{Field: field, Value: s, Reason: reason} }
 	switch {
 	case s == "":
-		return bad("an origin cannot be empty; write it as https://example.com")
+		return "", bad("an origin cannot be empty; write it as https://example.com")
 	case strings.ContainsAny(s, " \t\r\n"):
-		return bad("an origin cannot contain whitespace")
+		return "", bad("an origin cannot contain whitespace")
 	case strings.Contains(s, "*"):
-		return bad("wildcards are not allowed; list each origin exactly, e.g. https://www.example.com")
+		return "", bad("wildcards are not allowed; list each origin exactly, e.g. https://www.example.com")
 	case strings.ContainsAny(s, "#"):
-		return bad("an origin has no fragment")
+		return "", bad("an origin has no fragment")
 	case strings.ContainsAny(s, "?"):
-		return bad("an origin has no query")
+		return "", bad("an origin has no query")
+	case strings.ContainsAny(s, "%\\"):
+		return "", bad("an origin has no percent-encoding, zone or backslash; write an international name in its xn-- form")
 	}
 	u, err := url.Parse(s)
 	if err != nil {
-		return bad("not a URL origin; write it as scheme://host[:port], e.g. https://example.com")
+		return "", bad("not a URL origin; write it as scheme://host[:port], e.g. https://example.com")
 	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return bad("the scheme must be http or https")
+	if u.Scheme != "http" && u.Scheme != "https" { // url.Parse lowercases the scheme
+		return "", bad("the scheme must be http or https")
 	}
 	if u.Opaque != "" || u.Host == "" {
-		return bad("no host; write it as scheme://host[:port], e.g. https://example.com")
+		return "", bad("no host; write it as scheme://host[:port], e.g. https://example.com")
 	}
 	if u.User != nil {
-		return bad("an origin has no username or password")
+		return "", bad("an origin has no username or password")
 	}
 	if u.Path != "" || u.RawPath != "" {
-		return bad(fmt.Sprintf("an origin has no path, not even \"/\"; write %s://%s", u.Scheme, u.Host))
+		return "", bad(fmt.Sprintf("an origin has no path, not even \"/\"; write %s://%s", u.Scheme, u.Host))
 	}
-	host, port := u.Hostname(), u.Port()
-	if host == "" {
-		return bad("no host; write it as scheme://host[:port]")
+	host, reason := originHost(u)
+	if reason != "" {
+		return "", bad(reason)
 	}
+	port := u.Port()
 	if strings.HasSuffix(u.Host, ":") {
-		return bad("the port after ':' is empty")
+		return "", bad("the port after ':' is empty")
 	}
 	if port != "" {
 		n, err := strconv.Atoi(port)
 		if err != nil || n < 1 || n > 65535 || port[0] == '0' {
-			return bad("the port must be a number from 1 to 65535")
+			return "", bad("the port must be a number from 1 to 65535 without leading zeros")
 		}
 		if (u.Scheme == "https" && n == 443) || (u.Scheme == "http" && n == 80) {
-			return bad(fmt.Sprintf("browsers send the default port as no port; write %s://%s", u.Scheme, u.Hostname()))
+			port = ""
 		}
 	}
-	if lower := strings.ToLower(s); lower != s {
-		return bad(fmt.Sprintf("origins are compared exactly and browsers send them in lowercase; write %s", lower))
+	if port != "" {
+		return u.Scheme + "://" + host + ":" + port, nil
 	}
-	return nil
+	return u.Scheme + "://" + host, nil
+}
+
+// originHost returns the canonical host of an origin URL, or why it is not
+// a host name or an IP address.
+func originHost(u *url.URL) (string, string) {
+	h := u.Hostname()
+	if strings.HasPrefix(u.Host, "[") {
+		a, err := netip.ParseAddr(h)
+		if err != nil || !a.Is6() || a.Zone() != "" {
+			return "", "the brackets do not hold an IPv6 address"
+		}
+		if a.Is4In6() {
+			// netip writes ::ffff:1.2.3.4; browsers write the hex form.
+			b := a.As16()
+			return "[::ffff:" + strconv.FormatUint(uint64(b[12])<<8|uint64(b[13]), 16) + ":" + strconv.FormatUint(uint64(b[14])<<8|uint64(b[15]), 16) + "]", ""
+		}
+		return "[" + a.String() + "]", ""
+	}
+	if h == "" {
+		return "", "no host; write it as scheme://host[:port]"
+	}
+	if a, err := netip.ParseAddr(h); err == nil {
+		if !a.Is4() {
+			return "", "an IPv6 address goes in brackets, e.g. https://[2001:db8::1]"
+		}
+		return a.String(), ""
+	}
+	if len(h) > 253 {
+		return "", "a host name is at most 253 characters"
+	}
+	var last string
+	for label := range strings.SplitSeq(h, ".") {
+		if reason := labelProblem(label); reason != "" {
+			return "", reason
+		}
+		last = label
+	}
+	if numeric(last) {
+		return "", "a host ending in a number must be an IPv4 address of four decimal parts, e.g. 192.0.2.1"
+	}
+	return strings.ToLower(h), ""
+}
+
+// labelProblem says why label is not a label of a host name (RFC 1123
+// §2.1), or "".
+func labelProblem(label string) string {
+	if label == "" || len(label) > 63 {
+		return "each dot-separated part of a host name has 1 to 63 characters, and the name has no trailing dot"
+	}
+	if label[0] == '-' || label[len(label)-1] == '-' {
+		return "a part of a host name cannot start or end with a hyphen"
+	}
+	for i := 0; i < len(label); i++ {
+		c := label[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-':
+		case c >= 0x80:
+			return "an international host name is written in its xn-- form, as browsers send it"
+		default:
+			return fmt.Sprintf("a host name holds letters, digits and hyphens, not %q", c)
+		}
+	}
+	return ""
+}
+
+// numeric reports whether a browser would read label as a number: decimal
+// digits, or 0x and hex digits (WHATWG URL, "ends in a number").
+func numeric(label string) bool {
+	digits := label
+	if len(label) >= 2 && label[0] == '0' && (label[1] == 'x' || label[1] == 'X') {
+		digits = label[2:]
+		for i := 0; i < len(digits); i++ {
+			if !strings.ContainsRune("0123456789abcdefABCDEF", rune(digits[i])) {
+				return false
+			}
+		}
+		return true
+	}
+	for i := 0; i < len(digits); i++ {
+		if digits[i] < '0' || digits[i] > '9' {
+			return false
+		}
+	}
+	return digits != ""
 }
 
 // ValidateOrigins checks every entry of an allowed_origins list and reports
-// every bad entry at once.
+// every bad entry at once. Two entries that name the same origin (compared
+// by CanonicalOrigin) are refused as listed twice.
 func ValidateOrigins(origins []string) error {
 	var errs []error
-	seen := make(map[string]bool, len(origins))
+	seen := make(map[string]int, len(origins))
 	for i, o := range origins {
 		field := fmt.Sprintf("allowed_origins[%d]", i)
-		if err := ValidateOrigin(field, o); err != nil {
+		canonical, err := canonicalOrigin(field, o)
+		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		if seen[o] {
-			errs = append(errs, &ValidationError{Field: field, Value: o, Reason: "listed twice"})
+		if j, dup := seen[canonical]; dup {
+			errs = append(errs, &ValidationError{Field: field, Value: o, Reason: fmt.Sprintf("listed twice: entry %d names the same origin", j)})
+			continue
 		}
-		seen[o] = true
+		seen[canonical] = i
 	}
 	return errors.Join(errs...)
 }

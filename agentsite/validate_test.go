@@ -61,12 +61,42 @@ func TestValidateOrigin(t *testing.T) {
 		{"https://example.com:0", false},
 		{"https://example.com:65536", false},
 		{"https://example.com:08443", false},
-		{"https://example.com:443", false},
-		{"http://example.com:80", false},
-		{"https://Example.com", false},
-		{"HTTPS://example.com", false},
+		// The contract's "scheme, hostname and an optional port" admits a
+		// written default port and any letter case (package doc).
+		{"https://example.com:443", true},
+		{"http://example.com:80", true},
+		{"https://example.com:80", true},
+		{"http://example.com:443", true},
+		{"https://Example.com", true},
+		{"HTTPS://example.com", true},
+		{"HTTPS://Gen.Example", true},
+		{"https://XN--BCHER-KVA.EXAMPLE", true},
+		{"https://192.0.2.1", true},
+		{"http://192.0.2.1:8080", true},
+		{"https://[2001:DB8::1]", true},
+		{"https://[::ffff:192.0.2.1]", true},
+		{"https://intranet", true},
 		{"https://example.com ", false},
 		{"https://exa mple.com", false},
+		// A host is a host name, a dotted-quad IPv4 address or a bracketed
+		// IPv6 address.
+		{"https://bücher.example", false},
+		{"https://ex%61mple.com", false},
+		{"https://my_site.example", false},
+		{"https://-a.example", false},
+		{"https://a-.example", false},
+		{"https://a..example", false},
+		{"https://example.com.", false},
+		{"https://" + strings.Repeat("a", 64) + ".example", false},
+		{"https://127.1", false},
+		{"https://0x7f.0.0.1", false},
+		{"https://192.168.0.010", false},
+		{"https://1.2.3.4.5", false},
+		{"https://example.123", false},
+		{"https://[fe80::1%25eth0]", false},
+		{"https://[192.0.2.1]", false},
+		{"https://[2001:db8::1", false},
+		{"https://example.com\\", false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.origin, func(t *testing.T) {
@@ -82,6 +112,37 @@ func TestValidateOrigin(t *testing.T) {
 	}
 }
 
+func TestCanonicalOrigin(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"https://example.com", "https://example.com"},
+		{"HTTPS://Gen.Example", "https://gen.example"},
+		{"https://x.example:443", "https://x.example"},
+		{"http://x.example:80", "http://x.example"},
+		{"http://x.example:443", "http://x.example:443"},
+		{"https://x.example:8443", "https://x.example:8443"},
+		{"https://XN--BCHER-KVA.example", "https://xn--bcher-kva.example"},
+		{"https://[2001:DB8:0:0::1]:443", "https://[2001:db8::1]"},
+		{"https://[::FFFF:192.0.2.1]", "https://[::ffff:c000:201]"},
+		{"http://LOCALHOST:3000", "http://localhost:3000"},
+	}
+	for _, tc := range tests {
+		got, err := CanonicalOrigin(tc.in)
+		if err != nil || got != tc.want {
+			t.Errorf("CanonicalOrigin(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+		}
+	}
+	if _, err := CanonicalOrigin("https://example.com/"); err == nil {
+		t.Error("CanonicalOrigin accepted an origin with a path")
+	}
+	got, err := CanonicalOrigins([]string{"https://A.example:443", "http://b.example"})
+	if err != nil || strings.Join(got, " ") != "https://a.example http://b.example" {
+		t.Errorf("CanonicalOrigins = %q, %v", got, err)
+	}
+	if got, err := CanonicalOrigins([]string{}); err != nil || got == nil || len(got) != 0 {
+		t.Errorf("CanonicalOrigins([]) = %#v, %v; want an empty, non-nil list (it clears the list)", got, err)
+	}
+}
+
 func TestValidateOriginsReportsEveryEntry(t *testing.T) {
 	err := ValidateOrigins([]string{"https://ok.example", "https://a.example/", "https://ok.example", "*"})
 	msg := fmt.Sprint(err)
@@ -92,6 +153,15 @@ func TestValidateOriginsReportsEveryEntry(t *testing.T) {
 	}
 	if strings.Contains(msg, "allowed_origins[0]") {
 		t.Errorf("error %q names the valid entry", msg)
+	}
+	// Spellings of one origin are the same origin listed twice.
+	err = ValidateOrigins([]string{"https://shop.example", "HTTPS://Shop.Example:443"})
+	var ve *ValidationError
+	if !errors.As(err, &ve) || ve.Field != "allowed_origins[1]" || !strings.Contains(ve.Reason, "twice") {
+		t.Errorf("error = %v, want allowed_origins[1] listed twice", err)
+	}
+	if err := ValidateOrigins([]string{"https://shop.example", "http://shop.example", "https://shop.example:8443"}); err != nil {
+		t.Errorf("distinct origins refused: %v", err)
 	}
 }
 
@@ -301,6 +371,8 @@ func TestIsPublicAddr(t *testing.T) {
 		{"2001::1", false},
 		{"2001:2::1", false},
 		{"2001:db8::1", false},
+		{"2620:4f:8000::1", false},
+		{"2606:4700:4700::1111%eth0", false},
 		{"3fff::1", false},
 		{"2002:7f00:1::", false},
 		{"2002:c0a8:101::", false},

@@ -8,6 +8,14 @@
 // prefix (the contract says "keyed with the endpoint's signing secret" and
 // describes no decoding step), written as 64 lowercase hex characters in v1.
 //
+// The MAC covers t exactly as the header wrote it. t must be the decimal
+// Unix time without leading zeros (another spelling of the same number is a
+// malformed header), and Check looks at the header and its timestamp alone,
+// so that a receiver can refuse a delivery before it reads the body.
+// DecodeEnvelope parses a verified body strictly: duplicate keys and keys
+// that differ only in case are refused, where encoding/json would resolve
+// them case-insensitively, last one winning.
+//
 // The package knows nothing of HTTP, stores or clocks: callers pass the raw
 // body, the header value, the candidate secrets and the current time. It
 // deliberately leaves out deduplication and routing; those belong to the

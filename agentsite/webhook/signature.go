@@ -4,7 +4,6 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -42,6 +41,9 @@ var (
 type Header struct {
 	// Timestamp is the t value in Unix seconds.
 	Timestamp int64
+	// TimestampText is t exactly as the header wrote it: the signed value
+	// starts with this text, not with a re-formatting of Timestamp.
+	TimestampText string
 	// Signatures are the decoded v1 values, in header order.
 	Signatures [][sha256.Size]byte
 }
@@ -67,7 +69,11 @@ func mac(secret, t string, body []byte) [sha256.Size]byte {
 // ParseHeader parses an svc-signature header. It refuses, with an error that
 // wraps ErrMalformedHeader: an empty or oversized header, a part that is not
 // key=value, a missing or repeated t, a t that is not decimal digits, no v1,
-// and any v1 that is not exactly 64 lowercase hex characters. Parts with other
+// and any v1 that is not exactly 64 lowercase hex characters. A t with a
+// leading zero (t=0001700000000) is refused too: the contract's t is the
+// decimal Unix time, which the sender writes without one, and the MAC is
+// computed over the text of t as sent, so another spelling of the same
+// number could never verify anyway. Parts with other
 // keys (a future v2, say) are skipped so that the sender can add schemes.
 func ParseHeader(header string) (Header, error) {
 	var h Header
@@ -96,6 +102,7 @@ func ParseHeader(header string) (Header, error) {
 				return Header{}, err
 			}
 			h.Timestamp = ts
+			h.TimestampText = value
 		case "v1":
 			sig, err := parseV1(value)
 			if err != nil {
@@ -116,6 +123,9 @@ func ParseHeader(header string) (Header, error) {
 func parseUnixSeconds(s string) (int64, error) {
 	if s == "" || len(s) > 18 {
 		return 0, fmt.Errorf("%w: t is not a Unix time in seconds", ErrMalformedHeader)
+	}
+	if len(s) > 1 && s[0] == '0' {
+		return 0, fmt.Errorf("%w: t has a leading zero; it is the decimal Unix time in seconds", ErrMalformedHeader)
 	}
 	var n int64
 	for i := 0; i < len(s); i++ {
@@ -145,27 +155,33 @@ func parseV1(s string) ([sha256.Size]byte, error) {
 	return sig, nil
 }
 
-// Verify checks header against the raw body and returns the index in secrets
-// of the secret that signed it. The header is parsed first, then the
-// timestamp must lie within window of now in either direction (a difference
-// of exactly window is accepted), then every secret is tried against every
-// v1 with a constant-time comparison. Errors wrap ErrMalformedHeader,
-// ErrTimestampOutsideWindow or ErrNoValidSignature.
-func Verify(body []byte, header string, secrets []string, now time.Time, window time.Duration) (int, error) {
+// Check parses header and checks its timestamp against now: everything of
+// a delivery that can be checked before its body is read. The timestamp
+// must lie within window of now in either direction (a difference of
+// exactly window is accepted). Errors wrap ErrMalformedHeader or
+// ErrTimestampOutsideWindow.
+func Check(header string, now time.Time, window time.Duration) (Header, error) {
 	h, err := ParseHeader(header)
 	if err != nil {
-		return -1, err
+		return Header{}, err
 	}
 	age := now.Sub(time.Unix(h.Timestamp, 0))
 	if age > window || age < -window {
-		return -1, fmt.Errorf("%w: %s from the receiver's clock, window %s", ErrTimestampOutsideWindow, age.Truncate(time.Second), window)
+		return Header{}, fmt.Errorf("%w: %s from the receiver's clock, window %s", ErrTimestampOutsideWindow, age.Truncate(time.Second), window)
 	}
+	return h, nil
+}
+
+// Match returns the index in secrets of the secret whose MAC over the
+// header's timestamp text, a period and body equals one of its v1 values.
+// Every secret is tried against every v1 with a constant-time comparison.
+// The error wraps ErrNoValidSignature.
+func (h Header) Match(body []byte, secrets []string) (int, error) {
 	if len(secrets) == 0 {
 		return -1, fmt.Errorf("%w: no signing secret is configured for this receiver", ErrNoValidSignature)
 	}
-	t := strconv.FormatInt(h.Timestamp, 10)
 	for i, secret := range secrets {
-		want := mac(secret, t, body)
+		want := mac(secret, h.TimestampText, body)
 		for _, got := range h.Signatures {
 			if hmac.Equal(want[:], got[:]) {
 				return i, nil
@@ -175,20 +191,29 @@ func Verify(body []byte, header string, secrets []string, now time.Time, window 
 	return -1, ErrNoValidSignature
 }
 
-// VerifyEnvelope verifies body and only then decodes it as an envelope and
-// checks its id and type. It returns the envelope and the index of the
-// matching secret.
+// Verify checks header against the raw body and returns the index in secrets
+// of the secret that signed it: Check, then Match. Errors wrap
+// ErrMalformedHeader, ErrTimestampOutsideWindow or ErrNoValidSignature.
+func Verify(body []byte, header string, secrets []string, now time.Time, window time.Duration) (int, error) {
+	h, err := Check(header, now, window)
+	if err != nil {
+		return -1, err
+	}
+	return h.Match(body, secrets)
+}
+
+// VerifyEnvelope verifies body and only then decodes it with
+// DecodeEnvelope. It returns the envelope and the index of the matching
+// secret; an ErrMalformedBody comes with that index, since the delivery
+// did verify.
 func VerifyEnvelope(body []byte, header string, secrets []string, now time.Time, window time.Duration) (Envelope, int, error) {
 	idx, err := Verify(body, header, secrets, now, window)
 	if err != nil {
 		return Envelope{}, -1, err
 	}
-	var env Envelope
-	if err := json.Unmarshal(body, &env); err != nil {
-		return Envelope{}, idx, fmt.Errorf("%w: %w", ErrMalformedBody, err)
-	}
-	if err := env.Validate(); err != nil {
-		return Envelope{}, idx, fmt.Errorf("%w: %w", ErrMalformedBody, err)
+	env, err := DecodeEnvelope(body)
+	if err != nil {
+		return Envelope{}, idx, err
 	}
 	return env, idx, nil
 }
