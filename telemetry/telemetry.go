@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
@@ -45,6 +46,9 @@ type Options struct {
 type Telemetry struct {
 	// Registry serves /metrics.
 	Registry *prometheus.Registry
+	// MeterProvider is the process's meter provider (also the global one):
+	// what it records, Registry serves.
+	MeterProvider metric.MeterProvider
 	// Tracing reports whether spans are exported anywhere.
 	Tracing  bool
 	metrics  client.MetricsHandler
@@ -84,14 +88,14 @@ func Setup(ctx context.Context, o Options) (*Telemetry, error) {
 		t.shutdown = append(t.shutdown, tp.Shutdown)
 	}
 
-	exp, err := otelprom.New(otelprom.WithRegisterer(t.Registry), otelprom.WithoutScopeInfo())
+	mp, err := newMeterProvider(t.Registry, res)
 	if err != nil {
 		return nil, err
 	}
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp), sdkmetric.WithResource(res))
+	t.MeterProvider = mp
 	otel.SetMeterProvider(mp)
 	t.shutdown = append(t.shutdown, mp.Shutdown)
-	t.metrics = temporalotel.NewMetricsHandler(temporalotel.MetricsHandlerOptions{Meter: mp.Meter("go.temporal.io/sdk")})
+	t.metrics = temporalotel.NewMetricsHandler(temporalotel.MetricsHandlerOptions{Meter: mp.Meter("go.temporal.io/sdk"), UseMonotonicCounters: true})
 
 	tracer, err := temporalotel.NewTracingInterceptor(temporalotel.TracerOptions{})
 	if err != nil {
@@ -99,6 +103,34 @@ func Setup(ctx context.Context, o Options) (*Telemetry, error) {
 	}
 	t.tracer = tracer
 	return t, nil
+}
+
+// NewMeterProvider returns a meter provider of its own whose metrics reg
+// serves in Prometheus format, named as the process's are: for a component
+// that runs without the process's telemetry (a handler built alone, tests).
+// It adds no target_info, so reg may also be a process's registry.
+func NewMeterProvider(reg prometheus.Registerer) (*sdkmetric.MeterProvider, error) {
+	return newMeterProvider(reg, nil)
+}
+
+// newMeterProvider is the one Prometheus exporter configuration: OTel names
+// translated the Prometheus way (dots to underscores, a unit suffix such as
+// _seconds, _total on counters), without scope labels, and with the
+// resource as target_info when there is one.
+func newMeterProvider(reg prometheus.Registerer, res *resource.Resource) (*sdkmetric.MeterProvider, error) {
+	opts := []otelprom.Option{otelprom.WithRegisterer(reg), otelprom.WithoutScopeInfo()}
+	if res == nil {
+		opts = append(opts, otelprom.WithoutTargetInfo())
+	}
+	exp, err := otelprom.New(opts...)
+	if err != nil {
+		return nil, err
+	}
+	mpOpts := []sdkmetric.Option{sdkmetric.WithReader(exp)}
+	if res != nil {
+		mpOpts = append(mpOpts, sdkmetric.WithResource(res))
+	}
+	return sdkmetric.NewMeterProvider(mpOpts...), nil
 }
 
 // tracesConfigured reports whether the standard variables ask for spans.
@@ -137,13 +169,9 @@ func (t *Telemetry) Handler() http.Handler {
 	return promhttp.HandlerFor(t.Registry, promhttp.HandlerOpts{})
 }
 
-// ServeMetrics serves GET /metrics and GET /healthz on addr until ctx is
+// ServeMetrics serves GET /metrics and GET /healthz on ln until ctx is
 // done.
-func (t *Telemetry) ServeMetrics(ctx context.Context, addr string) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return err
-	}
+func (t *Telemetry) ServeMetrics(ctx context.Context, ln net.Listener) error {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", t.Handler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
