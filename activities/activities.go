@@ -32,10 +32,17 @@ type Store interface {
 	UpsertLeads(ctx context.Context, siteID string, leads []agentsite.Lead) (int, error)
 	KnowledgeText(ctx context.Context, hash string) (string, error)
 	SetSiteWorkflow(ctx context.Context, siteID, workflowID string) error
-	PutSecret(ctx context.Context, endpointID, receiver string, secret agentsite.SigningSecret) error
+	CheckSecretKey(ctx context.Context) error
+	PutSecretFrom(ctx context.Context, endpointID, receiver, origin string, secret agentsite.SigningSecret) error
 	RetireSecret(ctx context.Context, endpointID string, at time.Time) error
+	Retire(ctx context.Context, endpointID string, at time.Time) (store.SecretInfo, error)
+	Secrets(ctx context.Context) ([]store.SecretInfo, error)
+	SecretsFrom(ctx context.Context, originPrefix string) ([]store.SecretInfo, error)
+	Rekey(ctx context.Context, oldKey []byte) (int, error)
+	HasSecretKey() bool
 	SetRotation(ctx context.Context, endpointID, workflowID string) error
-	ExpectSecret(ctx context.Context, receiver string, until time.Time) error
+	ExpectSecret(ctx context.Context, receiver, op string, until time.Time) error
+	EndExpectation(ctx context.Context, receiver, op string) error
 	EndRotation(ctx context.Context, endpointID string) error
 }
 
@@ -47,15 +54,29 @@ type Activities struct {
 	Store Store
 	Now   func() time.Time
 
-	// leadsSynced counts lead records read and upserted (re-read pages
-	// count again: it measures work, not distinct leads).
-	leadsSynced metric.Int64Counter
+	// leadsStored counts distinct leads stored for the first time;
+	// pagesRead counts pages of leads read (a re-read page counts again).
+	leadsStored metric.Int64Counter
+	pagesRead   metric.Int64Counter
 }
 
 // New returns Activities over the given dependencies, with their metrics
 // on the global meter provider.
 func New(api API, st Store) *Activities {
-	synced, _ := otel.Meter("github.com/siteops/siteops/activities").Int64Counter("siteops.leads.synced",
-		metric.WithDescription("Lead records read from the API and upserted into the store."))
-	return &Activities{API: api, Store: st, Now: time.Now, leadsSynced: synced}
+	m := otel.Meter("github.com/siteops/siteops/activities")
+	stored, _ := m.Int64Counter("siteops.leads.stored",
+		metric.WithDescription("Distinct leads stored for the first time by lead syncs."))
+	pages, _ := m.Int64Counter("siteops.lead.pages.read",
+		metric.WithDescription("Pages of leads read from the API (a page read again counts again)."))
+	return &Activities{API: api, Store: st, Now: time.Now, leadsStored: stored, pagesRead: pages}
+}
+
+// countPage counts a page read and the new leads it stored.
+func (a *Activities) countPage(ctx context.Context, fresh int) {
+	if a.leadsStored != nil {
+		a.leadsStored.Add(ctx, int64(fresh))
+	}
+	if a.pagesRead != nil {
+		a.pagesRead.Add(ctx, 1)
+	}
 }

@@ -25,6 +25,9 @@ const (
 	ErrTypeUnexpected     = "UnexpectedAnswer"
 	ErrTypeMissingKey     = "MissingIdempotencyKey"
 	ErrTypeMissingText    = "KnowledgeTextMissing"
+	ErrTypeSecretKey      = "SecretKey"       // SITEOPS_SECRET_KEY missing or not the stored secrets' key
+	ErrTypeStalled        = "LeadSyncStalled" // no page read for the stall timeout
+	ErrTypeRetryable      = "Retryable"       // a transient failure, retried after a delay the service asked for
 	defaultInFlightRetry  = time.Second
 	defaultThrottledRetry = 5 * time.Second
 )
@@ -36,9 +39,10 @@ func classify(err error) error {
 		return nil
 	}
 	var (
-		apiErr  *agentsite.APIError
-		valErr  *agentsite.ValidationError
-		openErr *agentsite.BreakerOpenError
+		apiErr    *agentsite.APIError
+		valErr    *agentsite.ValidationError
+		openErr   *agentsite.BreakerOpenError
+		throttled *agentsite.ThrottledError
 	)
 	switch {
 	case errors.As(err, &valErr):
@@ -47,6 +51,10 @@ func classify(err error) error {
 		return nonRetryable(ErrTypeMissingKey, err)
 	case errors.As(err, &openErr):
 		return retryAfter(err, openErr.RetryAfter)
+	case errors.As(err, &throttled):
+		// Nothing was sent: the key's shared limit is paused or full for
+		// longer than this attempt has left.
+		return retryAfter(err, max(throttled.RetryAfter, time.Second))
 	case errors.As(err, &apiErr):
 		return classifyAPI(apiErr, err)
 	case errors.Is(err, context.Canceled):
@@ -87,10 +95,29 @@ func classifyAPI(apiErr *agentsite.APIError, err error) error {
 	return nonRetryable(ErrTypeUnexpected, err)
 }
 
+// APIFailure is the detail a classified error carries when the API
+// answered: what callers (the CLI's status, Go callers) show besides the
+// message, without parsing it.
+type APIFailure struct {
+	Method    string `json:"method"`
+	Path      string `json:"path"`
+	Status    int    `json:"status"`
+	Code      string `json:"code,omitempty"`
+	RequestID string `json:"request_id,omitempty"`
+}
+
+func details(err error) []any {
+	var apiErr *agentsite.APIError
+	if !errors.As(err, &apiErr) {
+		return nil
+	}
+	return []any{APIFailure{Method: apiErr.Method, Path: apiErr.Path, Status: apiErr.Status, Code: apiErr.Code, RequestID: apiErr.RequestID}}
+}
+
 func nonRetryable(typ string, err error) error {
-	return temporal.NewApplicationErrorWithOptions(err.Error(), typ, temporal.ApplicationErrorOptions{NonRetryable: true})
+	return temporal.NewApplicationErrorWithOptions(err.Error(), typ, temporal.ApplicationErrorOptions{NonRetryable: true, Details: details(err)})
 }
 
 func retryAfter(err error, d time.Duration) error {
-	return temporal.NewApplicationErrorWithOptions(err.Error(), "Retryable", temporal.ApplicationErrorOptions{NextRetryDelay: d})
+	return temporal.NewApplicationErrorWithOptions(err.Error(), ErrTypeRetryable, temporal.ApplicationErrorOptions{NextRetryDelay: d, Details: details(err)})
 }

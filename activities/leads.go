@@ -2,12 +2,20 @@ package activities
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"sync"
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/siteops/siteops/agentsite"
 )
+
+// DefaultStallTimeout is how long a lead sync may go without storing a
+// page before it gives up, when its input does not say.
+const DefaultStallTimeout = time.Hour
 
 // SyncLeadsInput pulls a site's leads from a position in its collection.
 type SyncLeadsInput struct {
@@ -19,12 +27,20 @@ type SyncLeadsInput struct {
 	// MaxPages bounds one activity run so that it returns to the workflow
 	// regularly; 0 means no bound.
 	MaxPages int `json:"max_pages,omitempty"`
+	// StallTimeout is how long attempts may fail on transient errors
+	// (throttling, 5xx, timeouts, the network) without a page stored
+	// before the sync fails (DefaultStallTimeout when zero). Every stored
+	// page starts it again: progress resets the retry budget.
+	StallTimeout time.Duration `json:"stall_timeout,omitempty"`
 }
 
 // SyncLeadsResult carries counts and the resume point, never lead records.
 type SyncLeadsResult struct {
 	Pages int `json:"pages"`
+	// Leads is how many lead records were read (a re-read page counts
+	// again); New is how many of them were not stored before.
 	Leads int `json:"leads"`
+	New   int `json:"new"`
 	// Resume is the cursor to read from next time: the cursor of the last
 	// page read, so that leads appended to that page later are picked up.
 	// nil means the start of the collection.
@@ -33,57 +49,153 @@ type SyncLeadsResult struct {
 	CaughtUp bool `json:"caught_up"`
 }
 
-// syncProgress is heartbeated after each stored page; a retried attempt
-// resumes from it instead of from the input.
+// syncProgress is heartbeated after each stored page and while waiting; a
+// retried attempt resumes from it instead of from the input.
 type syncProgress struct {
 	Pages  int               `json:"pages"`
 	Leads  int               `json:"leads"`
+	New    int               `json:"new"`
 	Resume *agentsite.Cursor `json:"resume,omitempty"`
 	Next   *agentsite.Cursor `json:"next,omitempty"`
 	Done   bool              `json:"done,omitempty"`
+	// LastPageAt is when a page was last stored (or the first attempt
+	// began): the stall clock, which survives failed attempts.
+	LastPageAt time.Time `json:"last_page_at"`
+}
+
+func (p syncProgress) result(caughtUp bool) SyncLeadsResult {
+	return SyncLeadsResult{Pages: p.Pages, Leads: p.Leads, New: p.New, Resume: p.Resume, CaughtUp: caughtUp}
 }
 
 // SyncLeads reads pages of leads and upserts each page into the store in one
-// statement before reading the next, heartbeating the position and counts.
-// The records stay in the store; the result holds counts and cursors.
+// transaction before reading the next, heartbeating the position and
+// counts. The records stay in the store; the result holds counts and
+// cursors.
+//
+// Transient errors fail the attempt and Temporal retries it from the last
+// stored page, for as long as pages keep being stored: the sync fails only
+// on an error no retry can fix (401, 403, 404, a broken contract), or when
+// no page was stored for StallTimeout, and then it says so with the last
+// error.
 func (a *Activities) SyncLeads(ctx context.Context, in SyncLeadsInput) (SyncLeadsResult, error) {
-	p := syncProgress{Resume: in.From, Next: in.From}
+	stall := in.StallTimeout
+	if stall <= 0 {
+		stall = DefaultStallTimeout
+	}
+	log := activity.GetLogger(ctx)
+	p := syncProgress{Resume: in.From, Next: in.From, LastPageAt: a.Now()}
 	if activity.HasHeartbeatDetails(ctx) {
 		var saved syncProgress
 		if err := activity.GetHeartbeatDetails(ctx, &saved); err == nil {
 			p = saved
-			activity.GetLogger(ctx).Info("resuming lead sync from the last heartbeat", "site_id", in.SiteID, "pages", p.Pages)
+			log.Info("resuming lead sync from the last heartbeat", "site_id", in.SiteID, "pages", p.Pages)
 		}
 	}
 	if p.Done {
-		return SyncLeadsResult{Pages: p.Pages, Leads: p.Leads, Resume: p.Resume, CaughtUp: true}, nil
+		return p.result(true), nil
 	}
-	log := activity.GetLogger(ctx)
+	hb := startHeartbeat(ctx, p)
+	defer hb.stop()
 	started := time.Now()
 	for page, err := range a.API.LeadPages(ctx, in.SiteID, agentsite.ListLeadsOptions{Limit: in.Limit, Cursor: p.Next}) {
 		if err != nil {
-			return SyncLeadsResult{}, classify(err)
+			return SyncLeadsResult{}, a.stalled(classify(err), hb.get(), stall)
 		}
-		if _, err := a.Store.UpsertLeads(ctx, in.SiteID, page.Leads); err != nil {
-			return SyncLeadsResult{}, classify(err)
+		fresh, err := a.Store.UpsertLeads(ctx, in.SiteID, page.Leads)
+		if err != nil {
+			return SyncLeadsResult{}, a.stalled(classify(err), hb.get(), stall)
 		}
 		p.Pages++
 		p.Leads += len(page.Leads)
-		if a.leadsSynced != nil {
-			a.leadsSynced.Add(ctx, int64(len(page.Leads)))
-		}
+		p.New += fresh
+		a.countPage(ctx, fresh)
 		p.Resume = p.Next
 		p.Next = page.Next
 		p.Done = page.Next == nil
-		activity.RecordHeartbeat(ctx, p)
+		p.LastPageAt = a.Now()
+		hb.set(p)
 		if page.Next == nil {
 			break
 		}
 		if in.MaxPages > 0 && p.Pages >= in.MaxPages {
 			log.Info("lead sync paused at the page budget", "site_id", in.SiteID, "pages", p.Pages)
-			return SyncLeadsResult{Pages: p.Pages, Leads: p.Leads, Resume: p.Next}, nil
+			r := p.result(false)
+			r.Resume = p.Next
+			return r, nil
 		}
 	}
-	log.Info("lead sync caught up", "site_id", in.SiteID, "pages", p.Pages, "leads", p.Leads, "took", time.Since(started).Round(time.Millisecond))
-	return SyncLeadsResult{Pages: p.Pages, Leads: p.Leads, Resume: p.Resume, CaughtUp: true}, nil
+	log.Info("lead sync caught up", "site_id", in.SiteID, "pages", p.Pages, "new_leads", p.New, "took", time.Since(started).Round(time.Millisecond))
+	return p.result(true), nil
+}
+
+// stalled turns a transient error into a permanent one when no page was
+// stored for the stall timeout.
+func (a *Activities) stalled(err error, p syncProgress, stall time.Duration) error {
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) && app.NonRetryable() {
+		return err
+	}
+	if errors.Is(err, context.Canceled) {
+		return err
+	}
+	since := a.Now().Sub(p.LastPageAt)
+	if since < stall {
+		return err
+	}
+	msg := err.Error()
+	if app != nil {
+		msg = app.Message()
+	}
+	return nonRetryable(ErrTypeStalled, fmt.Errorf("no page of leads stored for %s (the stall timeout is %s); last error: %s", since.Round(time.Second), stall, msg))
+}
+
+// heartbeat records the sync's progress now and then every few seconds,
+// also while the activity waits (for the API's rate limit, say), so that
+// a long wait does not time the attempt out.
+type heartbeat struct {
+	ctx  context.Context
+	mu   sync.Mutex
+	p    syncProgress
+	done chan struct{}
+	wg   sync.WaitGroup
+}
+
+const heartbeatEvery = 5 * time.Second
+
+func startHeartbeat(ctx context.Context, p syncProgress) *heartbeat {
+	h := &heartbeat{ctx: ctx, p: p, done: make(chan struct{})}
+	activity.RecordHeartbeat(ctx, p)
+	h.wg.Go(func() {
+		t := time.NewTicker(heartbeatEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-h.done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				activity.RecordHeartbeat(ctx, h.get())
+			}
+		}
+	})
+	return h
+}
+
+func (h *heartbeat) set(p syncProgress) {
+	h.mu.Lock()
+	h.p = p
+	h.mu.Unlock()
+	activity.RecordHeartbeat(h.ctx, p)
+}
+
+func (h *heartbeat) get() syncProgress {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.p
+}
+
+func (h *heartbeat) stop() {
+	close(h.done)
+	h.wg.Wait()
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/store"
@@ -58,16 +59,46 @@ type CreatedEndpoint struct {
 	Fingerprint string `json:"fingerprint"`
 }
 
+// expectSecretFor is how long the ingress may hold deliveries for a
+// receiver whose new secret is being stored: one attempt (20 s) and a
+// margin. The mark ends sooner, when the secret is stored.
+const expectSecretFor = 30 * time.Second
+
 // CreateEndpoint registers the endpoint and stores the one-time secret,
 // encrypted, straight from the answer: the secret never leaves this
 // activity. A retried attempt gets the same answer replayed under the same
-// idempotency key, so the stored secret is the right one.
+// idempotency key, so the stored secret is the right one. It refuses before
+// creating anything when the secret could not be stored (no
+// SITEOPS_SECRET_KEY, or a key other than the stored secrets').
 func (a *Activities) CreateEndpoint(ctx context.Context, in CreateEndpointInput) (CreatedEndpoint, error) {
-	// The service may deliver with the new secret before this activity has
-	// stored it; the ingress holds such deliveries instead of refusing them.
-	if err := a.Store.ExpectSecret(ctx, in.Receiver, a.Now().Add(2*time.Minute)); err != nil {
+	if err := a.Store.CheckSecretKey(ctx); err != nil {
+		if errors.Is(err, store.ErrNoSecretKey) || errors.Is(err, store.ErrKeyMismatch) {
+			return CreatedEndpoint{}, nonRetryable(ErrTypeSecretKey, err)
+		}
 		return CreatedEndpoint{}, classify(err)
 	}
+	// The service may deliver with the new secret before this activity has
+	// stored it; the ingress holds such deliveries until it is stored.
+	if err := a.Store.ExpectSecret(ctx, in.Receiver, in.IdempotencyKey, a.Now().Add(expectSecretFor)); err != nil {
+		return CreatedEndpoint{}, classify(err)
+	}
+	created, err := a.createEndpoint(ctx, in)
+	if err != nil {
+		var app *temporal.ApplicationError
+		if errors.As(err, &app) && app.NonRetryable() {
+			// Nothing will be stored: stop holding deliveries for it.
+			_ = a.Store.EndExpectation(context.WithoutCancel(ctx), in.Receiver, in.IdempotencyKey)
+		}
+		return CreatedEndpoint{}, err
+	}
+	if err := a.Store.EndExpectation(ctx, in.Receiver, in.IdempotencyKey); err != nil {
+		return CreatedEndpoint{}, classify(err)
+	}
+	activity.GetLogger(ctx).Info("webhook endpoint created; secret stored", "endpoint_id", created.EndpointID, "receiver", in.Receiver, "fingerprint", created.Fingerprint)
+	return created, nil
+}
+
+func (a *Activities) createEndpoint(ctx context.Context, in CreateEndpointInput) (CreatedEndpoint, error) {
 	created, err := a.API.CreateWebhookEndpoint(ctx, in.IdempotencyKey, agentsite.NewWebhookEndpoint{URL: in.URL, Events: in.Events})
 	if err != nil {
 		return CreatedEndpoint{}, classify(err)
@@ -79,13 +110,12 @@ func (a *Activities) CreateEndpoint(ctx context.Context, in CreateEndpointInput)
 			return CreatedEndpoint{}, classify(err)
 		}
 	}
-	if err := a.Store.PutSecret(ctx, id, in.Receiver, created.Secret); err != nil {
-		if errors.Is(err, store.ErrNoSecretKey) {
-			return CreatedEndpoint{}, nonRetryable(ErrTypeInvalidInput, err)
+	if err := a.Store.PutSecretFrom(ctx, id, in.Receiver, in.IdempotencyKey, created.Secret); err != nil {
+		if errors.Is(err, store.ErrNoSecretKey) || errors.Is(err, store.ErrKeyMismatch) {
+			return CreatedEndpoint{}, nonRetryable(ErrTypeSecretKey, err)
 		}
 		return CreatedEndpoint{}, classify(err)
 	}
-	activity.GetLogger(ctx).Info("webhook endpoint created; secret stored", "endpoint_id", id, "receiver", in.Receiver, "fingerprint", created.Secret.Fingerprint())
 	return CreatedEndpoint{EndpointID: id, Fingerprint: created.Secret.Fingerprint()}, nil
 }
 
@@ -107,10 +137,12 @@ func (a *Activities) DeleteEndpoint(ctx context.Context, in DeleteEndpointInput)
 }
 
 // RetireSecretInput stops accepting an endpoint's secret at a time; a zero
-// At means now, by the activity's clock.
+// At means now, by the activity's clock. Now retires it at once (writing
+// retired_at) instead of scheduling its end after a grace period.
 type RetireSecretInput struct {
 	EndpointID string    `json:"endpoint_id"`
 	At         time.Time `json:"at,omitzero"`
+	Now        bool      `json:"now,omitempty"`
 }
 
 // RetireSecretResult says whether a stored secret was retired; false means
@@ -122,11 +154,16 @@ type RetireSecretResult struct {
 
 // RetireSecret sets when the ingress stops accepting the secret.
 func (a *Activities) RetireSecret(ctx context.Context, in RetireSecretInput) (RetireSecretResult, error) {
-	at := in.At
-	if at.IsZero() {
-		at = a.Now()
+	var err error
+	if in.Now {
+		_, err = a.Store.Retire(ctx, in.EndpointID, a.Now())
+	} else {
+		at := in.At
+		if at.IsZero() {
+			at = a.Now()
+		}
+		err = a.Store.RetireSecret(ctx, in.EndpointID, at)
 	}
-	err := a.Store.RetireSecret(ctx, in.EndpointID, at)
 	if errors.Is(err, store.ErrNotFound) {
 		return RetireSecretResult{}, nil
 	}
@@ -134,6 +171,138 @@ func (a *Activities) RetireSecret(ctx context.Context, in RetireSecretInput) (Re
 		return RetireSecretResult{}, classify(err)
 	}
 	return RetireSecretResult{Stored: true}, nil
+}
+
+// FindCreatedInput names the endpoints an operation created: those whose
+// creation's idempotency key starts with KeyPrefix.
+type FindCreatedInput struct {
+	KeyPrefix string `json:"key_prefix"`
+	// URL and Receiver are what an endpoint must deliver to to be reused.
+	URL      string `json:"url"`
+	Receiver string `json:"receiver"`
+	// RotationWorkflowID, when set, is told again of a reused endpoint's
+	// verified deliveries.
+	RotationWorkflowID string `json:"rotation_workflow_id,omitempty"`
+}
+
+// FoundCreated is what an earlier run of an operation left: an endpoint to
+// reuse, endpoints to remove, and the key of the next creation.
+type FoundCreated struct {
+	// Reuse is a live endpoint at URL whose stored secret is active.
+	Reuse *CreatedEndpoint `json:"reuse,omitempty"`
+	// VerifiedEventID is the first verified delivery on Reuse, if any.
+	VerifiedEventID string `json:"verified_event_id,omitempty"`
+	// Stale are other live endpoints the operation created (another URL,
+	// or a retired secret): left over, to be deleted.
+	Stale []string `json:"stale,omitempty"`
+	// Created counts the endpoints the operation created so far.
+	Created int `json:"created"`
+}
+
+// FindCreatedEndpoint finds the endpoints an earlier run of the same
+// operation created, from the store (which records the idempotency key of
+// each creation) and the account's endpoint list.
+func (a *Activities) FindCreatedEndpoint(ctx context.Context, in FindCreatedInput) (FoundCreated, error) {
+	var out FoundCreated
+	mine, err := a.Store.SecretsFrom(ctx, in.KeyPrefix)
+	if err != nil {
+		return out, classify(err)
+	}
+	out.Created = len(mine)
+	if len(mine) == 0 {
+		return out, nil
+	}
+	eps, err := a.API.ListWebhookEndpoints(ctx)
+	if err != nil {
+		return out, classify(err)
+	}
+	live := map[string]agentsite.WebhookEndpoint{}
+	for _, e := range eps {
+		live[e.ID] = e
+	}
+	now := a.Now()
+	for i := len(mine) - 1; i >= 0; i-- { // newest first
+		s := mine[i]
+		e, ok := live[s.EndpointID]
+		if !ok {
+			continue
+		}
+		if out.Reuse == nil && !s.Retired(now) && e.URL == in.URL && s.Receiver == in.Receiver {
+			out.Reuse = &CreatedEndpoint{EndpointID: s.EndpointID, Fingerprint: s.Fingerprint}
+			out.VerifiedEventID = s.VerifiedEvent
+			continue
+		}
+		out.Stale = append(out.Stale, s.EndpointID)
+	}
+	if out.Reuse != nil && in.RotationWorkflowID != "" {
+		if err := a.Store.SetRotation(ctx, out.Reuse.EndpointID, in.RotationWorkflowID); err != nil {
+			return out, classify(err)
+		}
+	}
+	if out.Reuse != nil {
+		activity.GetLogger(ctx).Info("reusing the endpoint an earlier run created", "endpoint_id", out.Reuse.EndpointID, "fingerprint", out.Reuse.Fingerprint)
+	}
+	return out, nil
+}
+
+// ReconcileSecretsResult says what a reconciliation did.
+type ReconcileSecretsResult struct {
+	// Checked counts the active stored secrets compared with the list.
+	Checked int `json:"checked"`
+	// Retired names the endpoints (gone from the account) whose secrets
+	// were retired.
+	Retired []string `json:"retired,omitempty"`
+	// Upgraded counts secrets moved to the current sealing format.
+	Upgraded int `json:"upgraded"`
+}
+
+// ReconcileSecrets retires every stored secret whose endpoint is no longer
+// in the account's endpoint list (deleted through the API or a dashboard),
+// so that a leaked secret of a deleted endpoint stops verifying. The store
+// is read before the list: a secret stored before the list was taken
+// belongs to an endpoint created before it, so a fresh endpoint is never
+// taken for a deleted one. A secret already scheduled to retire (a
+// rotation's grace period) is left to end on time. Secrets from SITEOPS_WEBHOOK_SECRETS are not
+// stored and not touched. It also moves secrets still in the first sealing
+// format to the current one (the lazy half of `siteops secret rekey`).
+func (a *Activities) ReconcileSecrets(ctx context.Context) (ReconcileSecretsResult, error) {
+	var out ReconcileSecretsResult
+	stored, err := a.Store.Secrets(ctx)
+	if err != nil {
+		return out, classify(err)
+	}
+	out.Checked = len(stored)
+	if len(stored) > 0 {
+		eps, err := a.API.ListWebhookEndpoints(ctx)
+		if err != nil {
+			return out, classify(err)
+		}
+		live := map[string]bool{}
+		for _, e := range eps {
+			live[e.ID] = true
+		}
+		now := a.Now()
+		for _, s := range stored {
+			// A secret already scheduled to retire (a rotation's grace
+			// period after it deleted the endpoint) ends on its own.
+			if live[s.EndpointID] || s.RetireAfter != nil {
+				continue
+			}
+			if _, err := a.Store.Retire(ctx, s.EndpointID, now); err != nil && !errors.Is(err, store.ErrNotFound) {
+				return out, classify(err)
+			}
+			activity.GetLogger(ctx).Warn("retired the secret of an endpoint that no longer exists", "endpoint_id", s.EndpointID, "receiver", s.Receiver, "fingerprint", s.Fingerprint)
+			out.Retired = append(out.Retired, s.EndpointID)
+		}
+	}
+	if a.Store.HasSecretKey() {
+		n, err := a.Store.Rekey(ctx, nil)
+		if err != nil {
+			return out, classify(err)
+		}
+		out.Upgraded = n
+	}
+	return out, nil
 }
 
 // EndRotationInput names the endpoint whose rotation is over.

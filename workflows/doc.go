@@ -1,8 +1,9 @@
 // Package workflows holds the deterministic orchestration of siteops:
-// Onboarding, LeadSync and EmbedIncident (SecretRotation follows), their
-// Input/Result types, the names of their signals, queries and updates, and
-// the helpers that derive workflow IDs and idempotency keys, shared by the
-// starter and the relay.
+// Onboarding, LeadSync, EmbedIncident, SecretRotation and
+// EndpointRegistration, their Input/Result types, the names of their
+// signals, queries and updates, and the catalogue (Catalogue) that the
+// worker, the replayer, the starter, the relay and the CLI read: type names,
+// functions, derived ID prefixes, ID policies and status queries.
 //
 // Files here contain no I/O: every call to the Agent-Site API or the store
 // happens in package activities. Workflows never see API keys, signing

@@ -1,38 +1,7 @@
 package workflows
 
-import (
-	"fmt"
-	"strconv"
-	"time"
-)
+import "github.com/siteops/siteops/duration"
 
-// Duration is a time.Duration that reads and writes JSON as a Go duration
-// string ("90s", "10m"), so that other Temporal SDKs can write inputs by
-// hand. A JSON number is read as seconds.
-type Duration time.Duration
-
-// D returns the time.Duration.
-func (d Duration) D() time.Duration { return time.Duration(d) }
-
-// MarshalJSON implements json.Marshaler.
-func (d Duration) MarshalJSON() ([]byte, error) {
-	return []byte(strconv.Quote(time.Duration(d).String())), nil
-}
-
-// UnmarshalJSON implements json.Unmarshaler.
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	if s, err := strconv.Unquote(string(b)); err == nil {
-		v, err := time.ParseDuration(s)
-		if err != nil {
-			return fmt.Errorf("duration %q: %w (write e.g. \"90s\" or \"10m\")", s, err)
-		}
-		*d = Duration(v)
-		return nil
-	}
-	secs, err := strconv.ParseFloat(string(b), 64)
-	if err != nil {
-		return fmt.Errorf("duration %s: write a string such as \"90s\" or a number of seconds", b)
-	}
-	*d = Duration(secs * float64(time.Second))
-	return nil
-}
+// Duration is a duration in workflow inputs: JSON "90s" or "10m", a bare
+// number of seconds (package duration).
+type Duration = duration.Duration

@@ -19,6 +19,10 @@ const (
 	UpdateDecide = "decide"
 	// QueryIncident answers EmbedIncidentStatus.
 	QueryIncident = "status"
+	// UpdateAwaitOff (EmbedOffRequest) returns once the embed is off
+	// (EmbedOffResult), or the reason it could not be turned off. Sent
+	// with update-with-start, it opens the incident or joins the open one.
+	UpdateAwaitOff = "await-off"
 )
 
 // Decisions on an embed incident.
@@ -41,6 +45,22 @@ type EmbedIncidentInput struct {
 	SiteID   string `json:"site_id"`
 	Operator string `json:"operator"`
 	Reason   string `json:"reason"`
+	// RequestID names the request that opened the incident, so that a
+	// later request can tell that it joined an open one.
+	RequestID string `json:"request_id,omitempty"`
+}
+
+// EmbedOffRequest asks to be told when the embed is off.
+type EmbedOffRequest struct {
+	RequestID string `json:"request_id,omitempty"`
+}
+
+// EmbedOffResult answers UpdateAwaitOff.
+type EmbedOffResult struct {
+	Status EmbedIncidentStatus `json:"incident"`
+	// Joined is true when the incident was already open: no second PATCH
+	// was sent.
+	Joined bool `json:"joined"`
 }
 
 // EmbedDecision is on-call's decision.
@@ -88,6 +108,7 @@ type embedIncident struct {
 	decision *EmbedDecision
 	done     bool
 	err      error // why carrying out the decision failed
+	offErr   error // why the embed could not be turned off
 	keyOf    func(step string) string
 }
 
@@ -99,6 +120,14 @@ func (e *embedIncident) setup(ctx workflow.Context) error {
 		return err
 	}
 	if err := workflow.SetQueryHandler(ctx, QueryIncident, func() (EmbedIncidentStatus, error) { return e.st, nil }); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandler(ctx, UpdateAwaitOff, func(ctx workflow.Context, req EmbedOffRequest) (EmbedOffResult, error) {
+		if err := workflow.Await(ctx, func() bool { return e.st.State != IncidentTurningOff || e.offErr != nil }); err != nil {
+			return EmbedOffResult{}, err
+		}
+		return EmbedOffResult{Status: e.st, Joined: req.RequestID == "" || req.RequestID != e.in.RequestID}, e.offErr
+	}); err != nil {
 		return err
 	}
 	return workflow.SetUpdateHandlerWithOptions(ctx, UpdateDecide,
@@ -138,6 +167,9 @@ func (e *embedIncident) run(ctx workflow.Context) (EmbedIncidentStatus, error) {
 	var a *activities.Activities
 	off := activities.SetEmbedInput{SiteID: e.in.SiteID, Enabled: false, IdempotencyKey: e.keyOf("embed-off")}
 	if err := workflow.ExecuteActivity(actx, a.SetEmbed, off).Get(ctx, nil); err != nil {
+		// Whoever waits for the embed to go off hears why it did not.
+		e.offErr = err
+		_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
 		return e.st, err
 	}
 	e.st.State, e.st.OffAt = IncidentOff, workflow.Now(ctx)
@@ -152,7 +184,7 @@ func (e *embedIncident) run(ctx workflow.Context) (EmbedIncidentStatus, error) {
 		e.st.State, e.st.Origins = IncidentRestoring, d.AllowedOrigins
 		on := activities.SetEmbedInput{SiteID: e.in.SiteID, Enabled: true, AllowedOrigins: d.AllowedOrigins, IdempotencyKey: e.keyOf("embed-on")}
 		if err := workflow.ExecuteActivity(actx, a.SetEmbed, on).Get(ctx, nil); err != nil {
-			e.err, e.done = fmt.Errorf("turning the embed back on failed: %w", err), true
+			e.err, e.done = err, true
 			_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
 			return e.st, err
 		}

@@ -120,7 +120,7 @@ func TestEmbedIncidentRestoreFailureReachesTheCaller(t *testing.T) {
 	if err := f.env.GetWorkflowError(); err == nil || !strings.Contains(err.Error(), "agents:write") {
 		t.Errorf("workflow error = %v", err)
 	}
-	if !out.done || out.err == nil || !strings.Contains(out.err.Error(), "turning the embed back on failed") {
+	if !out.done || out.err == nil || !strings.Contains(out.err.Error(), "agents:write") {
 		t.Errorf("the update's caller was not told: %+v", out)
 	}
 }

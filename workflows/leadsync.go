@@ -13,7 +13,12 @@ import (
 // Names of the lead sync workflow's messages.
 const (
 	LeadSyncWorkflowName = "LeadSync"
-	// SignalLeadCreated carries a lead.created event (LeadCreatedSignal).
+	// SignalLeadsCreated carries the ids of lead.created events
+	// (LeadsCreatedSignal): the relay sends one per site for the events it
+	// claimed together.
+	SignalLeadsCreated = "leads-created"
+	// SignalLeadCreated carries one lead.created event (LeadCreatedSignal);
+	// still handled for senders of one event at a time.
 	SignalLeadCreated = "lead-created"
 	// SignalSync asks for a sync now (SyncRequest), e.g. a full re-scan.
 	SignalSync = "sync"
@@ -26,12 +31,26 @@ const (
 	DefaultPageLimit       = 200
 	DefaultPollInterval    = 5 * time.Minute
 	DefaultPagesPerRun     = 50
+	DefaultStallTimeout    = time.Hour
 	recentEventsKept       = 1000
 	maxSyncsPerRun         = 200
-	maxHistoryBeforeRenew  = 10_000
 	leadSyncHeartbeat      = 30 * time.Second
 	leadSyncActivityBudget = 10 * time.Minute
+	// MaxHistoryEvents is the history length at which a run continues as
+	// new (or sooner, when the server suggests it): far below Temporal's
+	// limit of 51,200, so that a burst of signals during one activity
+	// cannot come near it.
+	MaxHistoryEvents = 1_000
+	// legacyMaxHistory is the bound of runs started before
+	// versionBoundedHistory.
+	legacyMaxHistory = 10_000
 )
+
+// versionBoundedHistory marks runs that bound their history at
+// MaxHistoryEvents wherever they wait, retry a sync for as long as it makes
+// progress, and take batched lead.created signals. Runs started before it
+// replay as they ran.
+const versionBoundedHistory = "bounded-history"
 
 // LeadSyncInput starts or continues a site's lead sync. The fields after
 // PollInterval carry state across continue-as-new; callers leave them empty.
@@ -49,6 +68,9 @@ type LeadSyncInput struct {
 	// SyncsPerRun is how many syncs one run makes before it continues as
 	// new (default 200; sooner if the server suggests it).
 	SyncsPerRun int `json:"syncs_per_run,omitempty"`
+	// StallTimeout is how long a sync may fail on transient errors without
+	// storing a page before the workflow fails (default 1h).
+	StallTimeout Duration `json:"stall_timeout,omitempty"`
 
 	Resume       *agentsite.Cursor `json:"resume,omitempty"`
 	Progress     LeadSyncProgress  `json:"progress"`
@@ -61,6 +83,11 @@ type LeadCreatedSignal struct {
 	LeadID  string `json:"lead_id,omitempty"`
 }
 
+// LeadsCreatedSignal carries the ids of lead.created events of the site.
+type LeadsCreatedSignal struct {
+	EventIDs []string `json:"event_ids"`
+}
+
 // SyncRequest asks a running sync to sync now.
 type SyncRequest struct {
 	Full bool `json:"full,omitempty"`
@@ -68,15 +95,21 @@ type SyncRequest struct {
 
 // LeadSyncProgress answers QueryProgress.
 type LeadSyncProgress struct {
-	Pages           int       `json:"pages"`
-	Leads           int       `json:"leads"`
-	Syncs           int       `json:"syncs"`
-	LastSyncAt      time.Time `json:"last_sync_at"`
-	CaughtUp        bool      `json:"caught_up"`
-	Syncing         bool      `json:"syncing"`
-	Events          int       `json:"events"`
-	DuplicateEvents int       `json:"duplicate_events"`
-	Runs            int       `json:"runs"`
+	// Leads is how many distinct leads the sync stored; Pages and
+	// LeadsRead count the pages and records it read (a page read again
+	// counts again).
+	Leads      int       `json:"leads"`
+	Pages      int       `json:"pages"`
+	LeadsRead  int       `json:"leads_read"`
+	Syncs      int       `json:"syncs"`
+	LastSyncAt time.Time `json:"last_sync_at"`
+	CaughtUp   bool      `json:"caught_up"`
+	Syncing    bool      `json:"syncing"`
+	// Events counts distinct lead.created events; DuplicateEvents the
+	// deliveries of events already counted.
+	Events          int `json:"events"`
+	DuplicateEvents int `json:"duplicate_events"`
+	Runs            int `json:"runs"`
 }
 
 // LeadSync keeps the store's copy of a site's leads up to date. Webhooks are
@@ -99,7 +132,9 @@ type leadSync struct {
 	recent   []string
 	pending  bool // a trigger arrived since the last sync
 	fullNext bool
+	bounded  bool // versionBoundedHistory
 	leadCh   workflow.ReceiveChannel
+	leadsCh  workflow.ReceiveChannel
 	syncCh   workflow.ReceiveChannel
 }
 
@@ -116,6 +151,9 @@ func (s *leadSync) setup(ctx workflow.Context) error {
 	if s.in.SyncsPerRun == 0 {
 		s.in.SyncsPerRun = maxSyncsPerRun
 	}
+	if s.in.StallTimeout == 0 {
+		s.in.StallTimeout = Duration(DefaultStallTimeout)
+	}
 	s.p = s.in.Progress
 	s.p.Runs++
 	for _, id := range s.in.RecentEvents {
@@ -123,6 +161,7 @@ func (s *leadSync) setup(ctx workflow.Context) error {
 	}
 	s.fullNext = s.in.Full
 	s.leadCh = workflow.GetSignalChannel(ctx, SignalLeadCreated)
+	s.leadsCh = workflow.GetSignalChannel(ctx, SignalLeadsCreated)
 	s.syncCh = workflow.GetSignalChannel(ctx, SignalSync)
 	return workflow.SetQueryHandler(ctx, QueryProgress, func() (LeadSyncProgress, error) { return s.p, nil })
 }
@@ -136,16 +175,24 @@ func (s *leadSync) remember(id string) {
 	}
 }
 
-func (s *leadSync) onLeadCreated(sig LeadCreatedSignal) {
-	s.p.Events++
-	if sig.EventID != "" && s.seen[sig.EventID] {
+// onEvent counts one lead.created event once, however often it is
+// delivered, and wakes the sync.
+func (s *leadSync) onEvent(eventID string) {
+	if eventID != "" && s.seen[eventID] {
 		s.p.DuplicateEvents++
 		return
 	}
-	if sig.EventID != "" {
-		s.remember(sig.EventID)
+	s.p.Events++
+	if eventID != "" {
+		s.remember(eventID)
 	}
 	s.pending = true
+}
+
+func (s *leadSync) onLeadsCreated(sig LeadsCreatedSignal) {
+	for _, id := range sig.EventIDs {
+		s.onEvent(id)
+	}
 }
 
 func (s *leadSync) onSync(req SyncRequest) {
@@ -160,7 +207,14 @@ func (s *leadSync) drain() {
 		if !s.leadCh.ReceiveAsync(&sig) {
 			break
 		}
-		s.onLeadCreated(sig)
+		s.onEvent(sig.EventID)
+	}
+	for {
+		var sig LeadsCreatedSignal
+		if !s.leadsCh.ReceiveAsync(&sig) {
+			break
+		}
+		s.onLeadsCreated(sig)
 	}
 	for {
 		var req SyncRequest
@@ -172,19 +226,29 @@ func (s *leadSync) drain() {
 }
 
 func (s *leadSync) run(ctx workflow.Context) error {
+	s.bounded = workflow.GetVersion(ctx, versionBoundedHistory, workflow.DefaultVersion, 1) == 1
+	policy := &temporal.RetryPolicy{
+		InitialInterval:    time.Second,
+		BackoffCoefficient: 2,
+		MaximumInterval:    time.Minute,
+		MaximumAttempts:    20,
+	}
+	if s.bounded {
+		// Attempts are unlimited: the activity fails for good on errors no
+		// retry can fix, or when no page was stored for the stall timeout.
+		policy.MaximumAttempts = 0
+	}
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: leadSyncActivityBudget,
 		HeartbeatTimeout:    leadSyncHeartbeat,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:    time.Second,
-			BackoffCoefficient: 2,
-			MaximumInterval:    time.Minute,
-			MaximumAttempts:    20,
-		},
+		RetryPolicy:         policy,
 	})
 	var a *activities.Activities
 	for syncs := 0; ; syncs++ {
 		s.drain()
+		if s.bounded && syncs > 0 && s.historyFull(ctx) {
+			return s.continueAsNew(ctx)
+		}
 		s.pending = false
 		from := s.in.Resume
 		if s.fullNext {
@@ -194,6 +258,7 @@ func (s *leadSync) run(ctx workflow.Context) error {
 		var res activities.SyncLeadsResult
 		err := workflow.ExecuteActivity(actx, a.SyncLeads, activities.SyncLeadsInput{
 			SiteID: s.in.SiteID, From: from, Limit: s.in.PageLimit, MaxPages: s.in.PagesPerRun,
+			StallTimeout: s.in.StallTimeout.D(),
 		}).Get(ctx, &res)
 		s.p.Syncing = false
 		if err != nil {
@@ -201,12 +266,13 @@ func (s *leadSync) run(ctx workflow.Context) error {
 		}
 		s.in.Resume = res.Resume
 		s.p.Pages += res.Pages
-		s.p.Leads += res.Leads
+		s.p.LeadsRead += res.Leads
+		s.p.Leads += res.New
 		s.p.Syncs++
 		s.p.LastSyncAt = workflow.Now(ctx)
 		s.p.CaughtUp = res.CaughtUp
 
-		if s.shouldRenew(ctx, syncs) {
+		if s.historyFull(ctx) || syncs+1 >= s.in.SyncsPerRun {
 			s.drain()
 			return s.continueAsNew(ctx)
 		}
@@ -218,7 +284,8 @@ func (s *leadSync) run(ctx workflow.Context) error {
 }
 
 // wait blocks until a new lead.created event, a sync request, or the poll
-// interval.
+// interval — or, in bounded runs, until the history is full, so that the
+// run continues as new instead of growing while it waits.
 func (s *leadSync) wait(ctx workflow.Context) {
 	s.drain()
 	if s.pending {
@@ -232,7 +299,12 @@ func (s *leadSync) wait(ctx workflow.Context) {
 		sel.AddReceive(s.leadCh, func(c workflow.ReceiveChannel, _ bool) {
 			var sig LeadCreatedSignal
 			c.Receive(ctx, &sig)
-			s.onLeadCreated(sig)
+			s.onEvent(sig.EventID)
+		})
+		sel.AddReceive(s.leadsCh, func(c workflow.ReceiveChannel, _ bool) {
+			var sig LeadsCreatedSignal
+			c.Receive(ctx, &sig)
+			s.onLeadsCreated(sig)
 		})
 		sel.AddReceive(s.syncCh, func(c workflow.ReceiveChannel, _ bool) {
 			var req SyncRequest
@@ -242,15 +314,20 @@ func (s *leadSync) wait(ctx workflow.Context) {
 		fired := false
 		sel.AddFuture(timer, func(workflow.Future) { fired = true })
 		sel.Select(ctx)
-		if fired {
+		if fired || (s.bounded && s.historyFull(ctx)) {
 			return
 		}
 	}
 }
 
-func (s *leadSync) shouldRenew(ctx workflow.Context, syncs int) bool {
+// historyFull says whether the run should continue as new now.
+func (s *leadSync) historyFull(ctx workflow.Context) bool {
 	info := workflow.GetInfo(ctx)
-	return info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() > maxHistoryBeforeRenew || syncs+1 >= s.in.SyncsPerRun
+	limit := legacyMaxHistory
+	if s.bounded {
+		limit = MaxHistoryEvents
+	}
+	return info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() > limit
 }
 
 func (s *leadSync) continueAsNew(ctx workflow.Context) error {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/siteops/siteops/activities"
@@ -39,16 +40,20 @@ const (
 	RotationAborting   = "deleting-new-endpoint"
 	RotationDone       = "done"
 	RotationAborted    = "aborted"
+	// RotationRolledBack ends a rotation that failed or was cancelled
+	// before the old endpoint was deleted: the new endpoint is deleted
+	// (or its secret retired) and the old one stays as it was.
+	RotationRolledBack = "rolled-back"
 )
 
-// rotationPrefix starts the ID of a rotation.
-const rotationPrefix = "secret-rotation/"
+// DecidedByTimeout is who decided when nobody did within the decision
+// timeout: the rotation aborts.
+const DecidedByTimeout = "decision-timeout"
 
-// SecretRotationID is the workflow ID of the rotation of an endpoint.
-func SecretRotationID(oldEndpointID string) string { return rotationPrefix + oldEndpointID }
-
-// SecretRotationPolicy allows one rotation per endpoint at a time.
-var SecretRotationPolicy = EmbedIncidentPolicy
+// rotationLifecycle is the change that gave the rotation a decision
+// timeout, clean-up on failure and cancellation, and endpoint reuse across
+// re-runs; histories recorded before it replay the first version.
+const rotationLifecycle = "rotation-lifecycle"
 
 // SecretRotationInput starts a rotation of OldEndpointID's signing secret
 // onto a new endpoint at NewURL, which delivers to the ingress receiver path
@@ -58,8 +63,12 @@ type SecretRotationInput struct {
 	NewURL        string   `json:"new_url"`
 	Receiver      string   `json:"receiver"`
 	VerifyTimeout Duration `json:"verify_timeout,omitempty"` // default 10m
-	GracePeriod   Duration `json:"grace_period,omitempty"`   // default 1h
-	Operator      string   `json:"operator,omitempty"`
+	// DecisionTimeout is how long on-call has to decide after the
+	// verification timeout; then the rotation aborts (the new endpoint is
+	// deleted, the old secret stays). Default 24h.
+	DecisionTimeout Duration `json:"decision_timeout,omitempty"`
+	GracePeriod     Duration `json:"grace_period,omitempty"` // default 1h
+	Operator        string   `json:"operator,omitempty"`
 }
 
 // VerifiedDeliverySignal is the first verified delivery on an endpoint.
@@ -86,6 +95,14 @@ type SecretRotationStatus struct {
 	DecidedBy       string    `json:"decided_by,omitempty"`
 	OldSecretStored bool      `json:"old_secret_stored"`
 	OldRetiresAt    time.Time `json:"old_retires_at"`
+	// NewEndpointReused says the new endpoint was created by an earlier
+	// run of this rotation and taken over (no second endpoint).
+	NewEndpointReused bool `json:"new_endpoint_reused,omitempty"`
+	// DecisionDeadline is when the rotation aborts if nobody decides.
+	DecisionDeadline time.Time `json:"decision_deadline,omitzero"`
+	// CleanUp says what the clean-up after a failure or a cancellation
+	// did, or why it failed.
+	CleanUp string `json:"clean_up,omitempty"`
 }
 
 // SecretRotation follows the contract's five steps: read the old endpoint's
@@ -94,18 +111,30 @@ type SecretRotationStatus struct {
 // waiting for a verified delivery on the new endpoint (or on-call's word
 // after the timeout), delete the old endpoint, and retire its secret after
 // the grace period.
+//
+// Nobody deciding within the decision timeout aborts. A failure or a
+// cancellation cleans up in a disconnected context: before the old
+// endpoint is deleted it rolls back (the new endpoint deleted and its
+// secret retired, the old one untouched); after, it completes (the old
+// secret retires after the grace period). Idempotency keys derive from the
+// workflow ID and the request, never the run, and a re-run first looks for
+// the endpoint an earlier run created and takes it over.
 func SecretRotation(ctx workflow.Context, in SecretRotationInput) (SecretRotationStatus, error) {
 	info := workflow.GetInfo(ctx)
 	r := &rotation{
-		in:    in,
-		st:    SecretRotationStatus{Step: RotationFindingOld, OldEndpointID: in.OldEndpointID},
-		keyOf: func(step string) string { return Key(info.WorkflowExecution.ID, info.FirstRunID, step) },
-		id:    info.WorkflowExecution.ID,
+		in: in,
+		st: SecretRotationStatus{Step: RotationFindingOld, OldEndpointID: in.OldEndpointID},
+		id: info.WorkflowExecution.ID,
 	}
 	if err := r.setup(ctx); err != nil {
 		return r.st, err
 	}
-	return r.run(ctx)
+	if workflow.GetVersion(ctx, rotationLifecycle, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		r.keyOf = func(step string) string { return Key(info.WorkflowExecution.ID, info.FirstRunID, step) }
+		return r.run(ctx)
+	}
+	r.keyOf = func(step string) string { return Key(info.WorkflowExecution.ID, step) }
+	return r.runWithCleanUp(ctx)
 }
 
 type rotation struct {
@@ -115,6 +144,8 @@ type rotation struct {
 	id       string
 	verified bool
 	decision *RotationDecision
+	// oldDeleted is set once the old endpoint is known to be deleted.
+	oldDeleted bool
 }
 
 func (r *rotation) setup(ctx workflow.Context) error {
@@ -126,6 +157,9 @@ func (r *rotation) setup(ctx workflow.Context) error {
 	}
 	if r.in.GracePeriod == 0 {
 		r.in.GracePeriod = Duration(time.Hour)
+	}
+	if r.in.DecisionTimeout == 0 {
+		r.in.DecisionTimeout = Duration(24 * time.Hour)
 	}
 	if err := workflow.SetQueryHandler(ctx, QueryRotation, func() (SecretRotationStatus, error) { return r.st, nil }); err != nil {
 		return err
@@ -143,7 +177,9 @@ func (r *rotation) setup(ctx workflow.Context) error {
 	return workflow.SetUpdateHandlerWithOptions(ctx, UpdateRotationDecide,
 		func(ctx workflow.Context, d RotationDecision) (SecretRotationStatus, error) {
 			r.decision = &d
-			err := workflow.Await(ctx, func() bool { return r.st.Step == RotationDone || r.st.Step == RotationAborted })
+			err := workflow.Await(ctx, func() bool {
+				return r.st.Step == RotationDone || r.st.Step == RotationAborted || r.st.Step == RotationRolledBack
+			})
 			return r.st, err
 		},
 		workflow.UpdateHandlerOptions{Validator: func(_ workflow.Context, d RotationDecision) error {
@@ -161,6 +197,9 @@ func (r *rotation) setup(ctx workflow.Context) error {
 	)
 }
 
+// run is the rotation as first released: no decision timeout, no
+// clean-up, keys that include the first run id. It replays the histories
+// recorded before rotationLifecycle.
 func (r *rotation) run(ctx workflow.Context) (SecretRotationStatus, error) {
 	actx := apiActivity(ctx)
 	var a *activities.Activities
@@ -241,4 +280,250 @@ func (r *rotation) abort(ctx, actx workflow.Context) (SecretRotationStatus, erro
 
 func (r *rotation) finish(ctx workflow.Context) error {
 	return workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+}
+
+// cleanUpActivity runs the clean-up's calls: like apiActivity, with a
+// longer retry budget (about half an hour), since a clean-up that gives up
+// leaves two live endpoints.
+func cleanUpActivity(ctx workflow.Context) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 20 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    time.Second,
+			BackoffCoefficient: 2,
+			MaximumInterval:    time.Minute,
+			MaximumAttempts:    40,
+		},
+	})
+}
+
+// runWithCleanUp rotates and, when that fails or is cancelled, cleans up
+// in a disconnected context (so that a cancellation does not cancel the
+// clean-up) and returns the original error.
+func (r *rotation) runWithCleanUp(ctx workflow.Context) (SecretRotationStatus, error) {
+	err := r.rotate(ctx)
+	if err == nil {
+		return r.st, r.finish(ctx)
+	}
+	dctx, cancel := workflow.NewDisconnectedContext(ctx)
+	defer cancel()
+	logger := workflow.GetLogger(ctx)
+	if cerr := r.cleanUp(dctx); cerr != nil {
+		r.st.CleanUp = "clean-up failed: " + cerr.Error()
+		logger.Error("the rotation failed and its clean-up failed too: check the endpoints with `siteops webhook list`",
+			"old_endpoint_id", r.in.OldEndpointID, "new_endpoint_id", r.st.NewEndpointID, "error", err, "clean_up_error", cerr)
+	} else {
+		logger.Warn("the rotation failed; cleaned up", "step", r.st.Step, "clean_up", r.st.CleanUp, "error", err)
+	}
+	return r.st, err
+}
+
+// rotate is the rotation's happy path, and the decision timeout's abort.
+func (r *rotation) rotate(ctx workflow.Context) error {
+	actx := apiActivity(ctx)
+	var a *activities.Activities
+
+	var old activities.EndpointInfo
+	if err := workflow.ExecuteActivity(actx, a.FindEndpoint, activities.FindEndpointInput{EndpointID: r.in.OldEndpointID}).Get(ctx, &old); err != nil {
+		return err
+	}
+	r.st.Events = old.Events
+
+	r.st.Step = RotationCreating
+	found, err := r.findCreated(ctx, actx)
+	if err != nil {
+		return err
+	}
+	for _, id := range found.Stale {
+		if err := r.removeNew(ctx, actx, id); err != nil {
+			return err
+		}
+	}
+	if found.Reuse != nil {
+		r.st.NewEndpointID, r.st.NewFingerprint, r.st.NewEndpointReused = found.Reuse.EndpointID, found.Reuse.Fingerprint, true
+		if found.VerifiedEventID != "" && !r.verified {
+			r.verified, r.st.VerifiedEventID = true, found.VerifiedEventID
+		}
+	} else {
+		var created activities.CreatedEndpoint
+		createIn := activities.CreateEndpointInput{
+			IdempotencyKey: r.createKey(found.Created), URL: r.in.NewURL, Events: old.Events,
+			Receiver: r.in.Receiver, RotationWorkflowID: r.id,
+		}
+		if err := workflow.ExecuteActivity(actx, a.CreateEndpoint, createIn).Get(ctx, &created); err != nil {
+			return err
+		}
+		r.st.NewEndpointID, r.st.NewFingerprint = created.EndpointID, created.Fingerprint
+	}
+
+	r.st.Step = RotationVerifying
+	ok, err := workflow.AwaitWithTimeout(ctx, r.in.VerifyTimeout.D(), func() bool { return r.verified })
+	if err != nil {
+		return err
+	}
+	if !ok {
+		r.st.Step = RotationDeciding
+		r.st.DecisionDeadline = workflow.Now(ctx).Add(r.in.DecisionTimeout.D())
+		workflow.GetLogger(ctx).Warn("no verified delivery on the new endpoint; waiting for on-call", "new_endpoint_id", r.st.NewEndpointID, "decide_by", r.st.DecisionDeadline)
+		decided, err := workflow.AwaitWithTimeout(ctx, r.in.DecisionTimeout.D(), func() bool { return r.verified || r.decision != nil })
+		if err != nil {
+			return err
+		}
+		switch {
+		case !decided:
+			r.st.Decision, r.st.DecidedBy = RotationAbort, DecidedByTimeout
+			workflow.GetLogger(ctx).Warn("nobody decided within the decision timeout; aborting", "new_endpoint_id", r.st.NewEndpointID)
+			return r.rollBack(ctx, actx, RotationAborted)
+		case !r.verified:
+			r.st.Decision, r.st.DecidedBy = r.decision.Action, r.decision.Operator
+			if r.decision.Action == RotationAbort {
+				return r.rollBack(ctx, actx, RotationAborted)
+			}
+		}
+	}
+
+	r.st.Step = RotationDeleting
+	delOld := activities.DeleteEndpointInput{IdempotencyKey: r.keyOf("delete-old-endpoint"), EndpointID: r.in.OldEndpointID}
+	if err := workflow.ExecuteActivity(actx, a.DeleteEndpoint, delOld).Get(ctx, nil); err != nil {
+		return err
+	}
+	r.oldDeleted = true
+	return r.complete(ctx, actx)
+}
+
+// requestKey is the part of the create key that names the request: a
+// re-run with another URL or receiver is another creation.
+func (r *rotation) requestKey() string {
+	return fingerprint(struct {
+		URL      string `json:"url"`
+		Receiver string `json:"receiver"`
+	}{r.in.NewURL, r.in.Receiver})
+}
+
+// createdByPrefix starts the key of every endpoint creation of this
+// rotation's workflow ID, whatever its request, including those of runs of
+// the first version (whose keys hold a run id): only creations record
+// their key beside the secret.
+func (r *rotation) createdByPrefix() string { return r.id + "/" }
+
+// createKey is the idempotency key of the creation after n earlier ones:
+// the first keeps the plain key, so that a run whose create was applied but
+// never stored replays it; after an abort the next is a new operation.
+func (r *rotation) createKey(n int) string {
+	k := r.keyOf("create-endpoint") + "/" + r.requestKey()
+	if n > 0 {
+		k += fmt.Sprintf("#%d", n+1)
+	}
+	return k
+}
+
+func (r *rotation) findCreated(ctx, actx workflow.Context) (activities.FoundCreated, error) {
+	var a *activities.Activities
+	var found activities.FoundCreated
+	err := workflow.ExecuteActivity(actx, a.FindCreatedEndpoint, activities.FindCreatedInput{
+		KeyPrefix: r.createdByPrefix(), URL: r.in.NewURL, Receiver: r.in.Receiver, RotationWorkflowID: r.id,
+	}).Get(ctx, &found)
+	return found, err
+}
+
+// removeNew deletes an endpoint this rotation created and retires its
+// secret now: the secret is retired even when the delete failed, so the
+// endpoint can at least no longer deliver.
+func (r *rotation) removeNew(ctx, actx workflow.Context, endpointID string) error {
+	var a *activities.Activities
+	del := activities.DeleteEndpointInput{IdempotencyKey: r.keyOf("delete-new-endpoint/" + endpointID), EndpointID: endpointID}
+	delErr := workflow.ExecuteActivity(actx, a.DeleteEndpoint, del).Get(ctx, nil)
+	if err := workflow.ExecuteActivity(actx, a.RetireSecret, activities.RetireSecretInput{EndpointID: endpointID, Now: true}).Get(ctx, nil); err != nil {
+		return err
+	}
+	if err := workflow.ExecuteActivity(actx, a.EndRotation, activities.EndRotationInput{EndpointID: endpointID}).Get(ctx, nil); err != nil {
+		return err
+	}
+	return delErr
+}
+
+// rollBack removes the new endpoint; the old one stays as it was.
+func (r *rotation) rollBack(ctx, actx workflow.Context, end string) error {
+	r.st.Step = RotationAborting
+	if err := r.removeNew(ctx, actx, r.st.NewEndpointID); err != nil {
+		return err
+	}
+	r.st.Step = end
+	return nil
+}
+
+// complete retires the old secret after the grace period once the old
+// endpoint is gone.
+func (r *rotation) complete(ctx, actx workflow.Context) error {
+	var a *activities.Activities
+	// Whole seconds: the time is stored and bound into the secret's
+	// sealing, and databases keep different precisions.
+	r.st.OldRetiresAt = workflow.Now(ctx).Add(r.in.GracePeriod.D()).Truncate(time.Second)
+	var retired activities.RetireSecretResult
+	if err := workflow.ExecuteActivity(actx, a.RetireSecret, activities.RetireSecretInput{EndpointID: r.in.OldEndpointID, At: r.st.OldRetiresAt}).Get(ctx, &retired); err != nil {
+		return err
+	}
+	r.st.OldSecretStored = retired.Stored
+	if !retired.Stored {
+		r.st.OldRetiresAt = time.Time{} // nothing here retires it
+		workflow.GetLogger(ctx).Warn("the old secret is not in the store: remove it from SITEOPS_WEBHOOK_SECRETS after the grace period", "old_endpoint_id", r.in.OldEndpointID)
+	}
+	if r.st.NewEndpointID != "" {
+		if err := workflow.ExecuteActivity(actx, a.EndRotation, activities.EndRotationInput{EndpointID: r.st.NewEndpointID}).Get(ctx, nil); err != nil {
+			return err
+		}
+	}
+	r.st.Step = RotationDone
+	return nil
+}
+
+// cleanUp leaves no half-done rotation after a failure or a cancellation
+// (ctx is disconnected). If the old endpoint is gone (deleted by this
+// rotation, perhaps by an attempt whose answer was lost), the rotation is
+// completed: the old secret retires after the grace period. Otherwise it is
+// rolled back: the new endpoint (found in the store if its creation was
+// interrupted) is deleted and its secret retired, the old one untouched.
+func (r *rotation) cleanUp(ctx workflow.Context) error {
+	actx := cleanUpActivity(ctx)
+	var a *activities.Activities
+	switch r.st.Step {
+	case RotationFindingOld, RotationDone, RotationAborted, RotationRolledBack:
+		return nil // nothing was created, or all is done
+	}
+	if !r.oldDeleted && r.st.NewEndpointID != "" {
+		err := workflow.ExecuteActivity(actx, a.FindEndpoint, activities.FindEndpointInput{EndpointID: r.in.OldEndpointID}).Get(ctx, nil)
+		var app *temporal.ApplicationError
+		switch {
+		case errors.As(err, &app) && app.Type() == activities.ErrTypeNotFound:
+			r.oldDeleted = true
+		case err != nil:
+			return err
+		}
+	}
+	if r.oldDeleted {
+		if err := r.complete(ctx, actx); err != nil {
+			return err
+		}
+		r.st.CleanUp = "the old endpoint was deleted: its secret retires after the grace period"
+		return nil
+	}
+	if r.st.NewEndpointID == "" {
+		found, err := r.findCreated(ctx, actx)
+		if err != nil {
+			return err
+		}
+		if found.Reuse != nil {
+			r.st.NewEndpointID, r.st.NewFingerprint = found.Reuse.EndpointID, found.Reuse.Fingerprint
+		}
+	}
+	if r.st.NewEndpointID == "" {
+		r.st.Step = RotationRolledBack
+		r.st.CleanUp = "no new endpoint was created; the old endpoint is untouched"
+		return nil
+	}
+	if err := r.rollBack(ctx, actx, RotationRolledBack); err != nil {
+		return err
+	}
+	r.st.CleanUp = "the new endpoint was deleted and its secret retired; the old endpoint is untouched"
+	return nil
 }

@@ -12,9 +12,29 @@ import (
 type Problem struct {
 	Field   string `json:"field"`
 	Message string `json:"message"`
+	// Position is where the field is written in a spec file, when known.
+	Position
+}
+
+// Position is a place in a spec file; zero when unknown.
+type Position struct {
+	Line   int `json:"line,omitempty"`
+	Column int `json:"column,omitempty"`
 }
 
 func (p Problem) String() string { return p.Field + ": " + p.Message }
+
+// In names the problem with its place in the file name, as compilers do:
+// name:line:column: field: message.
+func (p Problem) In(name string) string {
+	switch {
+	case p.Line > 0 && p.Column > 0:
+		return fmt.Sprintf("%s:%d:%d: %s", name, p.Line, p.Column, p)
+	case p.Line > 0:
+		return fmt.Sprintf("%s:%d: %s", name, p.Line, p)
+	}
+	return fmt.Sprintf("%s: %s", name, p)
+}
 
 // Limits of an onboarding, so that its input and history stay far below
 // Temporal's payload limits: texts live in the store, only hashes travel.

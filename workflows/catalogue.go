@@ -1,0 +1,151 @@
+package workflows
+
+import (
+	"strings"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/workflow"
+)
+
+// Kind is one entry of the workflow catalogue: everything the worker, the
+// replayer, the starter, the relay and the CLI need to know of a workflow.
+// Adding a workflow is adding one entry to Catalogue.
+type Kind struct {
+	// Name is the workflow type name other SDKs start it by.
+	Name string
+	// Func is the workflow function.
+	Func any
+	// Prefix starts every workflow ID of this kind; the rest of the ID is
+	// derived from what the workflow is about (a slug, a site, an endpoint).
+	Prefix string
+	// Policy is how a derived ID behaves when it is started again.
+	Policy IDPolicy
+	// StatusQuery names the query that answers a *Status of NewStatus's type.
+	StatusQuery string
+	// NewStatus returns a pointer to the zero status this kind reports.
+	NewStatus func() Status
+	// Versioning is how a running workflow of this kind moves between
+	// worker deployment versions: Pinned stays on the build that started
+	// it; AutoUpgrade moves to the current one (for workflows that run for
+	// ever, replay-safe by GetVersion).
+	Versioning workflow.VersioningBehavior
+}
+
+// Status is what a workflow reports of itself through its status query.
+type Status interface {
+	// Summary is the status as a few lines for people.
+	Summary() []string
+}
+
+// ID is the workflow ID of this kind for key (a slug, a site id, ...).
+func (k Kind) ID(key string) string { return k.Prefix + key }
+
+// IDPolicy is how a workflow's derived ID behaves when it is started again.
+type IDPolicy struct {
+	// Reuse applies when a closed run with the ID exists.
+	Reuse enumspb.WorkflowIdReusePolicy
+	// Conflict applies when a run with the ID is still open.
+	Conflict enumspb.WorkflowIdConflictPolicy
+}
+
+// The catalogue's entries. Their IDs are derived, never chosen by callers,
+// so that the starter and the relay always agree.
+var (
+	// A slug is onboarded once: a second start while it runs or after it
+	// succeeded is refused; after a failure it may run again, and its
+	// unchanged steps replay under the same idempotency keys.
+	OnboardingKind = Kind{
+		Name: OnboardingWorkflowName, Func: Onboarding, Prefix: "onboarding/",
+		Policy:      IDPolicy{enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY, enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL},
+		StatusQuery: QueryStatus, NewStatus: func() Status { return &OnboardingStatus{} },
+		Versioning: workflow.VersioningBehaviorPinned,
+	}
+	// One lead sync per site; starting it again joins the running one.
+	LeadSyncKind = Kind{
+		Name: LeadSyncWorkflowName, Func: LeadSync, Prefix: "lead-sync/",
+		Policy:      IDPolicy{enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE, enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING},
+		StatusQuery: QueryProgress, NewStatus: func() Status { return &LeadSyncProgress{} },
+		Versioning: workflow.VersioningBehaviorAutoUpgrade,
+	}
+	// One open incident per site; a second "embed off" joins it (no second
+	// PATCH); after it closes, a new incident may start.
+	EmbedIncidentKind = Kind{
+		Name: EmbedIncidentWorkflowName, Func: EmbedIncident, Prefix: "embed-incident/",
+		Policy:      IDPolicy{enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE, enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING},
+		StatusQuery: QueryIncident, NewStatus: func() Status { return &EmbedIncidentStatus{} },
+		Versioning: workflow.VersioningBehaviorPinned,
+	}
+	// One running rotation per endpoint; a second start while it runs
+	// joins it; after it ends the endpoint may be rotated again.
+	SecretRotationKind = Kind{
+		Name: SecretRotationWorkflowName, Func: SecretRotation, Prefix: "secret-rotation/",
+		Policy:      IDPolicy{enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE, enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING},
+		StatusQuery: QueryRotation, NewStatus: func() Status { return &SecretRotationStatus{} },
+		Versioning: workflow.VersioningBehaviorPinned,
+	}
+	// A registration is one logical operation: repeating it while it runs
+	// joins it, and after it succeeded the same request is answered with
+	// its result instead of creating a second endpoint; after a failure it
+	// may run again under the same idempotency key.
+	EndpointRegistrationKind = Kind{
+		Name: EndpointRegistrationWorkflowName, Func: EndpointRegistration, Prefix: "webhook-endpoint/",
+		Policy:      IDPolicy{enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY, enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING},
+		StatusQuery: QueryRegistration, NewStatus: func() Status { return &EndpointRegistrationStatus{} },
+		Versioning: workflow.VersioningBehaviorPinned,
+	}
+)
+
+// The secret reconciliation is started by its schedule
+// (SecretReconcileScheduleID), never by a caller; a scheduled start
+// while one runs is skipped by the schedule's overlap policy.
+var SecretReconcileKind = Kind{
+	Name: SecretReconcileWorkflowName, Func: SecretReconcile, Prefix: "secret-reconcile/",
+	Policy:      IDPolicy{enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE, enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL},
+	StatusQuery: QueryReconcile, NewStatus: func() Status { return &SecretReconcileStatus{} },
+	Versioning: workflow.VersioningBehaviorAutoUpgrade,
+}
+
+// Catalogue lists every siteops workflow.
+var Catalogue = []Kind{OnboardingKind, LeadSyncKind, EmbedIncidentKind, SecretRotationKind, EndpointRegistrationKind, SecretReconcileKind}
+
+// KindOf finds the kind of a workflow ID by its prefix.
+func KindOf(workflowID string) (Kind, bool) {
+	for _, k := range Catalogue {
+		if strings.HasPrefix(workflowID, k.Prefix) && len(workflowID) > len(k.Prefix) {
+			return k, true
+		}
+	}
+	return Kind{}, false
+}
+
+// KindNamed finds a kind by its workflow type name.
+func KindNamed(name string) (Kind, bool) {
+	for _, k := range Catalogue {
+		if k.Name == name {
+			return k, true
+		}
+	}
+	return Kind{}, false
+}
+
+// IDForms lists the ID forms of the catalogue, for messages.
+func IDForms() string {
+	forms := make([]string, len(Catalogue))
+	for i, k := range Catalogue {
+		forms[i] = k.Prefix + "…"
+	}
+	return strings.Join(forms, ", ")
+}
+
+// OnboardingID is the workflow ID of a site's onboarding: one per slug.
+func OnboardingID(slug string) string { return OnboardingKind.ID(slug) }
+
+// LeadSyncID is the workflow ID of a site's lead sync.
+func LeadSyncID(siteID string) string { return LeadSyncKind.ID(siteID) }
+
+// EmbedIncidentID is the workflow ID of a site's embed incident; at most one
+// is open per site.
+func EmbedIncidentID(siteID string) string { return EmbedIncidentKind.ID(siteID) }
+
+// SecretRotationID is the workflow ID of the rotation of an endpoint.
+func SecretRotationID(oldEndpointID string) string { return SecretRotationKind.ID(oldEndpointID) }
