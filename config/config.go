@@ -1,45 +1,69 @@
-// Package config reads siteops' configuration from the environment with
-// envconfig, validates it at start, and fails with a message that names the
-// variable and the fix. Secrets have no defaults and are never printed.
+// Package config holds siteops' settings as plain values, read from the
+// environment with envconfig and validated at start; a bad value fails with a
+// message that names the variable and the fix. Secrets have no defaults and
+// are never printed.
+//
+// It deliberately does not connect to anything: package wiring turns these
+// values into a store, an API client and a Temporal client. How to reach
+// Temporal (address, namespace, API key, TLS, profiles) is not read here but
+// by the Temporal SDK's own loader, exactly as the temporal CLI reads it;
+// config only carries the command-line overrides of it.
 package config
 
 import (
-	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
-
-	"log/slog"
+	"unicode"
 
 	"github.com/kelseyhightower/envconfig"
-	"go.temporal.io/sdk/client"
-	tlog "go.temporal.io/sdk/log"
-
-	"github.com/siteops/siteops/codec"
-	"github.com/siteops/siteops/internal/telemetry"
 )
 
-// Temporal is how to reach Temporal.
+// Temporal is siteops' side of the Temporal connection.
 type Temporal struct {
-	Address   string `envconfig:"TEMPORAL_ADDRESS" default:"localhost:7233"`
-	Namespace string `envconfig:"TEMPORAL_NAMESPACE" default:"default"`
 	TaskQueue string `envconfig:"SITEOPS_TASK_QUEUE" default:"siteops"`
 	// PayloadKey, when set, encrypts every Temporal payload (base64 of 32
 	// bytes); every siteops process talking to the namespace needs it.
 	PayloadKey string `envconfig:"SITEOPS_PAYLOAD_KEY"`
+
+	// Address, Namespace and Profile come from the --address, --namespace
+	// and --profile flags and win over TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE
+	// and TEMPORAL_PROFILE; empty means "as the environment says".
+	Address   string `ignored:"true"`
+	Namespace string `ignored:"true"`
+	Profile   string `ignored:"true"`
 }
 
 // AgentSite is how to reach the Agent-Site API.
 type AgentSite struct {
 	BaseURL string `envconfig:"AGENTSITE_BASE_URL"`
 	APIKey  string `envconfig:"AGENTSITE_API_KEY"`
+	// AllowLoopback lets webhook endpoints point at loopback receivers over
+	// http: the simulator's test mode, for demos and tests only.
+	AllowLoopback bool `envconfig:"SITEOPS_ALLOW_LOOPBACK_RECEIVERS" default:"false"`
+	// RateLimit is the most requests per second one process sends with the
+	// API key, from the start; it adapts below that when the API throttles.
+	// Zero (unset) sends as fast as callers ask until the first 429, then
+	// adapts below DefaultAPIRateLimit.
+	RateLimit float64 `envconfig:"SITEOPS_API_RATE_LIMIT"`
 }
+
+// DefaultAPIRateLimit is the most requests per second a process sends
+// after the API first throttled it, when SITEOPS_API_RATE_LIMIT is unset.
+const DefaultAPIRateLimit = 50
 
 // Database names the store.
 type Database struct {
-	URL string `envconfig:"SITEOPS_DATABASE_URL" default:"sqlite://siteops.db"`
+	// URL is sqlite://PATH or postgres://...; empty means the per-user
+	// SQLite file (DefaultSQLitePath), so that every command of one user
+	// on one machine finds the same store wherever it is run from.
+	URL string `envconfig:"SITEOPS_DATABASE_URL"`
 	// SecretKey is the base64 of 32 bytes that encrypt stored signing
 	// secrets.
 	SecretKey string `envconfig:"SITEOPS_SECRET_KEY"`
@@ -47,9 +71,69 @@ type Database struct {
 
 // Ingress configures the webhook receiver.
 type Ingress struct {
-	Addr           string        `envconfig:"SITEOPS_INGRESS_ADDR" default:":8088"`
+	// Addr serves the webhook routes (and /healthz): the public port.
+	Addr string `envconfig:"SITEOPS_INGRESS_ADDR" default:":8088"`
+	// AdminAddr serves /metrics, /readyz and /healthz, which only the
+	// operators' network may reach (empty: none). The default listens on
+	// loopback only; in a pod, set it to ":9091" so that the kubelet and
+	// Prometheus reach it, and expose only Addr through the Service.
+	AdminAddr string `envconfig:"SITEOPS_INGRESS_ADMIN_ADDR" default:"127.0.0.1:9091"`
+	// MaxConcurrent bounds the deliveries that read their body, verify and
+	// record at once; the rest wait briefly, then get 503 (the sender
+	// retries).
+	MaxConcurrent int `envconfig:"SITEOPS_INGRESS_MAX_CONCURRENT" default:"64"`
+	// MaxBody caps a delivery's body in bytes (413 above it).
+	MaxBody        int64         `envconfig:"SITEOPS_INGRESS_MAX_BODY" default:"262144"`
 	WebhookSecrets string        `envconfig:"SITEOPS_WEBHOOK_SECRETS"`
 	ReplayWindow   time.Duration `envconfig:"SITEOPS_REPLAY_WINDOW" default:"300s"`
+	// InboxRetention is how long the relay keeps handled inbox events
+	// before it purges them; pending events and dead letters are kept
+	// whatever their age.
+	InboxRetention time.Duration `envconfig:"SITEOPS_INBOX_RETENTION" default:"720h"`
+}
+
+// Worker configures the worker process.
+type Worker struct {
+	// MetricsAddr serves the worker's /metrics (empty: none).
+	MetricsAddr string `envconfig:"SITEOPS_METRICS_ADDR" default:":9090"`
+	// Versioning opts the worker into Temporal's Worker Versioning: it
+	// polls as version BuildID of deployment DeploymentName, Onboarding,
+	// EmbedIncident, SecretRotation and EndpointRegistration runs stay on
+	// the build that started them (Pinned), LeadSync moves to the current
+	// build (AutoUpgrade).
+	Versioning     bool   `envconfig:"SITEOPS_WORKER_VERSIONING" default:"true"`
+	DeploymentName string `envconfig:"SITEOPS_DEPLOYMENT_NAME" default:"siteops"`
+	// BuildID names this build; empty means the binary's own version.
+	BuildID string `envconfig:"SITEOPS_BUILD_ID"`
+	// WorkflowCacheSize is how many workflows the worker keeps in memory
+	// between their tasks (the SDK's sticky cache); others replay their
+	// history on their next task. See the README for the sizing.
+	WorkflowCacheSize int `envconfig:"SITEOPS_WORKFLOW_CACHE_SIZE" default:"2000"`
+	// SecretReconcileEvery is the period of the schedule that retires
+	// stored webhook secrets whose endpoint is gone (secret-reconcile).
+	SecretReconcileEvery time.Duration `envconfig:"SITEOPS_SECRET_RECONCILE_EVERY" default:"5m"`
+}
+
+// Log configures the process log.
+type Log struct {
+	Format string `envconfig:"SITEOPS_LOG_FORMAT" default:"text"`
+	Level  string `envconfig:"SITEOPS_LOG_LEVEL" default:"info"`
+}
+
+// ErrInvalid matches, with errors.Is, every error about a setting's value:
+// a process cannot start until the setting is fixed.
+var ErrInvalid = errors.New("invalid setting")
+
+// settingError is a message about a setting that matches ErrInvalid.
+type settingError struct{ msg string }
+
+func (e settingError) Error() string        { return e.msg }
+func (e settingError) Is(target error) bool { return target == ErrInvalid }
+
+// Invalid returns an error about a setting, matching ErrInvalid; the
+// message names the setting and the fix.
+func Invalid(format string, args ...any) error {
+	return settingError{fmt.Sprintf(format, args...)}
 }
 
 // Load fills spec (a pointer to one of the structs above, or a struct that
@@ -58,23 +142,17 @@ func Load(spec any) error {
 	if err := envconfig.Process("", spec); err != nil {
 		var pe *envconfig.ParseError
 		if errors.As(err, &pe) {
-			return fmt.Errorf("%s=%q is not a valid %s; fix the variable and start again", pe.KeyName, pe.Value, pe.TypeName)
+			return Invalid("%s=%q is not a valid %s; fix the variable and start again", pe.KeyName, pe.Value, pe.TypeName)
 		}
-		return err
+		return Invalid("%s", err.Error())
 	}
 	return nil
 }
 
-// Validate checks the Temporal settings.
+// Validate checks siteops' Temporal settings.
 func (t Temporal) Validate() error {
-	if t.Address == "" || !strings.Contains(t.Address, ":") {
-		return fmt.Errorf("TEMPORAL_ADDRESS=%q must be HOST:PORT, e.g. localhost:7233", t.Address)
-	}
-	if t.Namespace == "" {
-		return errors.New("TEMPORAL_NAMESPACE is empty; use default or your namespace")
-	}
 	if t.TaskQueue == "" {
-		return errors.New("SITEOPS_TASK_QUEUE is empty; use siteops or your queue name")
+		return Invalid("SITEOPS_TASK_QUEUE is empty; use siteops or your queue name")
 	}
 	return nil
 }
@@ -82,10 +160,13 @@ func (t Temporal) Validate() error {
 // Validate checks the Agent-Site settings without printing the key.
 func (a AgentSite) Validate() error {
 	if a.BaseURL == "" {
-		return errors.New("AGENTSITE_BASE_URL is not set; set it to the API's base URL, e.g. https://api.example.com (the client adds /api/v1)")
+		return Invalid("AGENTSITE_BASE_URL is not set; set it to the API's base URL, e.g. https://api.example.com (the client adds /api/v1)")
 	}
 	if a.APIKey == "" {
-		return errors.New("AGENTSITE_API_KEY is not set; set it to a key with the scopes siteops needs (it is never logged)")
+		return Invalid("AGENTSITE_API_KEY is not set; set it to a key with the scopes siteops needs (it is never logged)")
+	}
+	if a.RateLimit < 0 {
+		return Invalid("SITEOPS_API_RATE_LIMIT=%g must be a positive number of requests per second (or unset)", a.RateLimit)
 	}
 	return nil
 }
@@ -97,54 +178,104 @@ func (d Database) Key() ([]byte, error) {
 	}
 	key, err := base64.StdEncoding.DecodeString(strings.TrimSpace(d.SecretKey))
 	if err != nil || len(key) != 32 {
-		return nil, errors.New("SITEOPS_SECRET_KEY must be 32 random bytes in base64; make one with `openssl rand -base64 32`")
+		return nil, Invalid("SITEOPS_SECRET_KEY must be 32 random bytes in base64; make one with `openssl rand -base64 32`")
 	}
 	return key, nil
 }
 
-// ClientOptions are the Temporal client options of a siteops process: the
-// address, the SDK logging through logger, the payload codec when
-// SITEOPS_PAYLOAD_KEY is set, and tracing and metrics when tel is given.
-func (t Temporal) ClientOptions(logger *slog.Logger, tel *telemetry.Telemetry) (client.Options, error) {
-	if err := t.Validate(); err != nil {
-		return client.Options{}, err
-	}
-	o := client.Options{HostPort: t.Address, Namespace: t.Namespace, Logger: tlog.NewStructuredLogger(logger)}
-	if t.PayloadKey != "" {
-		key, err := codec.ParseKey(t.PayloadKey)
+// ResolvedURL is the database URL in use: URL, or the per-user SQLite file
+// when URL is empty. A relative sqlite:// path is made absolute, so that the
+// store a command reports is the one it opened.
+func (d Database) ResolvedURL() (string, error) {
+	if d.URL == "" {
+		p, err := DefaultSQLitePath()
 		if err != nil {
-			return o, err
+			return "", err
 		}
-		c, err := codec.New(key)
-		if err != nil {
-			return o, err
-		}
-		o.DataConverter = c.DataConverter()
+		return "sqlite://" + p, nil
 	}
-	tel.ClientOptions(&o)
-	return o, nil
+	if rest, ok := strings.CutPrefix(d.URL, "sqlite://"); ok && rest != "" && !filepath.IsAbs(rest) {
+		path, query, _ := strings.Cut(rest, "?")
+		abs, err := filepath.Abs(path)
+		if err != nil {
+			return "", Invalid("SITEOPS_DATABASE_URL: %v", err)
+		}
+		if query != "" {
+			abs += "?" + query
+		}
+		return "sqlite://" + abs, nil
+	}
+	return d.URL, nil
 }
 
-// Dial connects to Temporal. It fails with a message naming
-// TEMPORAL_ADDRESS when the server cannot be reached.
-func (t Temporal) Dial(ctx context.Context, logger *slog.Logger, tel *telemetry.Telemetry) (client.Client, error) {
-	o, err := t.ClientOptions(logger, tel)
-	if err != nil {
-		return nil, err
+// DefaultSQLitePath is the store of one user on one machine when
+// SITEOPS_DATABASE_URL is unset: $XDG_STATE_HOME/siteops/siteops.db, or
+// ~/.local/state/siteops/siteops.db.
+func DefaultSQLitePath() (string, error) {
+	dir := os.Getenv("XDG_STATE_HOME")
+	if dir == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", Invalid("SITEOPS_DATABASE_URL is unset and there is no home directory for the default store; set SITEOPS_DATABASE_URL")
+		}
+		dir = filepath.Join(home, ".local", "state")
 	}
-	c, err := client.DialContext(ctx, o)
-	if err != nil {
-		return nil, fmt.Errorf("cannot reach Temporal at %s (namespace %s): %w; is it running? set TEMPORAL_ADDRESS", t.Address, t.Namespace, err)
-	}
-	return c, nil
+	return filepath.Join(dir, "siteops", "siteops.db"), nil
 }
 
-// LazyClient returns a client that connects on first use, so that a process
-// can start while Temporal is unreachable.
-func (t Temporal) LazyClient(logger *slog.Logger, tel *telemetry.Telemetry) (client.Client, error) {
-	o, err := t.ClientOptions(logger, tel)
-	if err != nil {
+// Level parses SITEOPS_LOG_LEVEL.
+func (l Log) level() (slog.Level, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(l.Level)); err != nil {
+		return 0, Invalid("SITEOPS_LOG_LEVEL=%q: use debug, info, warn or error", l.Level)
+	}
+	return lv, nil
+}
+
+// Validate checks the log settings.
+func (l Log) Validate() error {
+	if l.Format != "text" && l.Format != "json" {
+		return Invalid("SITEOPS_LOG_FORMAT=%q: use text or json", l.Format)
+	}
+	_, err := l.level()
+	return err
+}
+
+// Logger returns the process logger the settings describe, writing to w.
+func (l Log) Logger(w io.Writer) (*slog.Logger, error) {
+	if err := l.Validate(); err != nil {
 		return nil, err
 	}
-	return client.NewLazyClient(o)
+	lv, _ := l.level()
+	opts := &slog.HandlerOptions{Level: lv, ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+		a.Key = SnakeCase(a.Key)
+		return a
+	}}
+	if l.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return slog.New(slog.NewTextHandler(w, opts)), nil
+}
+
+// SnakeCase writes a log key in siteops' one style: the Temporal SDK's
+// WorkflowID becomes workflow_id, TaskQueue task_queue; keys already in
+// snake_case are left as they are.
+func SnakeCase(key string) string {
+	if strings.ToLower(key) == key {
+		return key
+	}
+	var b strings.Builder
+	runes := []rune(key)
+	for i, r := range runes {
+		upper := unicode.IsUpper(r)
+		if upper && i > 0 {
+			prevLower := unicode.IsLower(runes[i-1]) || unicode.IsDigit(runes[i-1])
+			nextLower := i+1 < len(runes) && unicode.IsLower(runes[i+1])
+			if prevLower || (nextLower && unicode.IsUpper(runes[i-1])) {
+				b.WriteByte('_')
+			}
+		}
+		b.WriteRune(unicode.ToLower(r))
+	}
+	return b.String()
 }

@@ -1,0 +1,224 @@
+// Package doctor checks what a siteops process needs before it runs: that
+// Temporal answers and has the namespace and the search attributes, that
+// the Agent-Site API accepts the key with the scopes siteops reads with,
+// that the database answers and is migrated, that SITEOPS_SECRET_KEY
+// decrypts the stored secrets, and that the addresses to listen on are
+// free. `siteops doctor` runs them all; the worker and the ingress run the
+// ones that concern them at start.
+//
+// Each check is a function that returns a Result; it never prints and
+// never changes anything it checks. Write scopes (sites:write,
+// agents:write, knowledge:write, webhooks:write) cannot be checked without
+// writing; the first activity that lacks one fails with the scope's name.
+package doctor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/siteops/siteops/agentsite"
+	"github.com/siteops/siteops/starter"
+	"github.com/siteops/siteops/store"
+)
+
+// Status is how a check came out.
+type Status string
+
+// The outcomes of a check.
+const (
+	OK   Status = "ok"
+	Warn Status = "warn" // a problem that does not stop this process
+	Fail Status = "fail"
+	Skip Status = "skip" // not configured here
+)
+
+// Result is one check's outcome: one line for people, one object for
+// scripts.
+type Result struct {
+	Check  string `json:"check"`
+	Status Status `json:"status"`
+	Detail string `json:"detail"`
+	// Err is why a check failed, for exit codes; never printed as is.
+	Err error `json:"-"`
+}
+
+func (r Result) String() string { return fmt.Sprintf("%-5s %-28s %s", r.Status, r.Check, r.Detail) }
+
+func ok(check, format string, args ...any) Result {
+	return Result{Check: check, Status: OK, Detail: fmt.Sprintf(format, args...)}
+}
+
+func fail(check string, err error) Result {
+	return Result{Check: check, Status: Fail, Detail: oneLine(err.Error()), Err: err}
+}
+
+// Skipped is a check that does not apply here.
+func Skipped(check, why string) Result { return Result{Check: check, Status: Skip, Detail: why} }
+
+// AsWarning turns a failure into a warning: for a process that runs
+// without what the check wants (the ingress while Temporal is down).
+func (r Result) AsWarning(why string) Result {
+	if r.Status == Fail {
+		r.Status, r.Detail = Warn, r.Detail+"; "+why
+	}
+	return r
+}
+
+// Failed returns the first failed result, if any.
+func Failed(results []Result) (Result, bool) {
+	for _, r := range results {
+		if r.Status == Fail {
+			return r, true
+		}
+	}
+	return Result{}, false
+}
+
+func oneLine(s string) string { return strings.ReplaceAll(strings.TrimSpace(s), "\n", "; ") }
+
+// timeout bounds each check.
+const timeout = 10 * time.Second
+
+// Temporal checks that the server answers and has the namespace.
+func Temporal(ctx context.Context, c client.Client, conn, namespace string) Result {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if _, err := c.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
+		return fail("temporal", fmt.Errorf("%s does not answer: %w", conn, err))
+	}
+	_, err := c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: namespace})
+	var nf *serviceerror.NamespaceNotFound
+	if errors.As(err, &nf) {
+		return fail("temporal", fmt.Errorf("%s has no namespace %s; create it with deploy/temporal-setup.sh or set TEMPORAL_NAMESPACE / --namespace: %w", conn, namespace, starter.ErrNotFound))
+	}
+	if err != nil {
+		return fail("temporal", fmt.Errorf("%s: describing namespace %s: %w", conn, namespace, err))
+	}
+	return ok("temporal", "%s answers; namespace %s exists", conn, namespace)
+}
+
+// SearchAttributes checks that the namespace has the search attributes
+// siteops uses.
+func SearchAttributes(ctx context.Context, s *starter.Starter) Result {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	missing, err := s.MissingSearchAttributes(ctx)
+	if err != nil {
+		return fail("search attributes", fmt.Errorf("listing them: %w", err))
+	}
+	if len(missing) > 0 {
+		return fail("search attributes", fmt.Errorf("namespace %s lacks %s (Keyword); register them with deploy/temporal-setup.sh", s.Namespace, strings.Join(missing, ", ")))
+	}
+	return ok("search attributes", "%s and %s registered", starter.SearchAttrSiteID, starter.SearchAttrOperator)
+}
+
+// APIKey checks that the Agent-Site API accepts the key, and has the
+// scopes siteops reads with (leads:read; listing endpoints). It reads a
+// site that does not exist: a 404 means the key and the scope are good.
+func APIKey(ctx context.Context, api *agentsite.Client) Result {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for _, err := range api.LeadPages(ctx, "site_siteops_doctor_probe", agentsite.ListLeadsOptions{Limit: 1}) {
+		if r, done := apiResult(err, "leads:read"); done {
+			return r
+		}
+		break
+	}
+	_, err := api.ListWebhookEndpoints(ctx)
+	if r, done := apiResult(err, "the scope to list webhook endpoints"); done {
+		return r
+	}
+	return ok("agent-site api", "%s accepts the key (leads:read, listing endpoints; write scopes are checked when first used)", api.BaseURL())
+}
+
+// apiResult judges one probe: done is true when the check is decided.
+func apiResult(err error, scope string) (Result, bool) {
+	var apiErr *agentsite.APIError
+	switch {
+	case err == nil:
+		return Result{}, false
+	case errors.As(err, &apiErr) && apiErr.Status == http.StatusNotFound:
+		return Result{}, false
+	case errors.As(err, &apiErr) && apiErr.Status == http.StatusUnauthorized:
+		return fail("agent-site api", fmt.Errorf("the API refused AGENTSITE_API_KEY (401); check the key: %w", err)), true
+	case errors.As(err, &apiErr) && apiErr.Status == http.StatusForbidden:
+		return fail("agent-site api", fmt.Errorf("AGENTSITE_API_KEY lacks %s (403): %w", scope, err)), true
+	}
+	return fail("agent-site api", fmt.Errorf("cannot use the API: %w; check AGENTSITE_BASE_URL", err)), true
+}
+
+// Database checks that the store answers and how far it is migrated,
+// without migrating it.
+func Database(ctx context.Context, st *store.Store, where string) Result {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := st.Ping(ctx); err != nil {
+		return fail("database", fmt.Errorf("%s does not answer: %w", where, err))
+	}
+	version, pending, err := st.PendingMigrations(ctx)
+	if err != nil {
+		return fail("database", fmt.Errorf("%s: %w", where, err))
+	}
+	if pending > 0 {
+		return ok("database", "%s answers; schema version %d, %d migration(s) to apply (the worker and the ingress apply them at start)", where, version, pending)
+	}
+	return ok("database", "%s answers; schema version %d, migrated", where, version)
+}
+
+// SecretKey checks that SITEOPS_SECRET_KEY decrypts every active stored
+// secret.
+func SecretKey(ctx context.Context, st *store.Store) Result {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if !st.HasSecretKey() {
+		return Skipped("secret key", "SITEOPS_SECRET_KEY is not set: stored webhook secrets cannot be used (needed by the ingress for named receivers, and to create endpoints)")
+	}
+	all, err := st.Secrets(ctx)
+	if err != nil {
+		return fail("secret key", err)
+	}
+	bad, err := st.UnreadableSecrets(ctx)
+	if err != nil {
+		return fail("secret key", err)
+	}
+	if len(bad) > 0 {
+		ids := make([]string, len(bad))
+		for i, b := range bad {
+			ids[i] = fmt.Sprintf("%s (receiver %s)", b.EndpointID, receiverName(b.Receiver))
+		}
+		return fail("secret key", fmt.Errorf("%d of %d stored secrets do not decrypt with SITEOPS_SECRET_KEY: %s; set the key they were stored with, or run `siteops secret rekey`: %w",
+			len(bad), len(all), strings.Join(ids, ", "), store.ErrKeyMismatch))
+	}
+	return ok("secret key", "decrypts all %d active stored secrets", len(all))
+}
+
+func receiverName(r string) string {
+	if r == "" {
+		return "default"
+	}
+	return r
+}
+
+// Address checks that addr can be listened on; setting names the variable
+// that chose it.
+func Address(setting, addr string) Result {
+	check := "address " + setting
+	if addr == "" {
+		return Skipped(check, "not set")
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fail(check, fmt.Errorf("%s=%s cannot be listened on (%v); free the port or choose another address", setting, addr, err))
+	}
+	_ = ln.Close()
+	return ok(check, "%s is free", addr)
+}

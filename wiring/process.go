@@ -1,0 +1,228 @@
+package wiring
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"runtime/debug"
+	"strings"
+
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/siteops/siteops/activities"
+	"github.com/siteops/siteops/config"
+	"github.com/siteops/siteops/doctor"
+	sitenexus "github.com/siteops/siteops/nexus"
+	"github.com/siteops/siteops/starter"
+	"github.com/siteops/siteops/store"
+	"github.com/siteops/siteops/telemetry"
+	"github.com/siteops/siteops/webhookingress"
+	"github.com/siteops/siteops/worker"
+)
+
+// WorkerConfig is everything a worker process reads from the environment.
+type WorkerConfig struct {
+	config.Temporal
+	config.AgentSite
+	config.Database
+	config.Worker
+}
+
+// RunWorker assembles a worker process — its metrics endpoint, the store,
+// the API client and the Temporal client — and runs it until ctx is done.
+// tel, when given, traces workflows and activities and serves the metrics.
+//
+// Before it polls, it checks Temporal and its namespace, the search
+// attributes, the API key and the secret key, and refuses to start on a
+// failure unless pre.Skip.
+func RunWorker(ctx context.Context, cfg WorkerConfig, logger *slog.Logger, tel *telemetry.Telemetry, pre Preflight) error {
+	if tel != nil && cfg.MetricsAddr != "" {
+		ln, err := Listen(cfg.MetricsAddr, "SITEOPS_METRICS_ADDR")
+		if err != nil {
+			return err
+		}
+		go func() {
+			if err := tel.ServeMetrics(ctx, ln); err != nil {
+				logger.Error("metrics endpoint failed", "addr", cfg.MetricsAddr, "error", err)
+			}
+		}()
+	}
+	if cfg.WorkflowCacheSize <= 0 {
+		return config.Invalid("SITEOPS_WORKFLOW_CACHE_SIZE=%d must be a positive number of workflows", cfg.WorkflowCacheSize)
+	}
+	if cfg.SecretReconcileEvery <= 0 {
+		return config.Invalid("SITEOPS_SECRET_RECONCILE_EVERY=%s must be a positive duration, e.g. 5m", cfg.SecretReconcileEvery)
+	}
+	sdkworker.SetStickyWorkflowCacheSize(cfg.WorkflowCacheSize)
+	st, where, err := OpenStore(ctx, cfg.Database)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = st.Close() }()
+	api, err := APIClient(cfg.AgentSite, logger)
+	if err != nil {
+		return err
+	}
+	c, conn, err := DialTemporal(ctx, cfg.Temporal, logger, tel)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	logger.Info("worker starting", "temporal", conn.String(), "store", where, "api", api.BaseURL())
+	s := &starter.Starter{Client: c, Namespace: conn.Namespace}
+	if err := pre.judge("worker", logger,
+		doctor.Temporal(ctx, c, conn.String(), conn.Namespace),
+		doctor.SearchAttributes(ctx, s),
+		doctor.APIKey(ctx, api),
+		doctor.SecretKey(ctx, st),
+	); err != nil {
+		return err
+	}
+	return worker.Run(ctx, worker.Options{
+		Client: c, TaskQueue: cfg.TaskQueue, Activities: activities.New(api, st), Logger: logger,
+		Deployment:           deployment(cfg.Worker, logger),
+		SecretReconcileEvery: cfg.SecretReconcileEvery,
+		Nexus:                &sitenexus.Options{Texts: st, PayloadKey: cfg.PayloadKey},
+	})
+}
+
+// IngressConfig is everything an ingress process reads from the
+// environment.
+type IngressConfig struct {
+	config.Temporal
+	config.Database
+	config.Ingress
+}
+
+// RunIngress assembles an ingress process — its listeners (the webhook
+// port, and the admin address for /metrics and /readyz unless it is
+// empty), the store and a lazy Temporal client, so that it starts and
+// accepts deliveries while Temporal is unreachable — and serves until ctx
+// is done.
+//
+// Before it listens it checks the secret key (a secret that does not
+// decrypt is skipped, so this only warns) and, in the background, Temporal:
+// the ingress must accept deliveries while Temporal is unreachable.
+func RunIngress(ctx context.Context, cfg IngressConfig, logger *slog.Logger, tel *telemetry.Telemetry, pre Preflight) error {
+	if cfg.InboxRetention <= 0 {
+		return config.Invalid("SITEOPS_INBOX_RETENTION=%s must be a positive duration, e.g. 720h (30 days)", cfg.InboxRetention)
+	}
+	if cfg.MaxConcurrent < 0 {
+		return config.Invalid("SITEOPS_INGRESS_MAX_CONCURRENT=%d must be a positive number of deliveries, e.g. 64", cfg.MaxConcurrent)
+	}
+	if cfg.MaxBody != 0 && cfg.MaxBody < 1024 {
+		return config.Invalid("SITEOPS_INGRESS_MAX_BODY=%d must be a number of bytes of at least 1024, e.g. 262144 (256 KiB)", cfg.MaxBody)
+	}
+	ln, err := Listen(cfg.Addr, "SITEOPS_INGRESS_ADDR")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = ln.Close() }()
+	var admin net.Listener
+	if cfg.AdminAddr != "" {
+		if admin, err = Listen(cfg.AdminAddr, "SITEOPS_INGRESS_ADMIN_ADDR"); err != nil {
+			return err
+		}
+		defer func() { _ = admin.Close() }()
+	}
+	st, where, err := OpenStore(ctx, cfg.Database)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = st.Close() }()
+	c, conn, err := LazyTemporal(cfg.Temporal, logger, tel)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	o := webhookingress.ServerOptions{
+		Store: st, Temporal: c, TaskQueue: cfg.TaskQueue, EnvSecrets: SplitSecrets(cfg.WebhookSecrets),
+		Window: cfg.ReplayWindow, MaxBody: cfg.MaxBody, MaxConcurrent: cfg.MaxConcurrent, Logger: logger,
+	}
+	if tel != nil {
+		o.Registry, o.MeterProvider = tel.Registry, tel.MeterProvider
+	}
+	srv, err := webhookingress.New(o)
+	if err != nil {
+		return err
+	}
+	srv.Relay.Retention = cfg.InboxRetention
+	if st.Dialect() == store.Postgres {
+		srv.Relay.Pipelines = 2 // claims of several relays never block each other there
+	}
+	logger.Info("ingress starting", "temporal", conn.String(), "store", where)
+	secretCheck := doctor.SecretKey(ctx, st)
+	if secretCheck.Status == doctor.Skip && len(o.EnvSecrets) > 0 {
+		secretCheck.Detail = "SITEOPS_SECRET_KEY is not set: only SITEOPS_WEBHOOK_SECRETS verify, on POST /webhooks"
+	}
+	if err := pre.judge("ingress", logger, secretCheck.AsWarning("those secrets are skipped; the others verify")); err != nil {
+		return err
+	}
+	go func() {
+		_ = pre.judge("ingress", logger, doctor.Temporal(ctx, c, conn.String(), conn.Namespace).
+			AsWarning("the ingress accepts and records deliveries meanwhile; the relay dispatches them when Temporal answers"))
+	}()
+	return srv.ServeWithAdmin(ctx, ln, admin)
+}
+
+// Listen listens on addr, or says which setting names a taken or bad
+// address.
+func Listen(addr, setting string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, config.Invalid("%s=%s cannot be listened on (%v); free the port or choose another address", setting, addr, lastPart(err.Error()))
+	}
+	return ln, nil
+}
+
+// SplitSecrets reads a comma-separated list of signing secrets.
+func SplitSecrets(s string) []string {
+	var out []string
+	for sec := range strings.SplitSeq(s, ",") {
+		if sec = strings.TrimSpace(sec); sec != "" {
+			out = append(out, sec)
+		}
+	}
+	return out
+}
+
+// deployment is the Worker Deployment Version the worker polls as, or nil
+// without Worker Versioning.
+func deployment(w config.Worker, logger *slog.Logger) *worker.Deployment {
+	if !w.Versioning {
+		logger.Warn("Worker Versioning is off (SITEOPS_WORKER_VERSIONING=false): a new build takes over running workflows at once")
+		return nil
+	}
+	id := w.BuildID
+	if id == "" {
+		id = DefaultBuildID()
+	}
+	logger.Info("worker versioning", "deployment", w.DeploymentName, "build_id", id)
+	return &worker.Deployment{Name: w.DeploymentName, BuildID: id}
+}
+
+// DefaultBuildID names the running binary's build when SITEOPS_BUILD_ID
+// is unset: its module version (a tagged release installed with go
+// install) with the VCS revision when the build recorded one, or "dev" for
+// a build from a checkout that recorded neither. Release builds set
+// SITEOPS_BUILD_ID (deploy/Dockerfile does) so that every build is its own
+// version.
+func DefaultBuildID() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "dev"
+	}
+	id := ""
+	if v := info.Main.Version; v != "" && v != "(devel)" {
+		id = v
+	}
+	for _, s := range info.Settings {
+		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+			id = strings.TrimPrefix(id+"-"+s.Value[:12], "-")
+		}
+	}
+	if id == "" {
+		return "dev"
+	}
+	return id
+}
