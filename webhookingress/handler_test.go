@@ -6,17 +6,18 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/agentsite/webhook"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/store/storetest"
+	"github.com/siteops/siteops/telemetry/telemetrytest"
 )
 
 var now = time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)
@@ -32,19 +33,21 @@ type downInbox struct{}
 func (downInbox) RecordEvent(context.Context, store.InboxEvent) (bool, error) {
 	return false, errors.New("connection refused")
 }
-func (downInbox) Ping(context.Context) error { return errors.New("connection refused") }
-func (downInbox) MarkEndpointVerified(context.Context, string, string) (bool, error) {
+func (downInbox) RecordHandled(context.Context, store.InboxEvent, string, string) (bool, error) {
 	return false, errors.New("connection refused")
 }
-func (downInbox) ReceiverPending(context.Context, string) (bool, error) {
+func (downInbox) Ping(context.Context) error { return errors.New("connection refused") }
+func (downInbox) MarkEndpointVerified(context.Context, string, string, store.Lane) (bool, error) {
 	return false, errors.New("connection refused")
+}
+func (downInbox) SecretExpectation(context.Context, string) (store.Expectation, error) {
+	return store.Expectation{}, errors.New("connection refused")
 }
 
 type fixture struct {
-	h       *Handler
-	st      *store.Store
-	metrics *Metrics
-	reg     *prometheus.Registry
+	h   *Handler
+	st  *store.Store
+	reg *prometheus.Registry
 }
 
 func newFixture(t *testing.T, inbox Inbox) *fixture {
@@ -59,7 +62,7 @@ func newFixture(t *testing.T, inbox Inbox) *fixture {
 	reg := prometheus.NewRegistry()
 	m := NewMetrics(reg)
 	h := NewHandler(Options{Inbox: inbox, Secrets: st, EnvSecrets: []string{envSecret}, Now: func() time.Time { return now }, Metrics: m, Registry: reg, MaxBody: 4096})
-	return &fixture{h: h, st: st, metrics: m, reg: reg}
+	return &fixture{h: h, st: st, reg: reg}
 }
 
 type delivery struct {
@@ -128,21 +131,23 @@ func TestAnswers(t *testing.T) {
 		{name: "new event on a named receiver", d: delivery{path: "/webhooks/v2", secret: storedSecret}, wantStatus: 200, wantStored: true},
 		{name: "duplicate event id", first: &delivery{}, d: delivery{}, wantStatus: 204, wantStored: true},
 		{name: "duplicate with a newer signature", first: &delivery{}, d: delivery{at: now.Add(time.Minute)}, wantStatus: 204, wantStored: true},
-		{name: "malformed signature header", d: delivery{sigOver: "t=1,v1=nothex"}, wantStatus: 400, reason: "malformed signature header"},
-		{name: "missing signature header", d: delivery{sigOver: " "}, wantStatus: 400, reason: "malformed signature header"},
-		{name: "wrong secret", d: delivery{secret: "whsec_wrong"}, wantStatus: 401, reason: "invalid signature"},
-		{name: "another receiver's secret", d: delivery{path: "/webhooks/v2", secret: envSecret}, wantStatus: 401, reason: "invalid signature"},
-		{name: "signed 301 s ago", d: delivery{at: now.Add(-301 * time.Second)}, wantStatus: 401, reason: "timestamp outside window"},
-		{name: "signed 301 s ahead", d: delivery{at: now.Add(301 * time.Second)}, wantStatus: 401, reason: "timestamp outside window"},
+		{name: "malformed signature header", d: delivery{sigOver: "t=1,v1=nothex"}, wantStatus: 400, reason: "malformed_signature_header"},
+		{name: "missing signature header", d: delivery{sigOver: " "}, wantStatus: 400, reason: "malformed_signature_header"},
+		{name: "wrong secret", d: delivery{secret: "whsec_wrong"}, wantStatus: 401, reason: "invalid_signature"},
+		{name: "another receiver's secret", d: delivery{path: "/webhooks/v2", secret: envSecret}, wantStatus: 401, reason: "invalid_signature"},
+		{name: "signed 301 s ago", d: delivery{at: now.Add(-301 * time.Second)}, wantStatus: 401, reason: "timestamp_outside_window"},
+		{name: "signed 301 s ahead", d: delivery{at: now.Add(301 * time.Second)}, wantStatus: 401, reason: "timestamp_outside_window"},
 		{name: "signed 299 s ago", d: delivery{at: now.Add(-299 * time.Second)}, wantStatus: 200, wantStored: true},
-		{name: "body not JSON", d: delivery{body: "not json"}, wantStatus: 400, reason: "malformed body"},
-		{name: "id without evt_", d: delivery{id: "1", body: envelope("1", "lead.created")}, wantStatus: 400, reason: "malformed body"},
-		{name: "header id differs from body id", d: delivery{id: "evt_other", body: envelope("evt_1", "lead.created")}, wantStatus: 400, reason: "event id mismatch"},
-		{name: "header type differs from body type", d: delivery{typ: "site.published", body: envelope("evt_1", "lead.created")}, wantStatus: 400, reason: "event type mismatch"},
-		{name: "unknown receiver", d: delivery{path: "/webhooks/nope"}, wantStatus: 404, reason: "unknown receiver"},
-		{name: "receiver name out of form", d: delivery{path: "/webhooks/..%2F"}, wantStatus: 404, reason: "unknown receiver"},
-		{name: "body over the cap", d: delivery{body: `{"id":"evt_1","pad":"` + strings.Repeat("x", 5000) + `"}`}, wantStatus: 413, reason: "body too large"},
-		{name: "store unavailable", inbox: downInbox{}, d: delivery{}, wantStatus: 503, reason: "store unavailable"},
+		{name: "signature t with leading zeros", d: delivery{sigOver: "t=0" + strconv.FormatInt(now.Unix(), 10) + ",v1=" + strings.Repeat("a", 64)}, wantStatus: 400, reason: "malformed_signature_header"},
+		{name: "verified body not JSON is recorded", d: delivery{body: "not json"}, wantStatus: 200, wantStored: true},
+		{name: "verified id without evt_ is recorded", d: delivery{id: "1", body: envelope("1", "lead.created")}, wantStatus: 200, wantStored: true},
+		{name: "verified body with id and ID is recorded", d: delivery{body: `{"id":"evt_1","ID":"evt_2","type":"lead.created","created_at":"2026-11-21T08:59:59.123Z","data":{}}`}, wantStatus: 200, wantStored: true},
+		{name: "header id differs from body id", d: delivery{id: "evt_other", body: envelope("evt_1", "lead.created")}, wantStatus: 400, reason: "event_id_mismatch"},
+		{name: "header type differs from body type", d: delivery{typ: "site.published", body: envelope("evt_1", "lead.created")}, wantStatus: 400, reason: "event_type_mismatch"},
+		{name: "unknown receiver", d: delivery{path: "/webhooks/nope"}, wantStatus: 404, reason: "unknown_receiver"},
+		{name: "receiver name out of form", d: delivery{path: "/webhooks/..%2F"}, wantStatus: 404, reason: "unknown_receiver"},
+		{name: "body over the cap", d: delivery{body: `{"id":"evt_1","pad":"` + strings.Repeat("x", 5000) + `"}`}, wantStatus: 413, reason: "body_too_large"},
+		{name: "store unavailable", inbox: downInbox{}, d: delivery{}, wantStatus: 503, reason: "store_unavailable"},
 		{name: "unknown future type is accepted", d: delivery{typ: "lead.scored", body: envelope("evt_1", "lead.scored")}, wantStatus: 200, wantStored: true},
 	}
 	for _, tc := range tests {
@@ -172,7 +177,7 @@ func TestAnswers(t *testing.T) {
 				if !strings.Contains(body, tc.reason) {
 					t.Errorf("body %q does not give the reason %q", body, tc.reason)
 				}
-				if n := testutil.ToFloat64(f.metrics.Deliveries.WithLabelValues("rejected", tc.reason)); n != 1 {
+				if n := telemetrytest.Value(t, f.reg, "siteops_webhook_deliveries_total", "outcome", "rejected", "reason", tc.reason); n != 1 {
 					t.Errorf("rejected{%s} = %v, want 1", tc.reason, n)
 				}
 			}
@@ -187,19 +192,19 @@ func TestRecordedEventKeepsWhatTheRelayNeeds(t *testing.T) {
 	if rec.Code != 200 {
 		t.Fatal(rec.Code)
 	}
-	evs, err := f.st.ClaimEvents(t.Context(), 10, time.Minute)
-	if err != nil || len(evs) != 2 {
-		t.Fatalf("claimed %d events, %v; want the endpoint's first verification and the event", len(evs), err)
+	pri, err := f.st.ClaimEvents(t.Context(), store.LanePriority, 10, time.Minute)
+	if err != nil || len(pri) != 1 {
+		t.Fatalf("claimed %d priority records, %v; want the endpoint's first verification", len(pri), err)
 	}
-	byType := map[string]store.InboxEvent{}
-	for _, e := range evs {
-		byType[e.EventType] = e
+	if v := pri[0]; v.Kind != store.KindEndpointVerified || v.EndpointID != "we_2" || v.SubjectEventID != "evt_keep" {
+		t.Errorf("verification record = %+v", v)
 	}
-	if v := byType[store.EndpointVerifiedType]; v.EndpointID != "we_2" || !strings.Contains(string(v.Body), `"event_id":"evt_keep"`) {
-		t.Errorf("verification event = %+v", v)
+	bulk, err := f.st.ClaimEvents(t.Context(), store.LaneBulk, 10, time.Minute)
+	if err != nil || len(bulk) != 1 {
+		t.Fatalf("claimed %d bulk events, %v; want the lead.created", len(bulk), err)
 	}
-	ev := byType["lead.created"]
-	if ev.EventID != "evt_keep" || ev.EventType != "lead.created" || ev.Receiver != "v2" || ev.EndpointID != "we_2" || ev.TraceContext != tp ||
+	ev := bulk[0]
+	if ev.EventID != "evt_keep" || ev.EventType != "lead.created" || ev.Kind != store.KindWebhook || ev.Receiver != "v2" || ev.EndpointID != "we_2" || ev.TraceContext != tp ||
 		string(ev.Body) != envelope("evt_keep", "lead.created") {
 		t.Errorf("recorded %+v", ev)
 	}
@@ -230,13 +235,23 @@ func TestNewSecretAcceptedWithinTheRefresh(t *testing.T) {
 	}
 }
 
+// TestHealthReadyAndMetrics checks the routes of the two handlers: the
+// webhook port answers /healthz and nothing that tells the backlog or pings
+// the store; the admin address serves /healthz, /readyz and /metrics.
 func TestHealthReadyAndMetrics(t *testing.T) {
 	f := newFixture(t, nil)
 	f.send(t, delivery{})
 	f.send(t, delivery{})
-	for path, want := range map[string]int{"/healthz": 200, "/readyz": 200, "/metrics": 200} {
+	for path, want := range map[string]int{"/healthz": 200, "/readyz": 404, "/metrics": 404} {
 		rec := httptest.NewRecorder()
 		f.h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		if rec.Code != want {
+			t.Errorf("webhook port: GET %s = %d, want %d", path, rec.Code, want)
+		}
+	}
+	for path, want := range map[string]int{"/healthz": 200, "/readyz": 200, "/metrics": 200} {
+		rec := httptest.NewRecorder()
+		f.h.Admin().ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
 		if rec.Code != want {
 			t.Errorf("GET %s = %d", path, rec.Code)
 		}
@@ -251,7 +266,7 @@ func TestHealthReadyAndMetrics(t *testing.T) {
 	}
 	down := newFixture(t, downInbox{})
 	rec := httptest.NewRecorder()
-	down.h.ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+	down.h.Admin().ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
 	if rec.Code != 503 {
 		t.Errorf("readyz with the store down = %d", rec.Code)
 	}
@@ -298,33 +313,131 @@ func FuzzHandler(f *testing.F) {
 	})
 }
 
+// TestDeliveryHeldWhileTheReceiverExpectsASecret times the holds during a
+// rotation: a delivery signed with a secret being stored is held and
+// released the moment the secret is stored; forged, malformed and stale
+// deliveries are never held; once the secret is stored a bad signature is
+// answered at once; and no more than MaxHeld deliveries wait at a time.
 func TestDeliveryHeldWhileTheReceiverExpectsASecret(t *testing.T) {
+	const fast = 50 * time.Millisecond
 	st := storetest.Open(t, store.SQLite)
-	h := NewHandler(Options{Inbox: st, Secrets: st, Now: func() time.Time { return now }, PendingWait: time.Second})
+	h := NewHandler(Options{Inbox: st, Secrets: st, PendingWait: 2 * time.Second, MaxHeld: 2})
 	f := &fixture{h: h, st: st}
-	if err := st.ExpectSecret(t.Context(), "v4", time.Now().Add(time.Minute)); err != nil {
+	ctx := t.Context()
+	timed := func(d delivery) (int, time.Duration) {
+		d.at = time.Now()
+		start := time.Now()
+		rec := f.send(t, d)
+		return rec.Code, time.Since(start)
+	}
+
+	// Nothing expected: an unknown receiver is answered at once. (Another
+	// receiver than v4: that answer is cached for UnknownTTL.)
+	if code, took := timed(delivery{path: "/webhooks/v0", secret: "whsec_v4", id: "evt_0"}); code != 404 || took > fast {
+		t.Errorf("unknown receiver = %d after %s", code, took)
+	}
+	if err := st.ExpectSecret(ctx, "v4", "create-v4", time.Now().Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	go func() {
-		time.Sleep(300 * time.Millisecond) // the create answer arrives and is stored
-		_ = st.PutSecret(context.Background(), "we_4", "v4", agentsite.NewSigningSecret("whsec_v4"))
-	}()
+	// While the endpoint is created, malformed and stale deliveries are
+	// answered at once: they cannot be signed with the coming secret.
+	if code, took := timed(delivery{path: "/webhooks/v4", sigOver: "t=1,v1=nothex", id: "evt_m"}); code != 400 || took > fast {
+		t.Errorf("malformed while pending = %d after %s", code, took)
+	}
+	stale := delivery{path: "/webhooks/v4", secret: "whsec_v4", id: "evt_s"}
+	stale.at = time.Now().Add(-time.Hour)
 	start := time.Now()
-	rec := f.send(t, delivery{path: "/webhooks/v4", secret: "whsec_v4"})
-	if rec.Code != 200 {
-		t.Fatalf("held delivery = %d %s", rec.Code, rec.Body)
+	if rec := f.send(t, stale); rec.Code != 401 || time.Since(start) > fast {
+		t.Errorf("stale while pending = %d after %s", rec.Code, time.Since(start))
 	}
-	if took := time.Since(start); took < 250*time.Millisecond || took > time.Second {
-		t.Errorf("held for %s", took)
+
+	// A forged delivery and one signed with the coming secret are held;
+	// with MaxHeld (2) taken, a third is answered at once.
+	forged := make(chan int, 1)
+	go func() {
+		code, _ := timed(delivery{path: "/webhooks/v4", secret: "whsec_forged", id: "evt_f"})
+		forged <- code
+	}()
+	waitHeld(t, f.h, 1)
+	type answer struct {
+		code int
+		took time.Duration
 	}
-	// A wrong secret is still refused, after the wait.
-	rec = f.send(t, delivery{path: "/webhooks/v4", secret: "whsec_wrong", id: "evt_2"})
-	if rec.Code != 401 {
-		t.Errorf("wrong secret on a pending receiver = %d", rec.Code)
+	legit := make(chan answer, 1)
+	legitStart := time.Now()
+	go func() {
+		code, took := timed(delivery{path: "/webhooks/v4", secret: "whsec_v4", id: "evt_1"})
+		legit <- answer{code, took}
+	}()
+	waitHeld(t, f.h, 2)
+	if code, took := timed(delivery{path: "/webhooks/v4", secret: "whsec_forged", id: "evt_f2"}); code != 404 || took > fast {
+		t.Errorf("a delivery beyond MaxHeld = %d after %s; want an answer at once", code, took)
 	}
-	// Without the expectation nothing is held.
-	start = time.Now()
-	if rec := f.send(t, delivery{path: "/webhooks/v5", secret: "whsec_v5", id: "evt_3"}); rec.Code != 404 || time.Since(start) > time.Second {
-		t.Errorf("unknown receiver = %d after %s", rec.Code, time.Since(start))
+
+	// The secret is stored 300 ms after the legitimate delivery came: it
+	// is accepted right then, and the forged one is refused right then.
+	time.Sleep(time.Until(legitStart.Add(300 * time.Millisecond)))
+	stored := time.Now()
+	if err := st.PutSecret(ctx, "we_4", "v4", agentsite.NewSigningSecret("whsec_v4")); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.EndExpectation(ctx, "v4", "create-v4"); err != nil {
+		t.Fatal(err)
+	}
+	a := <-legit
+	if released := legitStart.Add(a.took).Sub(stored); a.code != 200 || released > 2*fast {
+		t.Errorf("held delivery = %d, released %s after the secret was stored", a.code, released)
+	}
+	if code := <-forged; code != 401 {
+		t.Errorf("the forged held delivery = %d, want 401 once the secret is stored", code)
+	}
+	// Once stored, a bad signature is refused at once.
+	if code, took := timed(delivery{path: "/webhooks/v4", secret: "whsec_wrong", id: "evt_2"}); code != 401 || took > fast {
+		t.Errorf("wrong secret after the secret is stored = %d after %s", code, took)
+	}
+	if n := telemetrytest.Value(t, h.opts.Registry, "siteops_webhook_held_total", "outcome", "refused_full"); n != 1 {
+		t.Errorf("held{refused_full} = %v, want 1", n)
+	}
+}
+
+// TestNewSecretVerifiesAtOnceAfterItIsStored checks that a delivery signed
+// with a secret stored a moment ago verifies although the receiver's
+// secrets were read just before (the cache is refreshed when an endpoint
+// creation ends, not after the refresh period).
+func TestNewSecretVerifiesAtOnceAfterItIsStored(t *testing.T) {
+	st := storetest.Open(t, store.SQLite)
+	h := NewHandler(Options{Inbox: st, Secrets: st, SecretRefresh: time.Hour})
+	f := &fixture{h: h, st: st}
+	ctx := t.Context()
+	if err := st.PutSecret(ctx, "we_1", "v5", agentsite.NewSigningSecret("whsec_v5_old")); err != nil {
+		t.Fatal(err)
+	}
+	if rec := f.send(t, delivery{path: "/webhooks/v5", secret: "whsec_v5_old", id: "evt_1", at: time.Now()}); rec.Code != 200 {
+		t.Fatalf("old secret = %d", rec.Code)
+	}
+	if err := st.ExpectSecret(ctx, "v5", "create-v5", time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutSecret(ctx, "we_2", "v5", agentsite.NewSigningSecret("whsec_v5_new")); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.EndExpectation(ctx, "v5", "create-v5"); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if rec := f.send(t, delivery{path: "/webhooks/v5", secret: "whsec_v5_new", id: "evt_2", at: time.Now()}); rec.Code != 200 || time.Since(start) > 50*time.Millisecond {
+		t.Fatalf("new secret right after it was stored = %d after %s", rec.Code, time.Since(start))
+	}
+}
+
+// waitHeld polls until n deliveries are held.
+func waitHeld(t *testing.T, h *Handler, n int) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Second)
+	for len(h.held) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d deliveries held, want %d", len(h.held), n)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

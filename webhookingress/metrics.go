@@ -1,42 +1,144 @@
 package webhookingress
 
 import (
+	"context"
+	"fmt"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/siteops/siteops/telemetry"
 )
 
-// Metrics are the ingress's and the relay's Prometheus metrics.
+const meterName = "github.com/siteops/siteops/webhookingress"
+
+// Metrics are the ingress's and the relay's metrics, recorded with the
+// OpenTelemetry meter API as every siteops metric is. The Prometheus
+// exporter names them: a counter gets _total, a unit of seconds _seconds.
+//
+//	siteops_webhook_deliveries_total{outcome,reason}  counter
+//	siteops_webhook_held_total{outcome}               counter
+//	siteops_webhook_rejection_logs_suppressed_total    counter
+//	siteops_webhook_unreadable_secrets{receiver}      gauge
+//	siteops_relay_dispatched_total{type,outcome}      counter
+//	siteops_relay_retries_total                       counter
+//	siteops_relay_lag_seconds                         gauge
+//	siteops_relay_pending_events                      gauge
+//	siteops_relay_dead_letters                        gauge
+//	siteops_relay_dead_lettered_total{type}           counter
 type Metrics struct {
-	Deliveries *prometheus.CounterVec
-	Dispatched *prometheus.CounterVec
-	Retries    prometheus.Counter
-	RelayLag   prometheus.Gauge
-	Pending    prometheus.Gauge
+	deliveries metric.Int64Counter
+	held       metric.Int64Counter
+	suppressed metric.Int64Counter
+	unreadable metric.Int64Gauge
+	dispatched metric.Int64Counter
+	retries    metric.Int64Counter
+	lag        metric.Float64Gauge
+	pending    metric.Int64Gauge
+	dead       metric.Int64Gauge
+	deadDone   metric.Int64Counter
+
+	// registry serves the metrics when NewMetrics made their provider.
+	registry prometheus.Gatherer
 }
 
-// NewMetrics registers the metrics with reg.
+// NewMetrics returns metrics on a meter provider of their own whose
+// Prometheus exporter registers with reg: for a handler or relay that runs
+// without the process's telemetry, and tests. Like prometheus.MustRegister,
+// it panics if reg refuses the exporter.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
-	m := &Metrics{
-		Deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "siteops_webhook_deliveries_total",
-			Help: "Webhook deliveries by outcome (accepted, duplicate, rejected) and reason.",
-		}, []string{"outcome", "reason"}),
-		Dispatched: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "siteops_relay_dispatched_total",
-			Help: "Inbox events handled by the relay, by event type and outcome.",
-		}, []string{"type", "outcome"}),
-		Retries: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "siteops_relay_retries_total",
-			Help: "Dispatch attempts that failed and were scheduled again.",
-		}),
-		RelayLag: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "siteops_relay_lag_seconds",
-			Help: "Age of the oldest inbox event not yet dispatched (0 when none).",
-		}),
-		Pending: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "siteops_relay_pending_events",
-			Help: "Inbox events not yet dispatched.",
-		}),
+	mp, err := telemetry.NewMeterProvider(reg)
+	if err != nil {
+		panic(fmt.Sprintf("webhookingress: registering the metrics exporter: %v", err))
 	}
-	reg.MustRegister(m.Deliveries, m.Dispatched, m.Retries, m.RelayLag, m.Pending)
+	m := NewMetricsOn(mp)
+	if g, ok := reg.(prometheus.Gatherer); ok {
+		m.registry = g
+	}
 	return m
+}
+
+// NewMetricsOn returns metrics on mp, the process's meter provider
+// (telemetry.Telemetry.MeterProvider).
+func NewMetricsOn(mp metric.MeterProvider) *Metrics {
+	mt := mp.Meter(meterName)
+	// A meter only fails an instrument with an invalid name or option,
+	// which a test of this package would show; the instrument it returns
+	// then is a no-op.
+	m := &Metrics{}
+	m.deliveries, _ = mt.Int64Counter("siteops.webhook.deliveries",
+		metric.WithDescription("Webhook deliveries by outcome (accepted, duplicate, malformed: verified but not an envelope, recorded and answered 200; rejected) and reason (for rejected: unknown_receiver, invalid_signature, busy, ...)."))
+	m.held, _ = mt.Int64Counter("siteops.webhook.held",
+		metric.WithDescription("Deliveries held while their receiver expected a new secret (outcome held), or answered at once because MaxHeld were held (refused_full)."))
+	m.suppressed, _ = mt.Int64Counter("siteops.webhook.rejection_logs_suppressed",
+		metric.WithDescription("Rejected deliveries not logged because more than the log's rate of rejections came in one second (siteops_webhook_deliveries_total counts them all)."))
+	m.suppressed.Add(context.Background(), 0)
+	m.unreadable, _ = mt.Int64Gauge("siteops.webhook.unreadable_secrets",
+		metric.WithUnit("{secret}"),
+		metric.WithDescription("Active stored signing secrets of a receiver that do not decrypt with SITEOPS_SECRET_KEY (skipped)."))
+	m.dispatched, _ = mt.Int64Counter("siteops.relay.dispatched",
+		metric.WithDescription("Inbox events handled by the relay, by event type and outcome."))
+	m.retries, _ = mt.Int64Counter("siteops.relay.retries",
+		metric.WithDescription("Dispatch attempts that failed and were scheduled again."))
+	// A counter without attributes is exported from the start, at 0, as
+	// an alert on its rate needs.
+	m.retries.Add(context.Background(), 0)
+	m.lag, _ = mt.Float64Gauge("siteops.relay.lag",
+		metric.WithUnit("s"),
+		metric.WithDescription("Age of the oldest inbox event not yet dispatched (0 when none)."))
+	m.pending, _ = mt.Int64Gauge("siteops.relay.pending_events",
+		metric.WithUnit("{event}"),
+		metric.WithDescription("Inbox events not yet dispatched."))
+	m.dead, _ = mt.Int64Gauge("siteops.relay.dead_letters",
+		metric.WithUnit("{event}"),
+		metric.WithDescription("Dead letters in the inbox: events whose dispatch failed too often in a row, no longer retried until `siteops events replay` (the same in every replica: it counts the shared store)."))
+	m.deadDone, _ = mt.Int64Counter("siteops.relay.dead_lettered",
+		metric.WithDescription("Events this relay made dead letters, by event type."))
+	// Exported at 0 from the start, like the retries, so that an alert
+	// sees the series before the first dead letter.
+	m.dead.Record(context.Background(), 0)
+	return m
+}
+
+// delivery counts an answered delivery; reason is empty unless rejected.
+func (m *Metrics) delivery(ctx context.Context, outcome, reason string) {
+	m.deliveries.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", outcome), attribute.String("reason", reason)))
+}
+
+// hold counts a delivery held, or refused a hold (refused_full).
+func (m *Metrics) hold(ctx context.Context, outcome string) {
+	m.held.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", outcome)))
+}
+
+// logSuppressed counts a rejection left out of the log.
+func (m *Metrics) logSuppressed(ctx context.Context) { m.suppressed.Add(ctx, 1) }
+
+// unreadableSecrets sets how many of the receiver's secrets do not
+// decrypt.
+func (m *Metrics) unreadableSecrets(ctx context.Context, receiver string, n int) {
+	m.unreadable.Record(ctx, int64(n), metric.WithAttributes(attribute.String("receiver", receiverLabel(receiver))))
+}
+
+// dispatch counts an inbox event the relay handled.
+func (m *Metrics) dispatch(ctx context.Context, typ, outcome string) {
+	m.dispatched.Add(ctx, 1, metric.WithAttributes(attribute.String("type", typ), attribute.String("outcome", outcome)))
+}
+
+// retry counts a failed dispatch scheduled again.
+func (m *Metrics) retry(ctx context.Context) { m.retries.Add(ctx, 1) }
+
+// deadLetters sets how many dead letters the inbox holds.
+func (m *Metrics) deadLetters(ctx context.Context, n int) { m.dead.Record(ctx, int64(n)) }
+
+// deadLettered counts an event the relay stopped retrying.
+func (m *Metrics) deadLettered(ctx context.Context, typ string) {
+	m.deadDone.Add(ctx, 1, metric.WithAttributes(attribute.String("type", typ)))
+}
+
+// inbox sets the relay's gauges from the inbox's state.
+func (m *Metrics) inbox(ctx context.Context, pending int, lag time.Duration) {
+	m.pending.Record(ctx, int64(pending))
+	m.lag.Record(ctx, lag.Seconds())
 }

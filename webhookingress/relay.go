@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.temporal.io/api/serviceerror"
@@ -21,9 +22,8 @@ import (
 
 // RelayStore is the part of the store the relay uses.
 type RelayStore interface {
-	ClaimEvents(ctx context.Context, limit int, lease time.Duration) ([]store.InboxEvent, error)
-	MarkDispatchedBatch(ctx context.Context, byOutcome map[string][]string) error
-	MarkFailed(ctx context.Context, eventID, reason string, next time.Time) error
+	ClaimEvents(ctx context.Context, lane store.Lane, limit int, lease time.Duration) ([]store.InboxEvent, error)
+	RecordDispatches(ctx context.Context, ds []store.Dispatch) error
 	SiteWorkflow(ctx context.Context, siteID string) (string, error)
 	RotationFor(ctx context.Context, endpointID string) (string, error)
 	PurgeInbox(ctx context.Context, cutoff time.Time) (int, error)
@@ -46,36 +46,73 @@ const (
 	OutcomeTargetGone = "target-gone" // the target workflow has ended
 	OutcomeIgnored    = "ignored"     // a type no workflow waits for
 	OutcomeMalformed  = "malformed"   // data without the ids the route needs
+	// OutcomeDead marks a dead letter: its dispatch failed MaxAttempts
+	// times in a row, and the relay stopped trying (siteops events replay
+	// queues it again).
+	OutcomeDead = store.OutcomeDead
 )
+
+// DefaultMaxAttempts is how many dispatch attempts in a row may fail before
+// an event becomes a dead letter. With the backoff doubling from 1 s to
+// its 5-minute cap by the tenth attempt, 20 attempts span about an hour:
+// long enough to ride out a Temporal restart or a short outage (which the
+// relay's lag reports long before), short enough that an event no retry
+// will help leaves the queue, and is seen, within the hour.
+const DefaultMaxAttempts = 20
 
 // Relay takes undispatched inbox events and signals the workflows they
 // concern, each with its event id so that workflows deduplicate again. It
 // is safe to run in several replicas: events are leased when claimed.
+//
+// It works two lanes of the inbox on their own: the priority lane (events
+// a workflow waits on, and endpoint verifications) is never queued behind
+// the bulk lane (lead.created and events nothing waits on). In the bulk
+// lane, the lead.created events of one site claimed together wake its lead
+// sync with one signal that carries all their ids.
+//
+// Each attempt is recorded in the inbox's history with the workflow (and
+// run) it reached or tried. An event whose dispatch fails MaxAttempts times
+// in a row becomes a dead letter: no longer claimed, kept by the purge, and
+// queued again only by a replay (siteops events replay).
 type Relay struct {
 	Store     RelayStore
 	Temporal  Signaler
 	TaskQueue string
 	Logger    *slog.Logger
-	Metrics   *Metrics
+	// Metrics records the relay's metrics; nil for metrics of its own (on
+	// a meter provider and registry nobody serves).
+	Metrics *Metrics
 
-	// Batch is how many events one claim takes (100).
+	// Batch is how many priority events one claim takes (100).
 	Batch int
-	// Parallel is how many signals are in flight at once (16).
+	// BulkBatch is how many bulk events one claim takes (500).
+	BulkBatch int
+	// Parallel is how many signals are in flight at once per lane (16).
 	Parallel int
+	// Pipelines is how many claimers work each lane (1). They share the
+	// lane's Parallel slots, so while one marks its batch done and claims
+	// the next, another keeps the signals flowing. More than one pays on
+	// PostgreSQL (claims never block each other); on SQLite, one writer,
+	// they only queue for the connection.
+	Pipelines int
 	// Lease is how long a claimed event is hidden from other replicas (30 s).
 	Lease time.Duration
-	// Idle is how long to wait for new events when the inbox is empty (1 s);
+	// Idle is how long to wait for new events when a lane is empty (1 s);
 	// Wake cuts it short.
 	Idle time.Duration
 	// MaxBackoff caps the delay before a failed event is tried again (5 m).
 	MaxBackoff time.Duration
+	// MaxAttempts is how many failed attempts in a row make an event a
+	// dead letter (DefaultMaxAttempts).
+	MaxAttempts int
 	// Retention is how long dispatched events are kept (30 days).
 	Retention time.Duration
 	// DispatchTimeout bounds one dispatch (10 s).
 	DispatchTimeout time.Duration
 	Now             func() time.Time
 
-	wake     chan struct{}
+	wake     [2]chan struct{} // by lane
+	slots    [2]chan struct{} // by lane: Parallel signals in flight
 	initOnce sync.Once
 }
 
@@ -84,8 +121,14 @@ func (r *Relay) init() {
 		if r.Batch == 0 {
 			r.Batch = 100
 		}
+		if r.BulkBatch == 0 {
+			r.BulkBatch = 500
+		}
 		if r.Parallel == 0 {
 			r.Parallel = 16
+		}
+		if r.Pipelines <= 0 {
+			r.Pipelines = 1
 		}
 		if r.Lease == 0 {
 			r.Lease = 30 * time.Second
@@ -95,6 +138,9 @@ func (r *Relay) init() {
 		}
 		if r.MaxBackoff == 0 {
 			r.MaxBackoff = 5 * time.Minute
+		}
+		if r.MaxAttempts <= 0 {
+			r.MaxAttempts = DefaultMaxAttempts
 		}
 		if r.Retention == 0 {
 			r.Retention = 30 * 24 * time.Hour
@@ -108,28 +154,46 @@ func (r *Relay) init() {
 		if r.Logger == nil {
 			r.Logger = slog.New(slog.DiscardHandler)
 		}
-		r.wake = make(chan struct{}, 1)
+		if r.Metrics == nil {
+			r.Metrics = NewMetrics(prometheus.NewRegistry())
+		}
+		for i := range r.wake {
+			r.wake[i] = make(chan struct{}, r.Pipelines)
+			r.slots[i] = make(chan struct{}, r.Parallel)
+		}
 	})
 }
 
-// Wake tells the relay that an event was recorded; it never blocks.
-func (r *Relay) Wake() {
+// Wake tells the relay that a record was added to lane; it never blocks.
+func (r *Relay) Wake(lane store.Lane) {
 	r.init()
 	select {
-	case r.wake <- struct{}{}:
+	case r.wake[laneIndex(lane)] <- struct{}{}:
 	default:
 	}
 }
 
-// Run dispatches until ctx is done.
+func laneIndex(l store.Lane) int {
+	if l == store.LanePriority {
+		return 0
+	}
+	return 1
+}
+
+// Run dispatches both lanes until ctx is done, purges old events hourly
+// and keeps the gauges current.
 func (r *Relay) Run(ctx context.Context) error {
 	r.init()
-	lastPurge := time.Time{}
-	for ctx.Err() == nil {
-		n, err := r.DispatchOnce(ctx)
-		if err != nil && ctx.Err() == nil {
-			r.Logger.Error("relay: claiming events failed; retrying", "error", err)
+	var wg sync.WaitGroup
+	for _, lane := range []store.Lane{store.LanePriority, store.LaneBulk} {
+		for range r.Pipelines {
+			wg.Go(func() { r.loop(ctx, lane) })
 		}
+	}
+	lastPurge := time.Time{}
+	t := time.NewTicker(r.Idle)
+	defer t.Stop()
+	for ctx.Err() == nil {
 		if r.Now().Sub(lastPurge) > time.Hour {
 			lastPurge = r.Now()
 			if purged, err := r.Store.PurgeInbox(ctx, r.Now().Add(-r.Retention)); err == nil && purged > 0 {
@@ -137,88 +201,171 @@ func (r *Relay) Run(ctx context.Context) error {
 			}
 		}
 		r.updateGauges(ctx)
-		if n == r.Batch {
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+	}
+	wg.Wait()
+	return nil
+}
+
+// loop dispatches one lane until ctx is done.
+func (r *Relay) loop(ctx context.Context, lane store.Lane) {
+	for ctx.Err() == nil {
+		n, err := r.DispatchOnce(ctx, lane)
+		if err != nil && ctx.Err() == nil {
+			r.Logger.Error("relay: claiming events failed; retrying", "lane", laneName(lane), "error", err)
+		}
+		if n == r.batch(lane) {
 			continue // more may be waiting
 		}
 		t := time.NewTimer(r.Idle)
 		select {
 		case <-ctx.Done():
-		case <-r.wake:
+		case <-r.wake[laneIndex(lane)]:
 		case <-t.C:
 		}
 		t.Stop()
 	}
-	return nil
+}
+
+func (r *Relay) batch(lane store.Lane) int {
+	if lane == store.LanePriority {
+		return r.Batch
+	}
+	return r.BulkBatch
+}
+
+func laneName(l store.Lane) string {
+	if l == store.LanePriority {
+		return "priority"
+	}
+	return "bulk"
 }
 
 func (r *Relay) updateGauges(ctx context.Context) {
-	if r.Metrics == nil {
-		return
-	}
 	st, err := r.Store.InboxStatus(ctx)
 	if err != nil {
 		return
 	}
-	r.Metrics.Pending.Set(float64(st.Undispatched))
-	lag := 0.0
+	var lag time.Duration
 	if !st.OldestPending.IsZero() {
-		lag = r.Now().Sub(st.OldestPending).Seconds()
+		lag = r.Now().Sub(st.OldestPending)
 	}
-	r.Metrics.RelayLag.Set(lag)
+	r.Metrics.inbox(ctx, st.Undispatched, lag)
+	r.Metrics.deadLetters(ctx, st.Dead)
 }
 
-// DispatchOnce claims one batch and dispatches it; it returns how many
-// events it claimed.
-func (r *Relay) DispatchOnce(ctx context.Context) (int, error) {
+// job is one dispatch: a single event, or the lead.created events of one
+// site, which one signal carries.
+type job struct {
+	evs  []store.InboxEvent
+	site string // for a lead.created group
+}
+
+// jobs groups claimed events: the lead.created events of a site together,
+// every other event alone, in the order claimed.
+func jobs(evs []store.InboxEvent) []*job {
+	var out []*job
+	bySite := map[string]*job{}
+	for _, ev := range evs {
+		if ev.Kind == store.KindWebhook && ev.EventType == string(webhook.LeadCreated) {
+			if d, ok := readData(ev); ok && d.SiteID != "" {
+				if j := bySite[d.SiteID]; j != nil {
+					j.evs = append(j.evs, ev)
+					continue
+				}
+				j := &job{evs: []store.InboxEvent{ev}, site: d.SiteID}
+				bySite[d.SiteID] = j
+				out = append(out, j)
+				continue
+			}
+		}
+		out = append(out, &job{evs: []store.InboxEvent{ev}})
+	}
+	return out
+}
+
+// DispatchOnce claims one batch of lane and dispatches it, then records
+// what became of every event (marks and history) in one transaction; it
+// returns how many events it claimed.
+func (r *Relay) DispatchOnce(ctx context.Context, lane store.Lane) (int, error) {
 	r.init()
-	evs, err := r.Store.ClaimEvents(ctx, r.Batch, r.Lease)
+	evs, err := r.Store.ClaimEvents(ctx, lane, r.batch(lane), r.Lease)
 	if err != nil || len(evs) == 0 {
 		return 0, err
 	}
-	sem := make(chan struct{}, r.Parallel)
-	type handled struct{ id, typ, outcome string }
+	sem := r.slots[laneIndex(lane)]
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
-		done []handled
+		done []store.Dispatch
 	)
-	for _, ev := range evs {
+	for _, j := range jobs(evs) {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			if outcome, ok := r.handle(ctx, ev); ok {
-				mu.Lock()
-				done = append(done, handled{ev.EventID, ev.EventType, outcome})
-				mu.Unlock()
-			}
+			ds := r.handle(ctx, j)
+			mu.Lock()
+			done = append(done, ds...)
+			mu.Unlock()
 		})
 	}
 	wg.Wait()
-	byOutcome := map[string][]string{}
-	for _, h := range done {
-		byOutcome[h.outcome] = append(byOutcome[h.outcome], h.id)
-	}
-	if err := r.Store.MarkDispatchedBatch(ctx, byOutcome); err != nil {
+	// One transaction marks the batch and records every attempt.
+	if err := r.Store.RecordDispatches(ctx, done); err != nil {
 		// The leases run out and the events are dispatched again; the
 		// workflows deduplicate by event id.
 		return len(evs), err
 	}
-	if r.Metrics != nil {
-		for _, h := range done {
-			r.Metrics.Dispatched.WithLabelValues(h.typ, h.outcome).Inc()
+	typ := make(map[string]string, len(evs))
+	for _, ev := range evs {
+		typ[ev.EventID] = typeLabel(ev)
+	}
+	for _, d := range done {
+		switch {
+		case d.Outcome != "":
+			r.Metrics.dispatch(ctx, typ[d.EventID], d.Outcome)
+		case d.Dead:
+			r.Metrics.deadLettered(ctx, typ[d.EventID])
+		default:
+			r.Metrics.retry(ctx)
 		}
 	}
 	return len(evs), nil
 }
 
-// handle dispatches one event; it reports the outcome when the event is
-// handled, or records the failure for a later attempt.
-func (r *Relay) handle(ctx context.Context, ev store.InboxEvent) (string, bool) {
+// typeLabel is the metrics label of a record: its event type, or its kind
+// when siteops made it.
+func typeLabel(ev store.InboxEvent) string {
+	if ev.Kind != "" && ev.Kind != store.KindWebhook {
+		return ev.Kind
+	}
+	return ev.EventType
+}
+
+// target is the workflow a dispatch reached or tried, and the run when a
+// SignalWithStart said which.
+type target struct{ workflow, run string }
+
+// handle dispatches one job and says what became of each of its events:
+// an outcome, or a failure to try again after a backoff (or, after
+// MaxAttempts failures in a row, never again: a dead letter).
+func (r *Relay) handle(ctx context.Context, j *job) []store.Dispatch {
+	first := j.evs[0]
 	// A Temporal that is down must not hold the batch: each dispatch gets
 	// a deadline, and a failure is retried later with backoff.
 	dctx, cancel := context.WithTimeout(ctx, r.DispatchTimeout)
-	dctx, span := dispatchSpan(dctx, ev.TraceContext, ev.EventID, ev.EventType)
-	outcome, err := r.dispatch(dctx, ev)
+	dctx, span := dispatchSpan(dctx, j.evs)
+	var outcome string
+	var to target
+	var err error
+	if j.site != "" {
+		outcome, to, err = r.wakeLeadSync(dctx, j.site, j.evs)
+	} else {
+		outcome, to, err = r.dispatch(dctx, first)
+	}
 	span.SetAttributes(attribute.String("siteops.outcome", outcome))
 	if err != nil {
 		span.RecordError(err)
@@ -226,19 +373,53 @@ func (r *Relay) handle(ctx context.Context, ev store.InboxEvent) (string, bool) 
 	}
 	span.End()
 	cancel()
-	if err != nil {
-		delay := min(time.Duration(1<<min(ev.Attempts, 20))*time.Second, r.MaxBackoff)
-		if markErr := r.Store.MarkFailed(ctx, ev.EventID, err.Error(), r.Now().Add(delay)); markErr != nil {
-			r.Logger.Error("relay: recording a failed dispatch", "event_id", ev.EventID, "error", markErr)
-		}
-		if r.Metrics != nil {
-			r.Metrics.Retries.Inc()
-		}
-		r.Logger.Warn("relay: dispatch failed; will retry", "event_id", ev.EventID, "event_type", ev.EventType, "attempt", ev.Attempts+1, "retry_in", delay, "error", err)
-		return "", false
+	ds := make([]store.Dispatch, len(j.evs))
+	for i, ev := range j.evs {
+		ds[i] = store.Dispatch{EventID: ev.EventID, Outcome: outcome, WorkflowID: to.workflow, RunID: to.run}
 	}
-	r.Logger.Debug("relay: dispatched", "event_id", ev.EventID, "event_type", ev.EventType, "outcome", outcome)
-	return outcome, true
+	if err == nil {
+		r.Logger.Debug("relay: dispatched", "event_id", first.EventID, "event_type", typeLabel(first), "events", len(j.evs), "outcome", outcome)
+		return ds
+	}
+	dead := 0
+	for i, ev := range j.evs {
+		ds[i].Outcome, ds[i].Error = "", err.Error()
+		if ev.Failures+1 >= r.MaxAttempts {
+			ds[i].Dead = true
+			dead++
+			continue
+		}
+		delay := min(time.Duration(1<<min(ev.Failures, 20))*time.Second, r.MaxBackoff)
+		ds[i].Next = r.Now().Add(delay)
+	}
+	if dead > 0 {
+		r.Logger.Error("relay: dispatch failed too often; dead letters kept for `siteops events replay`", "event_id", first.EventID, "event_type", typeLabel(first),
+			"events", len(j.evs), "dead", dead, "attempts_in_a_row", r.MaxAttempts, "error", err)
+	} else {
+		r.Logger.Warn("relay: dispatch failed; will retry", "event_id", first.EventID, "event_type", typeLabel(first), "events", len(j.evs), "attempt", first.Attempts+1, "error", err)
+	}
+	return ds
+}
+
+// wakeLeadSync signals (starting it if needed) the site's lead sync with
+// every event id of the group.
+func (r *Relay) wakeLeadSync(ctx context.Context, siteID string, evs []store.InboxEvent) (string, target, error) {
+	sig := workflows.LeadsCreatedSignal{EventIDs: make([]string, len(evs))}
+	for i, ev := range evs {
+		sig.EventIDs[i] = ev.EventID
+	}
+	id := workflows.LeadSyncID(siteID)
+	run, err := r.Temporal.SignalWithStartWorkflow(ctx, id, workflows.SignalLeadsCreated, sig,
+		client.StartWorkflowOptions{ID: id, TaskQueue: r.TaskQueue, WorkflowIDReusePolicy: workflows.LeadSyncKind.Policy.Reuse},
+		workflows.LeadSyncWorkflowName, workflows.LeadSyncInput{SiteID: siteID})
+	if err != nil {
+		return "", target{workflow: id}, fmt.Errorf("signal-with-start %s: %w", id, err)
+	}
+	to := target{workflow: id}
+	if run != nil {
+		to.run = run.GetRunID()
+	}
+	return OutcomeSignalled, to, nil
 }
 
 // siteData is what the relay reads of an event's data.
@@ -249,33 +430,38 @@ type siteData struct {
 	Status      string `json:"status"`
 }
 
-// dispatch routes one event. A nil error means the event is handled and
-// outcome says how; an error means try again later.
-func (r *Relay) dispatch(ctx context.Context, ev store.InboxEvent) (string, error) {
+// readData reads an event's data; false when its body is not an envelope.
+func readData(ev store.InboxEvent) (siteData, bool) {
 	var env webhook.Envelope
 	if err := json.Unmarshal(ev.Body, &env); err != nil {
-		return OutcomeMalformed, nil
+		return siteData{}, false
 	}
 	var d siteData
 	_ = json.Unmarshal(env.Data, &d)
+	return d, true
+}
 
-	if ev.EventType == store.EndpointVerifiedType {
+// dispatch routes one event. A nil error means the event is handled and
+// outcome says how; an error means try again later. The target is the
+// workflow it reached or tried, when there was one.
+func (r *Relay) dispatch(ctx context.Context, ev store.InboxEvent) (string, target, error) {
+	switch ev.Kind {
+	case store.KindEndpointVerified:
 		return r.endpointVerified(ctx, ev)
+	case store.KindWebhook, "":
+	default:
+		return OutcomeIgnored, target{}, nil
+	}
+	d, ok := readData(ev)
+	if !ok {
+		return OutcomeMalformed, target{}, nil
 	}
 	switch webhook.EventType(ev.EventType) {
 	case webhook.LeadCreated:
 		if d.SiteID == "" {
-			return OutcomeMalformed, nil
+			return OutcomeMalformed, target{}, nil
 		}
-		id := workflows.LeadSyncID(d.SiteID)
-		_, err := r.Temporal.SignalWithStartWorkflow(ctx, id, workflows.SignalLeadCreated,
-			workflows.LeadCreatedSignal{EventID: ev.EventID, LeadID: d.LeadID},
-			client.StartWorkflowOptions{ID: id, TaskQueue: r.TaskQueue, WorkflowIDReusePolicy: workflows.LeadSyncPolicy.Reuse},
-			workflows.LeadSyncWorkflowName, workflows.LeadSyncInput{SiteID: d.SiteID})
-		if err != nil {
-			return "", fmt.Errorf("signal-with-start %s: %w", id, err)
-		}
-		return OutcomeSignalled, nil
+		return r.wakeLeadSync(ctx, d.SiteID, []store.InboxEvent{ev})
 	case webhook.KnowledgeReady:
 		return r.signalSite(ctx, d.SiteID, workflows.SignalKnowledgeReady, workflows.KnowledgeReadySignal{EventID: ev.EventID, KnowledgeID: d.KnowledgeID})
 	case webhook.SitePublished, webhook.SiteUnpublished:
@@ -283,55 +469,48 @@ func (r *Relay) dispatch(ctx context.Context, ev store.InboxEvent) (string, erro
 	}
 	// conversation.*, broadcast.sent, the retired domain.activated and
 	// types added later: recorded, nothing waits for them.
-	return OutcomeIgnored, nil
+	return OutcomeIgnored, target{}, nil
 }
 
 // endpointVerified tells a rotation workflow that its new endpoint got a
 // verified delivery.
-func (r *Relay) endpointVerified(ctx context.Context, ev store.InboxEvent) (string, error) {
+func (r *Relay) endpointVerified(ctx context.Context, ev store.InboxEvent) (string, target, error) {
 	wf, err := r.Store.RotationFor(ctx, ev.EndpointID)
 	if errors.Is(err, store.ErrNotFound) {
-		return OutcomeNoTarget, nil
+		return OutcomeNoTarget, target{}, nil
 	}
 	if err != nil {
-		return "", err
+		return "", target{}, err
 	}
-	var env webhook.Envelope
-	var d struct {
-		EventID string `json:"event_id"`
-	}
-	if json.Unmarshal(ev.Body, &env) == nil {
-		_ = json.Unmarshal(env.Data, &d)
-	}
-	sig := workflows.VerifiedDeliverySignal{EventID: d.EventID, EndpointID: ev.EndpointID}
-	if err := r.Temporal.SignalWorkflow(ctx, wf, "", workflows.SignalVerifiedDelivery, sig); err != nil {
-		if isNotFound(err) {
-			return OutcomeTargetGone, nil
-		}
-		return "", fmt.Errorf("signalling %s: %w", wf, err)
-	}
-	return OutcomeSignalled, nil
+	sig := workflows.VerifiedDeliverySignal{EventID: ev.SubjectEventID, EndpointID: ev.EndpointID}
+	return r.signal(ctx, wf, workflows.SignalVerifiedDelivery, sig)
 }
 
 // signalSite signals the onboarding workflow that owns a site.
-func (r *Relay) signalSite(ctx context.Context, siteID, signal string, arg any) (string, error) {
+func (r *Relay) signalSite(ctx context.Context, siteID, signal string, arg any) (string, target, error) {
 	if siteID == "" {
-		return OutcomeMalformed, nil
+		return OutcomeMalformed, target{}, nil
 	}
 	wf, err := r.Store.SiteWorkflow(ctx, siteID)
 	if errors.Is(err, store.ErrNotFound) {
-		return OutcomeNoTarget, nil
+		return OutcomeNoTarget, target{}, nil
 	}
 	if err != nil {
-		return "", err
+		return "", target{}, err
 	}
+	return r.signal(ctx, wf, signal, arg)
+}
+
+// signal signals the running workflow wf; an ended one is target-gone.
+func (r *Relay) signal(ctx context.Context, wf, signal string, arg any) (string, target, error) {
+	to := target{workflow: wf}
 	if err := r.Temporal.SignalWorkflow(ctx, wf, "", signal, arg); err != nil {
 		if isNotFound(err) {
-			return OutcomeTargetGone, nil
+			return OutcomeTargetGone, to, nil
 		}
-		return "", fmt.Errorf("signalling %s: %w", wf, err)
+		return "", to, fmt.Errorf("signalling %s: %w", wf, err)
 	}
-	return OutcomeSignalled, nil
+	return OutcomeSignalled, to, nil
 }
 
 func isNotFound(err error) bool {

@@ -3,28 +3,45 @@ package webhookingress
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.opentelemetry.io/otel/metric"
 	"go.temporal.io/sdk/client"
 
-	"github.com/siteops/siteops/config"
-	"github.com/siteops/siteops/internal/telemetry"
 	"github.com/siteops/siteops/store"
 )
 
-// Config is what an ingress process needs.
-type Config struct {
-	config.Temporal
-	config.Database
-	config.Ingress
+// ServerOptions are what an ingress process runs on, built by package
+// wiring.
+type ServerOptions struct {
+	Store *store.Store
+	// Temporal is the relay's client; a lazy one lets the ingress start and
+	// accept deliveries while Temporal is unreachable.
+	Temporal  client.Client
+	TaskQueue string
+	// EnvSecrets are accepted on POST /webhooks (SITEOPS_WEBHOOK_SECRETS).
+	EnvSecrets []string
+	// Window is the signature age window.
+	Window time.Duration
+	// MaxBody and MaxConcurrent bound the bodies read and the deliveries
+	// handled at once (Options; zero for the defaults).
+	MaxBody       int64
+	MaxConcurrent int
+	Logger        *slog.Logger
+	// Registry serves GET /metrics and MeterProvider records the
+	// ingress's metrics: in a process with telemetry, its Registry and
+	// MeterProvider, the one exporting into the other. With MeterProvider
+	// nil, the metrics get a meter provider of their own exporting into
+	// Registry, or into a new registry (with the Go and process
+	// collectors) when Registry is nil too.
+	Registry      *prometheus.Registry
+	MeterProvider metric.MeterProvider
 }
 
 // Server is an ingress process: the handler, the relay and their store.
@@ -36,105 +53,112 @@ type Server struct {
 	log     *slog.Logger
 }
 
-// New opens the store and a lazy Temporal client (the ingress starts and
-// accepts deliveries while Temporal is unreachable) and builds the handler
-// and the relay. tel, when given, traces deliveries into the workflows and
-// serves the SDK's metrics beside the ingress's on /metrics.
-func New(ctx context.Context, cfg Config, logger *slog.Logger, tel *telemetry.Telemetry) (*Server, error) {
-	if err := cfg.Temporal.Validate(); err != nil {
-		return nil, err
+// ErrNoSecrets is returned when the ingress could verify nothing.
+var ErrNoSecrets = errors.New("the ingress has no signing secret: set SITEOPS_WEBHOOK_SECRETS for POST /webhooks, or SITEOPS_SECRET_KEY to use the secrets of endpoints stored by `siteops webhook create` and rotations")
+
+// New builds the handler and the relay over o's store and client.
+func New(o ServerOptions) (*Server, error) {
+	if !o.Store.HasSecretKey() && len(o.EnvSecrets) == 0 {
+		return nil, ErrNoSecrets
 	}
-	key, err := cfg.Key()
-	if err != nil {
-		return nil, err
-	}
-	var opts []store.Option
-	if key != nil {
-		opts = append(opts, store.WithSecretKey(key))
-	}
-	st, err := store.Open(ctx, cfg.Database.URL, opts...)
-	if err != nil {
-		return nil, err
-	}
-	var envSecrets []string
-	for s := range strings.SplitSeq(cfg.WebhookSecrets, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			envSecrets = append(envSecrets, s)
+	reg := o.Registry
+	if reg == nil {
+		if o.MeterProvider != nil {
+			return nil, errors.New("webhookingress: ServerOptions.MeterProvider is set without the Registry it exports into; set both (telemetry.Telemetry's) or neither")
 		}
-	}
-	if key == nil && len(envSecrets) == 0 {
-		_ = st.Close()
-		return nil, errors.New("the ingress has no signing secret: set SITEOPS_WEBHOOK_SECRETS for POST /webhooks, or SITEOPS_SECRET_KEY to use the secrets of endpoints stored by `siteops webhook create` and rotations")
-	}
-	c, err := cfg.LazyClient(logger, tel)
-	if err != nil {
-		_ = st.Close()
-		return nil, fmt.Errorf("preparing the Temporal client: %w", err)
-	}
-	var reg *prometheus.Registry
-	if tel != nil {
-		reg = tel.Registry
-	} else {
 		reg = prometheus.NewRegistry()
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
-	m := NewMetrics(reg)
-	relay := &Relay{Store: st, Temporal: c, TaskQueue: cfg.TaskQueue, Logger: logger, Metrics: m}
+	var m *Metrics
+	if o.MeterProvider != nil {
+		m = NewMetricsOn(o.MeterProvider)
+	} else {
+		m = NewMetrics(reg)
+	}
+	relay := &Relay{Store: o.Store, Temporal: o.Temporal, TaskQueue: o.TaskQueue, Logger: o.Logger, Metrics: m}
 	var secrets SecretStore
-	if key != nil {
-		secrets = st
+	if o.Store.HasSecretKey() {
+		secrets = o.Store
 	}
 	h := NewHandler(Options{
-		Inbox: st, Secrets: secrets, EnvSecrets: envSecrets, Window: cfg.ReplayWindow,
-		Logger: logger, Metrics: m, Registry: reg, Recorded: relay.Wake,
+		Inbox: o.Store, Secrets: secrets, EnvSecrets: o.EnvSecrets, Window: o.Window,
+		MaxBody: o.MaxBody, MaxConcurrent: o.MaxConcurrent,
+		Logger: o.Logger, Metrics: m, Registry: reg, Recorded: relay.Wake,
 	})
-	return &Server{Handler: h, Relay: relay, Store: st, Client: c, log: logger}, nil
+	return &Server{Handler: h, Relay: relay, Store: o.Store, Client: o.Temporal, log: o.Logger}, nil
 }
 
-// Serve serves on ln and runs the relay until ctx is done, then shuts down
-// gracefully and closes the store.
+// Serve serves the webhook routes on ln and runs the relay until ctx is
+// done, then shuts down gracefully. The caller closes the store and the
+// client. It serves no admin routes: see ServeWithAdmin.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	return s.ServeWithAdmin(ctx, ln, nil)
+}
+
+// ServeWithAdmin is Serve, and serves the admin routes (/metrics, /readyz,
+// /healthz) on admin when it is not nil: an internal address that only the
+// operators' network (Prometheus, the kubelet) reaches.
+//
+// The webhook server is the part anyone can reach: its header is bounded
+// (MaxHeaderBytes) and must come within 5 s, a request within 15 s, and a
+// connection idle for a minute is closed.
+func (s *Server) ServeWithAdmin(ctx context.Context, ln, admin net.Listener) error {
 	srv := &http.Server{
 		Handler:           Traced(s.Handler),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       15 * time.Second,
 		WriteTimeout:      15 * time.Second,
+		IdleTimeout:       time.Minute,
+		MaxHeaderBytes:    MaxHeaderBytes,
+	}
+	servers := []*http.Server{srv}
+	listeners := []net.Listener{ln}
+	if admin != nil {
+		servers = append(servers, &http.Server{
+			Handler:           s.Handler.Admin(),
+			ReadHeaderTimeout: 5 * time.Second,
+			ReadTimeout:       15 * time.Second,
+			WriteTimeout:      30 * time.Second,
+			MaxHeaderBytes:    MaxHeaderBytes,
+		})
+		listeners = append(listeners, admin)
 	}
 	relayCtx, stopRelay := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = s.Relay.Run(relayCtx) })
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	errc := make(chan error, len(servers))
+	for i, hs := range servers {
+		go func() { errc <- hs.Serve(listeners[i]) }()
+	}
 	s.log.Info("ingress listening", "addr", ln.Addr().String())
+	if admin != nil {
+		s.log.Info("ingress admin endpoint (metrics, readyz) listening", "addr", admin.Addr().String())
+	}
 	var err error
 	select {
 	case err = <-errc:
+		// One server failed: stop the other too.
+		for _, hs := range servers {
+			_ = hs.Close()
+		}
+		for range len(servers) - 1 {
+			<-errc
+		}
 	case <-ctx.Done():
 		shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err = srv.Shutdown(shutdownCtx)
+		for _, hs := range servers {
+			if serr := hs.Shutdown(shutdownCtx); serr != nil && err == nil {
+				err = serr
+			}
+		}
 		cancel()
-		if serveErr := <-errc; !errors.Is(serveErr, http.ErrServerClosed) && err == nil {
-			err = serveErr
+		for range servers {
+			if serveErr := <-errc; !errors.Is(serveErr, http.ErrServerClosed) && err == nil {
+				err = serveErr
+			}
 		}
 	}
 	stopRelay()
 	wg.Wait()
-	s.Client.Close()
-	_ = s.Store.Close()
 	return err
-}
-
-// Run listens on cfg.Addr and serves until ctx is done.
-func Run(ctx context.Context, cfg Config, logger *slog.Logger, tel *telemetry.Telemetry) error {
-	s, err := New(ctx, cfg, logger, tel)
-	if err != nil {
-		return err
-	}
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		s.Client.Close()
-		_ = s.Store.Close()
-		return fmt.Errorf("listening on %s: %w; set SITEOPS_INGRESS_ADDR", cfg.Addr, err)
-	}
-	return s.Serve(ctx, ln)
 }

@@ -1,0 +1,267 @@
+package webhookingress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+
+	"github.com/siteops/siteops/store"
+	"github.com/siteops/siteops/store/storetest"
+	"github.com/siteops/siteops/telemetry/telemetrytest"
+	"github.com/siteops/siteops/workflows"
+)
+
+// fakeTemporal answers the relay's signals: with fail set, every call
+// fails as an unreachable server's would; gone names workflows that ended.
+type fakeTemporal struct {
+	mu      sync.Mutex
+	fail    error
+	gone    map[string]bool
+	signals map[string]int // by workflow ID
+	run     int
+}
+
+type fakeRun struct {
+	client.WorkflowRun
+	id string
+}
+
+func (r fakeRun) GetRunID() string { return r.id }
+
+func (f *fakeTemporal) SignalWorkflow(_ context.Context, wf, _, _ string, _ any) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fail != nil {
+		return f.fail
+	}
+	if f.gone[wf] {
+		return serviceerror.NewNotFound("workflow execution already completed")
+	}
+	f.signals[wf]++
+	return nil
+}
+
+func (f *fakeTemporal) SignalWithStartWorkflow(_ context.Context, wf, _ string, _ any, _ client.StartWorkflowOptions, _ any, _ ...any) (client.WorkflowRun, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fail != nil {
+		return nil, f.fail
+	}
+	f.signals[wf]++
+	f.run++
+	return fakeRun{id: fmt.Sprintf("run-%d", f.run)}, nil
+}
+
+type relayFixture struct {
+	st    *store.Store
+	tmp   *fakeTemporal
+	relay *Relay
+	reg   *prometheus.Registry
+	mu    sync.Mutex
+	now   time.Time
+}
+
+func (f *relayFixture) clock() time.Time { f.mu.Lock(); defer f.mu.Unlock(); return f.now }
+func (f *relayFixture) advance(d time.Duration) {
+	f.mu.Lock()
+	f.now = f.now.Add(d)
+	f.mu.Unlock()
+}
+
+func newRelayFixture(t *testing.T, d store.Dialect, maxAttempts int) *relayFixture {
+	t.Helper()
+	f := &relayFixture{tmp: &fakeTemporal{gone: map[string]bool{}, signals: map[string]int{}}, now: now, reg: prometheus.NewRegistry()}
+	f.st = storetest.Open(t, d, store.WithClock(f.clock))
+	f.relay = &Relay{Store: f.st, Temporal: f.tmp, TaskQueue: "q", Now: f.clock, MaxAttempts: maxAttempts, Metrics: NewMetrics(f.reg)}
+	f.relay.init()
+	if got := telemetrytest.Value(t, f.reg, "siteops_relay_dead_letters"); got != 0 {
+		t.Errorf("before any dead letter, siteops_relay_dead_letters = %v, want a gauge at 0", got)
+	}
+	return f
+}
+
+func (f *relayFixture) record(t *testing.T, id, typ, data string) {
+	t.Helper()
+	body := fmt.Sprintf(`{"id":%q,"type":%q,"created_at":"2026-11-21T09:00:00.000Z","data":%s}`, id, typ, data)
+	if _, err := f.st.RecordEvent(t.Context(), store.InboxEvent{EventID: id, EventType: typ, Lane: LaneFor(typ), EndpointID: "env", ReceivedAt: f.clock(), Body: []byte(body)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// dispatchAll runs one claim of each lane.
+func (f *relayFixture) dispatchAll(t *testing.T) int {
+	t.Helper()
+	n := 0
+	for _, lane := range []store.Lane{store.LanePriority, store.LaneBulk} {
+		k, err := f.relay.DispatchOnce(t.Context(), lane)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += k
+	}
+	return n
+}
+
+func eachDialect(t *testing.T, f func(t *testing.T, d store.Dialect)) {
+	for _, d := range []store.Dialect{store.SQLite, store.Postgres} {
+		t.Run(string(d), func(t *testing.T) { f(t, d) })
+	}
+}
+
+// TestRelayRecordsWhereEachEventWent checks the history the relay writes
+// with its marks: the workflow (and run) of every event, also of the
+// lead.created events one signal carried.
+func TestRelayRecordsWhereEachEventWent(t *testing.T) {
+	eachDialect(t, func(t *testing.T, d store.Dialect) {
+		f := newRelayFixture(t, d, 0)
+		ctx := t.Context()
+		if err := f.st.SetSiteWorkflow(ctx, "site_2", "onboarding/two"); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.st.SetSiteWorkflow(ctx, "site_3", "onboarding/three"); err != nil {
+			t.Fatal(err)
+		}
+		f.tmp.gone["onboarding/three"] = true
+		f.record(t, "evt_l1", "lead.created", `{"site_id":"site_1","lead_id":"lead_1"}`)
+		f.record(t, "evt_l2", "lead.created", `{"site_id":"site_1","lead_id":"lead_2"}`)
+		f.record(t, "evt_k2", "knowledge.ready", `{"site_id":"site_2","knowledge_id":"kn_1"}`)
+		f.record(t, "evt_k3", "knowledge.ready", `{"site_id":"site_3","knowledge_id":"kn_1"}`)
+		f.record(t, "evt_k9", "knowledge.ready", `{"site_id":"site_9","knowledge_id":"kn_1"}`)
+		if n := f.dispatchAll(t); n != 5 {
+			t.Fatalf("dispatched %d, want 5", n)
+		}
+		if n := f.tmp.signals[workflows.LeadSyncID("site_1")]; n != 1 {
+			t.Errorf("%d signals to the lead sync, want one carrying both events", n)
+		}
+		for _, w := range []struct{ id, outcome, wf, run string }{
+			{"evt_l1", OutcomeSignalled, "lead-sync/site_1", "run-1"},
+			{"evt_l2", OutcomeSignalled, "lead-sync/site_1", "run-1"},
+			{"evt_k2", OutcomeSignalled, "onboarding/two", ""},
+			{"evt_k3", OutcomeTargetGone, "onboarding/three", ""},
+			{"evt_k9", OutcomeNoTarget, "", ""},
+		} {
+			ev, err := f.st.Event(ctx, w.id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wf, run := ev.Target()
+			if ev.Outcome != w.outcome || wf != w.wf || run != w.run || len(ev.History) != 1 || ev.History[0].Outcome != w.outcome {
+				t.Errorf("%s: %s, reached %q %q, history %+v; want %s, %q %q", w.id, ev.Outcome, wf, run, ev.History, w.outcome, w.wf, w.run)
+			}
+		}
+	})
+}
+
+// TestDeadLetters fails every dispatch until the bound, then checks that
+// the event is a dead letter (counted, never claimed again) and that a
+// replay gives it a full set of attempts again.
+func TestDeadLetters(t *testing.T) {
+	eachDialect(t, func(t *testing.T, d store.Dialect) {
+		f := newRelayFixture(t, d, 3)
+		ctx := t.Context()
+		f.tmp.fail = serviceerror.NewUnavailable("connection refused")
+		f.record(t, "evt_d1", "lead.created", `{"site_id":"site_1","lead_id":"lead_1"}`)
+		f.record(t, "evt_d2", "lead.created", `{"site_id":"site_1","lead_id":"lead_2"}`)
+		for attempt := 1; attempt <= 3; attempt++ {
+			if n := f.dispatchAll(t); n != 2 {
+				t.Fatalf("attempt %d claimed %d events, want 2", attempt, n)
+			}
+			f.advance(f.relay.MaxBackoff)
+		}
+		if n := f.dispatchAll(t); n != 0 {
+			t.Errorf("a dead letter was claimed again (%d)", n)
+		}
+		ev, err := f.st.Event(ctx, "evt_d1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Outcome != OutcomeDead || ev.Attempts != 3 || len(ev.History) != 3 || ev.History[2].Outcome != store.OutcomeDead ||
+			ev.History[0].Outcome != store.OutcomeFailed || ev.History[0].WorkflowID != "lead-sync/site_1" || ev.LastError == "" {
+			t.Errorf("after 3 failures: %+v", ev)
+		}
+		f.relay.updateGauges(ctx)
+		mfs := telemetrytest.Families(t, gather(t, f.reg))
+		for _, w := range []struct {
+			name, typ string
+			labels    []string
+			value     float64
+		}{
+			{"siteops_relay_dead_letters", "gauge", nil, 2},
+			{"siteops_relay_dead_lettered_total", "counter", []string{"type", "lead.created"}, 2},
+			{"siteops_relay_retries_total", "counter", nil, 4}, // two failures of each before the last
+		} {
+			if got := telemetrytest.Type(mfs, w.name); got != w.typ {
+				t.Errorf("TYPE %s = %q, want %s", w.name, got, w.typ)
+			}
+			if got := telemetrytest.ValueIn(t, mfs, w.name, w.labels...); got != w.value {
+				t.Errorf("%s%q = %v, want %v", w.name, w.labels, got, w.value)
+			}
+		}
+		// Retention keeps dead letters.
+		f.advance(60 * 24 * time.Hour)
+		if n, err := f.st.PurgeInbox(ctx, f.clock().Add(-30*24*time.Hour)); err != nil || n != 0 {
+			t.Errorf("purged %d, %v; dead letters are kept", n, err)
+		}
+
+		// Temporal is back; a replay makes them due at once with three
+		// attempts ahead again, and the next claim dispatches them.
+		f.tmp.fail = nil
+		if _, err := f.st.ReplayEvents(ctx, []string{"evt_d1", "evt_d2"}, "alice"); err != nil {
+			t.Fatal(err)
+		}
+		if n := f.dispatchAll(t); n != 2 {
+			t.Fatalf("after the replay %d events were claimed, want 2", n)
+		}
+		ev, _ = f.st.Event(ctx, "evt_d1")
+		last := ev.History[len(ev.History)-1]
+		if ev.Outcome != OutcomeSignalled || last.Attempt != 4 || last.Replay != 1 || ev.History[3].Kind != store.HistoryReplay {
+			t.Errorf("after the replay: %+v", ev)
+		}
+		f.relay.updateGauges(ctx)
+		if got := telemetrytest.Value(t, f.reg, "siteops_relay_dead_letters"); got != 0 {
+			t.Errorf("siteops_relay_dead_letters after the replay = %v, want 0", got)
+		}
+	})
+}
+
+// TestFailuresBackOffAndDoNotStopOthers checks that a failing event waits
+// its backoff while the rest of its batch is marked, all in one write.
+func TestFailuresBackOffAndDoNotStopOthers(t *testing.T) {
+	f := newRelayFixture(t, store.SQLite, 0)
+	ctx := t.Context()
+	if err := f.st.SetSiteWorkflow(ctx, "site_2", "onboarding/two"); err != nil {
+		t.Fatal(err)
+	}
+	f.record(t, "evt_ok", "knowledge.ready", `{"site_id":"site_9","knowledge_id":"kn_1"}`)
+	f.record(t, "evt_bad", "knowledge.ready", `{"site_id":"site_2","knowledge_id":"kn_1"}`)
+	f.tmp.fail = errors.New("deadline exceeded")
+	if n := f.dispatchAll(t); n != 2 {
+		t.Fatalf("claimed %d", n)
+	}
+	ok, _ := f.st.Event(ctx, "evt_ok")
+	bad, _ := f.st.Event(ctx, "evt_bad")
+	if ok.Outcome != OutcomeNoTarget || bad.Status() != store.StatusFailing || !bad.NextAttemptAt.Equal(now.Add(time.Second)) {
+		t.Errorf("ok %+v\nbad %+v", ok, bad)
+	}
+	f.advance(time.Second)
+	if n := f.dispatchAll(t); n != 1 {
+		t.Fatalf("after 1 s %d events were due, want the failed one", n)
+	}
+	bad, _ = f.st.Event(ctx, "evt_bad")
+	if !bad.NextAttemptAt.Equal(f.clock().Add(2*time.Second)) || bad.Failures != 2 {
+		t.Errorf("after the second failure: next %s, %d failures; want 2 s later", bad.NextAttemptAt, bad.Failures)
+	}
+}
+
+func gather(t *testing.T, reg *prometheus.Registry) string {
+	t.Helper()
+	h := NewHandler(Options{Inbox: downInbox{}, EnvSecrets: []string{envSecret}, Registry: reg})
+	return scrape(t, h)
+}
