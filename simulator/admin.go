@@ -116,6 +116,10 @@ func (s *Simulator) simRequests(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"data": s.Requests()})
 }
 
+func (s *Simulator) simStats(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"data": s.RequestStats()})
+}
+
 func (s *Simulator) simEvents(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"data": s.Events()})
 }

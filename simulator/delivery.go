@@ -209,7 +209,7 @@ func (s *Simulator) newSender() *http.Client {
 		switch a, err := netip.ParseAddr(host); {
 		case err == nil:
 			addrs = []netip.Addr{a}
-		case s.cfg.AllowLoopbackReceivers && agentsite.IsLoopbackHost(host):
+		case s.cfg.AllowLoopbackReceivers && isLoopbackHost(host):
 			addrs = []netip.Addr{netip.MustParseAddr("127.0.0.1")}
 		default:
 			if addrs, err = s.cfg.Resolver.LookupNetIP(ctx, "ip", host); err != nil {
@@ -220,8 +220,8 @@ func (s *Simulator) newSender() *http.Client {
 			return nil, fmt.Errorf("delivery refused: %s resolves to no address", host)
 		}
 		for _, a := range addrs {
-			if !s.dialAllowed(a) {
-				return nil, fmt.Errorf("delivery refused: %s resolves to %s, which is not a public address", host, a)
+			if ok, why := addressVerdict(a); !ok && !(s.cfg.AllowLoopbackReceivers && loopbackAddress(a)) {
+				return nil, fmt.Errorf("delivery refused: %s resolves to %s, which is not a public address: %s", host, a, why)
 			}
 		}
 		return dialer.DialContext(ctx, network, net.JoinHostPort(addrs[0].String(), port))
@@ -236,9 +236,4 @@ func (s *Simulator) newSender() *http.Client {
 			IdleConnTimeout:     30 * time.Second,
 		},
 	}
-}
-
-func (s *Simulator) dialAllowed(a netip.Addr) bool {
-	a = a.Unmap()
-	return agentsite.IsPublicAddr(a) || (s.cfg.AllowLoopbackReceivers && a.IsLoopback())
 }

@@ -72,7 +72,93 @@
 // conversation.message.created {site_id, conversation_id, message_id};
 // broadcast.sent {site_id, broadcast_id}. domain.activated is never emitted.
 //
+// # Rules, written apart from the client
+//
+// The validation rules are the simulator's own, written from the contract:
+// rules.go (knowledge text, event types), origins.go (allowed_origins),
+// receivers.go (webhook URLs) and addresses.go (non-public addresses). It
+// does not call package agentsite's validators, so that a rule wrong on one
+// side shows up in crosscheck_test.go, which runs a table of cases through
+// the client's validators and through this handler and wants one outcome,
+// the contract's. Where the contract speaks, the rule is the contract's;
+// where it is silent, the simulator reads it strictly, so that what passes
+// here also passes a service that reads it strictly.
+//
+//   - allowed_origins: "an exact origin made of scheme, hostname and an
+//     optional port", no path, no trailing wildcard. Read literally, that
+//     admits an explicit default port (https://x.example:443 has a scheme, a
+//     hostname and a port) and any letter case (HTTPS://Gen.Example: schemes
+//     and host names are case-insensitive), so both are accepted, and stored
+//     as sent: the contract does not say the service rewrites entries.
+//     Strict where it is silent: the host is a host name of letters, digits
+//     and hyphens (an international name in its xn-- form, as browsers
+//     send it), a dotted-quad IPv4 address or a bracketed IPv6 address
+//     without a zone; a port is 1 to 65535 without leading zeros; a ':'
+//     with no port is refused; two entries naming one origin (compared in
+//     the browser's form: lowercase, no default port) are refused as listed
+//     twice. 422 invalid_origin names allowed_origins[i] of the first bad
+//     entry.
+//   - Knowledge text: 5 to 200,000 characters, counted as Unicode code
+//     points. A request body that is not UTF-8 is 400 invalid_json rather
+//     than decoded with U+FFFD in place of the bad bytes.
+//   - Event types: the contract's seven, case-sensitive; domain.activated is
+//     refused as retired; at least one, none twice. 422 invalid_events.
+//   - Webhook URLs: https (any case); no username, even an empty one; no
+//     password; no fragment, even an empty one; no port but 443 (a ':'
+//     alone or 0443 is a custom port); a path and a query are allowed.
+//     localhost and names under it (RFC 6761) are refused without a lookup;
+//     every address an IP literal is, or a name resolves to, must be
+//     public; a name that does not resolve, or resolves to nothing, is
+//     refused. 422 invalid_url.
+//   - Public addresses: "localhost and internal ranges are rejected" is read
+//     as "only ordinary global unicast". Refused: every block of the IANA
+//     IPv4 and IPv6 special-purpose registries (this network 0/8, private
+//     10/8, 172.16/12 and 192.168/16, CGNAT 100.64/10, loopback 127/8,
+//     link-local 169.254/16, protocol assignments 192.0.0/24,
+//     documentation and benchmarking ranges, AS112 and AMT anycast, the
+//     deprecated 6to4 relay; ::, ::1, discard 100::/64, 2001::/23, 2001:db8::/32,
+//     3fff::/20, 5f00::/16, unique local fc00::/7, link-local fe80::/10,
+//     site-local fec0::/10), multicast (224/4, ff00::/8), reserved 240/4
+//     and broadcast, and in IPv6 everything outside 2000::/3. IPv4-mapped
+//     (::ffff:0:0/96), NAT64 (64:ff9b::/96) and 6to4 (2002::/16) addresses
+//     are judged by the IPv4 address they carry; an address with a zone is
+//     refused. Globally reachable anycast blocks are refused too: they are
+//     protocol infrastructure, never a receiver.
+//
+// Where the client and the simulator differ by design:
+//   - The simulator checks a receiver's addresses again when it dials each
+//     delivery, so a name rebound to a private address fails the delivery
+//     (TestDNSRebindingFailsTheDelivery); a client can only check at
+//     registration.
+//   - Each side resolves names with its own resolver. In tests they share
+//     one; in production siteops and the service resolve from different
+//     networks, and for a split-horizon name the service's answer is the
+//     one that counts.
+//   - The client reports every bad entry at once and names events[i]; the
+//     simulator answers the first broken rule and names allowed_origins[i],
+//     events or url.
+//   - Knowledge text that is not valid UTF-8 is refused by both: by the
+//     client before sending, by the simulator with 400 invalid_json, as the
+//     body itself is not JSON text.
+//   - The simulator knows state the client cannot: an unknown site or
+//     endpoint (404), a taken slug (409), a reused idempotency key.
+//
 // Faults are drawn from a random source seeded by Config.Seed, so that a
 // single-threaded sequence of requests meets the same faults on every run;
 // under concurrency the order of draws follows the scheduler.
+//
+// Rate limits: the contract says only that answers telling a client to wait
+// carry Retry-After. Besides the random 429 fault (Faults.RateLimitRate),
+// the simulator can throttle as a real service does, at a fixed rate:
+// Faults.RateLimitRPS is a token bucket per API key (Faults.RateLimitBurst
+// tokens, 1 by default, refilled at that many per second, full at start and
+// whenever the rate or burst changes). It is checked right after the key is
+// recognised, before the scope, the body, the other faults and idempotency,
+// so a 429 applies nothing and stores nothing under the idempotency key. Its
+// Retry-After is the time until the key's next token in whole seconds,
+// rounded up and at least 1. Both can be set at start and changed with PUT
+// /_sim/faults. The request log (GET /_sim/requests) marks these answers
+// with fault "fixed_rate_limit" and names each key by a fingerprint
+// (KeyID), never the key; GET /_sim/stats counts answers by status, by
+// fault and 429s by key, and is never trimmed.
 package simulator

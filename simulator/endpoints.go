@@ -1,7 +1,6 @@
 package simulator
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"net/http"
@@ -44,11 +43,11 @@ func (s *Simulator) createEndpoint(r *http.Request, body []byte) response {
 	if in.URL == nil || *in.URL == "" {
 		return fail(http.StatusUnprocessableEntity, "required", "url is required", "url")
 	}
-	if err := s.checkReceiverURL(r.Context(), *in.URL); err != nil {
-		return fail(http.StatusUnprocessableEntity, "invalid_url", firstLine(err), "url")
+	if problem := checkReceiverURL(r.Context(), *in.URL, s.cfg.Resolver, s.cfg.AllowLoopbackReceivers); problem != "" {
+		return fail(http.StatusUnprocessableEntity, "invalid_url", problem, "url")
 	}
-	if err := agentsite.ValidateEventTypes(in.Events); err != nil {
-		return fail(http.StatusUnprocessableEntity, "invalid_events", firstLine(err), "events")
+	if problem := checkEventTypes(in.Events); problem != "" {
+		return fail(http.StatusUnprocessableEntity, "invalid_events", problem, "events")
 	}
 	secret, err := newSecret()
 	if err != nil {
@@ -101,10 +100,4 @@ func (s *Simulator) deleteEndpoint(r *http.Request, _ []byte) response {
 	}
 	delete(s.endpoints, id)
 	return response{status: http.StatusNoContent}
-}
-
-// checkReceiverURL applies the registration rules, with the loopback test
-// mode when it is on.
-func (s *Simulator) checkReceiverURL(ctx context.Context, raw string) error {
-	return agentsite.ValidateReceiverURL(ctx, raw, s.cfg.Resolver, s.cfg.AllowLoopbackReceivers)
 }

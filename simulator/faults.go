@@ -3,9 +3,12 @@ package simulator
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/siteops/siteops/duration"
 )
 
 // Faults are injected failures. Rates are probabilities from 0 to 1 drawn
@@ -15,8 +18,19 @@ type Faults struct {
 	ErrorRate float64 `json:"error_rate"`
 	// RateLimitRate answers 429 with Retry-After before anything is applied.
 	RateLimitRate float64 `json:"rate_limit_rate"`
-	// RetryAfter is the Retry-After of 429 and 503 answers (default 1 s).
+	// RetryAfter is the Retry-After of injected 429 and 503 answers
+	// (default 1 s).
 	RetryAfter Duration `json:"retry_after"`
+	// RateLimitRPS throttles each API key at a fixed rate, as the real
+	// service does: a token bucket per key of this many requests per second
+	// (0 = no limit). A request beyond it is answered 429 with Retry-After
+	// = the time until the key's next token in whole seconds, rounded up
+	// and at least 1, before anything is applied. Every request with a
+	// known key that is let through spends a token, whatever its answer;
+	// a 429 spends none.
+	RateLimitRPS float64 `json:"rate_limit_rps"`
+	// RateLimitBurst is the size of each key's bucket (0 means 1).
+	RateLimitBurst int `json:"rate_limit_burst"`
 	// Latency is added to every API request (not scaled).
 	Latency Duration `json:"latency"`
 	// DropRate applies a mutation, stores its answer under the idempotency
@@ -32,38 +46,21 @@ type Faults struct {
 	Delay     Duration `json:"delay"`
 }
 
-// Duration is a time.Duration that reads and writes JSON as "1.5s".
-type Duration time.Duration
-
-// MarshalJSON implements json.Marshaler.
-func (d Duration) MarshalJSON() ([]byte, error) {
-	return []byte(strconv.Quote(time.Duration(d).String())), nil
-}
-
-// UnmarshalJSON implements json.Unmarshaler for "1.5s" or a number of
-// nanoseconds.
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	if s, err := strconv.Unquote(string(b)); err == nil {
-		v, err := time.ParseDuration(s)
-		if err != nil {
-			return err
-		}
-		*d = Duration(v)
-		return nil
-	}
-	n, err := strconv.ParseInt(string(b), 10, 64)
-	if err != nil {
-		return fmt.Errorf("duration %s: use a string such as \"1.5s\"", b)
-	}
-	*d = Duration(n)
-	return nil
-}
+// Duration is a duration in the simulator's JSON (faults, config): "1.5s",
+// or a bare number of seconds, as everywhere in siteops (package duration).
+type Duration = duration.Duration
 
 func (f Faults) validate() error {
 	for name, r := range map[string]float64{"error_rate": f.ErrorRate, "rate_limit_rate": f.RateLimitRate, "drop_rate": f.DropRate, "duplicate_rate": f.DuplicateRate, "delay_rate": f.DelayRate} {
 		if r < 0 || r > 1 {
 			return fmt.Errorf("simulator: fault %s = %g; a rate is from 0 to 1", name, r)
 		}
+	}
+	if math.IsNaN(f.RateLimitRPS) || math.IsInf(f.RateLimitRPS, 0) || f.RateLimitRPS < 0 {
+		return fmt.Errorf("simulator: fault rate_limit_rps = %g; give requests per second per key, 0 for no limit", f.RateLimitRPS)
+	}
+	if f.RateLimitBurst < 0 || f.RateLimitBurst > 10_000 {
+		return fmt.Errorf("simulator: fault rate_limit_burst = %d; give 1 to 10000, or 0 for 1", f.RateLimitBurst)
 	}
 	if f.RetryAfter < 0 || f.Latency < 0 || f.ReorderWindow < 0 || f.Delay < 0 {
 		return errors.New("simulator: fault durations must not be negative")
@@ -74,6 +71,7 @@ func (f Faults) validate() error {
 const (
 	faultError     = "error"
 	faultRateLimit = "rate_limit"
+	faultFixedRate = "fixed_rate_limit"
 	faultDrop      = "drop_after_apply"
 )
 

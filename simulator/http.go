@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 const maxBody = 4 << 20
@@ -89,6 +90,11 @@ type RequestRecord struct {
 	Status         int       `json:"status"`
 	Replayed       bool      `json:"replayed,omitempty"`
 	Fault          string    `json:"fault,omitempty"`
+	// KeyID is the fingerprint of a known bearer key (see KeyID), never
+	// the key; empty when the key was missing or unknown.
+	KeyID string `json:"key_id,omitempty"`
+	// RetryAfter is the answer's Retry-After header, if any.
+	RetryAfter string `json:"retry_after,omitempty"`
 }
 
 // InFlight returns how many API requests are being processed right now.
@@ -104,6 +110,7 @@ func (s *Simulator) Requests() []RequestRecord {
 func (s *Simulator) record(rec RequestRecord) {
 	s.mu.Lock()
 	s.requests = appendCapped(s.requests, rec)
+	s.stats.add(rec)
 	s.mu.Unlock()
 }
 
@@ -117,6 +124,7 @@ func (s *Simulator) api(scope string, mutating bool, h handlerFunc) http.Handler
 		resp := s.serveAPI(w, r, scope, mutating, h, &rec)
 		s.inFlight.Add(-1)
 		rec.Status = resp.status
+		rec.RetryAfter = w.Header().Get("Retry-After")
 		s.record(rec)
 		if rec.Fault == faultDrop {
 			dropConnection(w)
@@ -134,6 +142,11 @@ func (s *Simulator) serveAPI(w http.ResponseWriter, r *http.Request, scope strin
 	scopes, known := s.cfg.Keys[token]
 	if !known {
 		return fail(http.StatusUnauthorized, "invalid_api_key", "the API key is not valid", "")
+	}
+	rec.KeyID = KeyID(token)
+	if resp, limited := s.throttleKey(w, token); limited {
+		rec.Fault = faultFixedRate
+		return resp
 	}
 	if !hasScope(scopes, scope) {
 		return fail(http.StatusForbidden, "insufficient_scope", "this API key lacks the scope "+scope, "")
@@ -229,8 +242,14 @@ func (s *Simulator) admin(h http.HandlerFunc) http.Handler {
 }
 
 // decodeStrict decodes a JSON object and refuses unknown fields, so that a
-// client's typo is caught here rather than silently ignored.
+// client's typo is caught here rather than silently ignored. It refuses a
+// body that is not UTF-8 (RFC 8259 §8.1) rather than let the decoder put
+// U+FFFD in place of the bad bytes and so change what the client sent.
 func decodeStrict(body []byte, v any) *response {
+	if !utf8.Valid(body) {
+		r := fail(http.StatusBadRequest, "invalid_json", "the body is not valid UTF-8", "")
+		return &r
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {

@@ -15,8 +15,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
-
-	"github.com/siteops/siteops/agentsite"
 )
 
 // Scopes of the API.
@@ -61,8 +59,9 @@ type Config struct {
 	DeliveryTimeout time.Duration
 	// Faults are the faults in force at start.
 	Faults Faults
-	// Resolver resolves webhook hosts (net.DefaultResolver otherwise).
-	Resolver agentsite.Resolver
+	// Resolver resolves webhook hosts, at registration and at every
+	// delivery's dial (net.DefaultResolver otherwise).
+	Resolver Resolver
 	// Now is the clock for idempotency expiry and timestamps (time.Now).
 	Now func() time.Time
 	// Logger receives one line per delivery attempt and fault (discarded
@@ -89,6 +88,7 @@ type Simulator struct {
 
 	cursorKey [32]byte
 	inFlight  atomic.Int32
+	throttle  throttle
 
 	mu         sync.Mutex
 	faults     Faults
@@ -100,6 +100,7 @@ type Simulator struct {
 	events     []eventRecord
 	deliveries []DeliveryRecord
 	requests   []RequestRecord
+	stats      RequestStats
 }
 
 // New returns a Simulator. Call Close to stop its deliveries.
@@ -262,6 +263,7 @@ func (s *Simulator) routes() http.Handler {
 	admin("GET /_sim/faults", s.simGetFaults)
 	admin("PUT /_sim/faults", s.simPutFaults)
 	admin("GET /_sim/requests", s.simRequests)
+	admin("GET /_sim/stats", s.simStats)
 	admin("GET /_sim/events", s.simEvents)
 	admin("GET /_sim/deliveries", s.simDeliveries)
 	mux.HandleFunc("GET /_sim/healthz", func(w http.ResponseWriter, _ *http.Request) {

@@ -1,7 +1,6 @@
 package simulator
 
 import (
-	"errors"
 	"net/http"
 	"regexp"
 	"strings"
@@ -168,13 +167,8 @@ func (s *Simulator) updateAgent(r *http.Request, body []byte) response {
 		}
 	}
 	if in.AllowedOrigins != nil {
-		if err := agentsite.ValidateOrigins(*in.AllowedOrigins); err != nil {
-			var ve *agentsite.ValidationError
-			field := "allowed_origins"
-			if errors.As(err, &ve) {
-				field = ve.Field
-			}
-			return fail(http.StatusUnprocessableEntity, "invalid_origin", "allowed_origins entries are exact origins (scheme, host, optional port; no path, no wildcard): "+firstLine(err), field)
+		if field, problem := checkOrigins(*in.AllowedOrigins); problem != "" {
+			return fail(http.StatusUnprocessableEntity, "invalid_origin", "allowed_origins entries are exact origins (scheme, host, optional port; no path, no wildcard): "+field+": "+problem, field)
 		}
 	}
 
@@ -206,11 +200,6 @@ func (s *Simulator) updateAgent(r *http.Request, body []byte) response {
 	return ok(http.StatusOK, map[string]any{"data": a})
 }
 
-func firstLine(err error) string {
-	msg, _, _ := strings.Cut(err.Error(), "\n")
-	return strings.TrimPrefix(msg, "agentsite: ")
-}
-
 func (s *Simulator) addKnowledge(r *http.Request, body []byte) response {
 	var in struct {
 		Name *string `json:"name"`
@@ -225,8 +214,8 @@ func (s *Simulator) addKnowledge(r *http.Request, body []byte) response {
 	if in.Text == nil {
 		return fail(http.StatusUnprocessableEntity, "required", "text is required", "text")
 	}
-	if err := agentsite.ValidateKnowledgeText(*in.Text); err != nil {
-		return fail(http.StatusUnprocessableEntity, "invalid_text", "text "+strings.TrimPrefix(firstLine(err), "invalid text: "), "text")
+	if problem := checkKnowledgeText(*in.Text); problem != "" {
+		return fail(http.StatusUnprocessableEntity, "invalid_text", problem, "text")
 	}
 
 	s.mu.Lock()
