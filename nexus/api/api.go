@@ -1,0 +1,85 @@
+// Package api is the contract of siteops' Nexus service for the systems
+// that call it: the service name, the operation names, typed references
+// for workflow.NexusClient.ExecuteOperation, the operations' input and
+// output types, and the error types a caller can tell apart.
+//
+// It imports only the Nexus SDK's operation references (standard library
+// only), never siteops' store, client or workflows, so that a caller
+// imports it without pulling siteops in. Its types write the same JSON as
+// the workflow types they mirror (OnboardInput is workflows.OnboardingInput
+// on the wire, and so on); a test in package nexus keeps them in step.
+//
+// A caller workflow reaches the service through a Nexus endpoint that
+// targets siteops' namespace and task queue:
+//
+//	c := workflow.NewNexusClient("siteops", api.ServiceName)
+//	var stored api.StoreKnowledgeOutput
+//	err := c.ExecuteOperation(ctx, api.StoreKnowledge, api.StoreKnowledgeInput{Text: text}, workflow.NexusOperationOptions{}).Get(ctx, &stored)
+//
+// Callers without a Temporal SDK use the same operations over HTTP (see
+// docs/readme-callers.md).
+package api
+
+import "github.com/nexus-rpc/sdk-go/nexus"
+
+// ServiceName is the name of siteops' Nexus service.
+const ServiceName = "siteops"
+
+// Operation names.
+const (
+	// StoreKnowledgeName stores a knowledge text and returns its hash
+	// (synchronous).
+	StoreKnowledgeName = "store-knowledge"
+	// OnboardName onboards a site; its result is the onboarding's result
+	// (asynchronous: a run of the Onboarding workflow).
+	OnboardName = "onboard"
+	// OnboardingStatusName reports how an onboarding stands (synchronous).
+	OnboardingStatusName = "onboarding-status"
+	// EmbedOffName opens an embed incident and returns once the embed is
+	// off (synchronous).
+	EmbedOffName = "embed-off"
+	// EmbedOnName restores the embed of a site's open incident and returns
+	// once it is on (synchronous).
+	EmbedOnName = "embed-on"
+	// LeadSyncStatusName reports a site's lead sync progress (synchronous).
+	LeadSyncStatusName = "lead-sync-status"
+	// RotateSecretName rotates a webhook endpoint's signing secret; its
+	// result is the rotation's result (asynchronous: a run of the
+	// SecretRotation workflow).
+	RotateSecretName = "rotate-secret"
+)
+
+// Typed references to the operations, for workflow.NexusClient.
+var (
+	StoreKnowledge   = nexus.NewOperationReference[StoreKnowledgeInput, StoreKnowledgeOutput](StoreKnowledgeName)
+	Onboard          = nexus.NewOperationReference[OnboardInput, OnboardResult](OnboardName)
+	OnboardingStatus = nexus.NewOperationReference[OnboardingStatusInput, Onboarding](OnboardingStatusName)
+	EmbedOff         = nexus.NewOperationReference[EmbedOffInput, EmbedOffOutput](EmbedOffName)
+	EmbedOn          = nexus.NewOperationReference[EmbedOnInput, EmbedIncident](EmbedOnName)
+	LeadSyncStatus   = nexus.NewOperationReference[LeadSyncStatusInput, LeadSyncProgress](LeadSyncStatusName)
+	RotateSecret     = nexus.NewOperationReference[RotateSecretInput, SecretRotation](RotateSecretName)
+)
+
+// Error types. A refused request is a Nexus handler error (BAD_REQUEST or
+// NOT_FOUND) whose cause is an application error of one of these types; an
+// operation that ran and failed carries the root cause's own type (an
+// activity error type such as NotFound or Unprocessable, a workflow's such
+// as KnowledgeNotReady).
+const (
+	// ErrTypeInvalidSpec: the onboarding input breaks the contract; the
+	// message lists every problem (the Onboarding workflow's own type).
+	ErrTypeInvalidSpec = "InvalidOnboardingSpec"
+	// ErrTypeSpecConflict: the slug was onboarded, or is being onboarded,
+	// from a different spec; a slug is onboarded once.
+	ErrTypeSpecConflict = "OnboardingSpecConflict"
+	// ErrTypeInvalidInput: another operation's input is incomplete or
+	// malformed.
+	ErrTypeInvalidInput = "InvalidInput"
+	// ErrTypeNotFound: the onboarding, lead sync or open incident asked
+	// for does not exist (unlike NotFound, the Agent-Site API's 404 that
+	// fails an operation that ran).
+	ErrTypeNotFound = "WorkflowNotFound"
+	// ErrTypeRejected: the workflow refused the request before acting on
+	// it (a decision that does not apply, origins that are not exact).
+	ErrTypeRejected = "Rejected"
+)

@@ -1,0 +1,93 @@
+package nexus
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/siteops/siteops/nexus/api"
+	"github.com/siteops/siteops/starter"
+	"github.com/siteops/siteops/workflows"
+)
+
+// TestAPITypesMirrorTheWorkflowTypes keeps package api, which callers
+// import without siteops, in step with the types the workflows read and
+// write: a value with every field set goes through the mirror and back
+// (unknown fields refused) and writes the same JSON.
+func TestAPITypesMirrorTheWorkflowTypes(t *testing.T) {
+	for _, pair := range []struct{ siteops, mirror any }{
+		{workflows.OnboardingInput{}, api.OnboardInput{}},
+		{workflows.OnboardingResult{}, api.OnboardResult{}},
+		{workflows.OnboardingStatus{}, api.OnboardingProgress{}},
+		{starter.Failure{}, api.Failure{}},
+		{workflows.EmbedOffResult{}, api.EmbedOffOutput{}},
+		{workflows.EmbedIncidentStatus{}, api.EmbedIncident{}},
+		{workflows.LeadSyncProgress{}, api.LeadSyncProgress{}},
+		{workflows.SecretRotationInput{}, api.RotateSecretInput{}},
+		{workflows.SecretRotationStatus{}, api.SecretRotation{}},
+	} {
+		for _, dir := range [][2]reflect.Type{
+			{reflect.TypeOf(pair.siteops), reflect.TypeOf(pair.mirror)},
+			{reflect.TypeOf(pair.mirror), reflect.TypeOf(pair.siteops)},
+		} {
+			from := filled(dir[0]).Interface()
+			to := reflect.New(dir[1])
+			if err := convert(from, to.Interface()); err != nil {
+				t.Errorf("%s → %s: %v", dir[0], dir[1], err)
+				continue
+			}
+			want, _ := json.Marshal(from)
+			got, _ := json.Marshal(to.Elem().Interface())
+			var w, g any
+			_ = json.Unmarshal(want, &w)
+			_ = json.Unmarshal(got, &g)
+			if !reflect.DeepEqual(w, g) {
+				t.Errorf("%s → %s:\n got %s\nwant %s", dir[0], dir[1], got, want)
+			}
+		}
+	}
+	if api.ErrTypeInvalidSpec != workflows.ErrTypeInvalidSpec {
+		t.Errorf("api.ErrTypeInvalidSpec = %q, the workflow fails with %q", api.ErrTypeInvalidSpec, workflows.ErrTypeInvalidSpec)
+	}
+	if api.ServiceName == "" || api.Onboard.Name() != api.OnboardName {
+		t.Error("the operation references do not carry their names")
+	}
+}
+
+// filled returns a value of t with every field set.
+func filled(t reflect.Type) reflect.Value {
+	v := reflect.New(t).Elem()
+	switch t {
+	case reflect.TypeFor[workflows.Duration]():
+		v.Set(reflect.ValueOf(workflows.Duration(90 * time.Second)))
+		return v
+	case reflect.TypeFor[api.Duration]():
+		v.Set(reflect.ValueOf(api.Duration(90 * time.Second)))
+		return v
+	case reflect.TypeFor[time.Time]():
+		v.Set(reflect.ValueOf(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)))
+		return v
+	}
+	switch t.Kind() {
+	case reflect.String:
+		v.SetString("x")
+	case reflect.Bool:
+		v.SetBool(true)
+	case reflect.Int, reflect.Int32, reflect.Int64:
+		v.SetInt(7)
+	case reflect.Slice:
+		v.Set(reflect.Append(reflect.MakeSlice(t, 0, 1), filled(t.Elem())))
+	case reflect.Pointer:
+		p := reflect.New(t.Elem())
+		p.Elem().Set(filled(t.Elem()))
+		v.Set(p)
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if t.Field(i).IsExported() {
+				v.Field(i).Set(filled(t.Field(i).Type))
+			}
+		}
+	}
+	return v
+}

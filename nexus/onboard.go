@@ -1,0 +1,188 @@
+package nexus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	nexusrpc "github.com/nexus-rpc/sdk-go/nexus"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/temporalnexus"
+
+	"github.com/siteops/siteops/agentsite"
+	"github.com/siteops/siteops/nexus/api"
+	"github.com/siteops/siteops/starter"
+	"github.com/siteops/siteops/store"
+	"github.com/siteops/siteops/workflows"
+)
+
+// storeKnowledge stores a text and names it by its hash; the text enters no
+// history of siteops'.
+func (s *Service) storeKnowledge(ctx context.Context, in api.StoreKnowledgeInput, _ nexusrpc.StartOperationOptions) (api.StoreKnowledgeOutput, error) {
+	n := utf8.RuneCountInString(in.Text)
+	switch {
+	case !utf8.ValidString(in.Text):
+		return api.StoreKnowledgeOutput{}, badInput("text: is not valid UTF-8")
+	case n < agentsite.MinKnowledgeText || n > agentsite.MaxKnowledgeText:
+		return api.StoreKnowledgeOutput{}, badInput("text: is %d characters; it must be %d to %d characters", n, agentsite.MinKnowledgeText, agentsite.MaxKnowledgeText)
+	}
+	hash, err := s.o.Texts.PutKnowledgeText(ctx, in.Text)
+	if err != nil {
+		return api.StoreKnowledgeOutput{}, err
+	}
+	return api.StoreKnowledgeOutput{TextHash: hash, Chars: n}, nil
+}
+
+// onboard starts onboarding/<slug> as the starter does, with the caller's
+// completion attached to it:
+//
+//   - an invalid input, or a hash that is not in the store, is refused
+//     before anything starts (BAD_REQUEST, InvalidOnboardingSpec);
+//   - a new slug, or one whose last onboarding failed, starts a run whose
+//     result completes the operation;
+//   - the same spec while its onboarding runs joins it (the caller's
+//     completion is attached to the running one);
+//   - the same spec after its onboarding succeeded answers at once with
+//     that onboarding's result;
+//   - a different spec for the slug is refused (BAD_REQUEST,
+//     OnboardingSpecConflict).
+//
+// A retried request (same Nexus request id) reaches the run it started.
+func (s *Service) onboard(ctx context.Context, nc temporalnexus.NexusClient, in api.OnboardInput, _ temporalnexus.StartTemporalOperationOptions) (temporalnexus.TemporalOperationResult[api.OnboardResult], error) {
+	var none temporalnexus.TemporalOperationResult[api.OnboardResult]
+	p, err := s.prepare(ctx, in)
+	if err != nil {
+		return none, err
+	}
+	st := s.starter(ctx)
+	id := workflows.OnboardingID(p.Input.Site.Slug)
+	opts := st.StartOptions(workflows.OnboardingKind, id)
+	for attempt := 0; attempt < 3; attempt++ {
+		res, err := temporalnexus.StartUntypedWorkflow[api.OnboardResult](ctx, nc, opts, workflows.OnboardingWorkflowName, p.Input)
+		var started *serviceerror.WorkflowExecutionAlreadyStarted
+		if !errors.As(err, &started) {
+			return res, handlerError(err)
+		}
+		// The slug has a running or a successful onboarding: the starter
+		// decides, as for every other caller, whether this is the same
+		// spec.
+		o, err := st.Onboard(ctx, starter.Prepared{Input: p.Input})
+		if err != nil {
+			return none, handlerError(err)
+		}
+		if o.Done != nil {
+			var r api.OnboardResult
+			if err := convert(*o.Done, &r); err != nil {
+				return none, err
+			}
+			return temporalnexus.NewSyncResult(r), nil
+		}
+		// The same spec runs: attach to it. Should it succeed meanwhile,
+		// the next round answers with its result.
+		opts.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING
+	}
+	msg := id + " changed while this request joined it; retry"
+	return none, &nexusrpc.HandlerError{Type: nexusrpc.HandlerErrorTypeUnavailable, Message: msg, Cause: errors.New(msg)}
+}
+
+// prepare turns an onboard input into the workflow's: every inline text is
+// replaced by its hash, every hash is looked up in the store, characters
+// are counted, and the whole input is validated, every problem at once.
+// Only a valid input's inline texts are stored.
+func (s *Service) prepare(ctx context.Context, in api.OnboardInput) (starter.Prepared, error) {
+	var wf workflows.OnboardingInput
+	if err := convert(in, &wf); err != nil {
+		return starter.Prepared{}, badInput("%v", err)
+	}
+	inline := map[string]string{} // hash → text, stored once the input is valid
+	var problems []workflows.Problem
+	add := func(field, format string, args ...any) {
+		problems = append(problems, workflows.Problem{Field: field, Message: fmt.Sprintf(format, args...)})
+	}
+	for i := range wf.Knowledge {
+		k := &wf.Knowledge[i]
+		field := fmt.Sprintf("knowledge[%d]", i)
+		text := k.Text
+		switch {
+		case k.Text != "" && k.TextHash != "":
+			continue // Validate names it
+		case k.Text != "":
+			if !utf8.ValidString(text) {
+				add(field+".text", "is not valid UTF-8")
+				continue
+			}
+			k.TextHash, k.Text = store.KnowledgeHash(text), ""
+			inline[k.TextHash] = text
+		case k.TextHash != "":
+			t, err := s.o.Texts.KnowledgeText(ctx, k.TextHash)
+			if errors.Is(err, store.ErrNotFound) {
+				add(field+".text_hash", "%s is not in siteops' store; store the text with the %s operation first", k.TextHash, api.StoreKnowledgeName)
+				continue
+			}
+			if err != nil {
+				return starter.Prepared{}, err
+			}
+			text = t
+		default:
+			continue // Validate names it
+		}
+		n := utf8.RuneCountInString(text)
+		if k.Chars != 0 && k.Chars != n {
+			add(field+".chars", "is %d but the text has %d characters; leave chars out and siteops counts them", k.Chars, n)
+		}
+		k.Chars = n
+	}
+	problems = append(problems, workflows.Validate(wf)...)
+	if len(problems) > 0 {
+		return starter.Prepared{}, handlerError(&starter.InvalidSpecError{Problems: problems})
+	}
+	for hash, text := range inline {
+		got, err := s.o.Texts.PutKnowledgeText(ctx, text)
+		if err != nil {
+			return starter.Prepared{}, err
+		}
+		if got != hash {
+			return starter.Prepared{}, fmt.Errorf("nexus: the store named a text %s, not %s", got, hash)
+		}
+	}
+	return starter.Prepared{Input: wf}, nil
+}
+
+// onboardingStatus reports an onboarding: its state, the step it is at,
+// its result once it completed and its root cause when it did not succeed.
+func (s *Service) onboardingStatus(ctx context.Context, in api.OnboardingStatusInput, _ nexusrpc.StartOperationOptions) (api.Onboarding, error) {
+	if strings.TrimSpace(in.Slug) == "" {
+		return api.Onboarding{}, badInput("slug: is required")
+	}
+	st := s.starter(ctx)
+	id := workflows.OnboardingID(in.Slug)
+	status, err := st.Status(ctx, id)
+	if errors.Is(err, starter.ErrNotFound) {
+		return api.Onboarding{}, handlerError(fmt.Errorf("no onboarding of slug %q (%s): %w", in.Slug, id, starter.ErrNotFound))
+	}
+	if err != nil {
+		return api.Onboarding{}, handlerError(err)
+	}
+	out := api.Onboarding{WorkflowID: status.WorkflowID, RunID: status.RunID, Status: status.Status, StartedAt: status.StartedAt, ClosedAt: status.ClosedAt}
+	if status.Detail != nil {
+		out.Progress = &api.OnboardingProgress{}
+		if err := convert(status.Detail, out.Progress); err != nil {
+			return api.Onboarding{}, err
+		}
+	}
+	if status.Failure != nil {
+		f := api.Failure(*status.Failure)
+		out.Failure = &f
+	}
+	if status.Status == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED.String() {
+		var r api.OnboardResult
+		if err := st.Client.GetWorkflow(ctx, id, status.RunID).Get(ctx, &r); err != nil {
+			return api.Onboarding{}, handlerError(err)
+		}
+		out.Result = &r
+	}
+	return out, nil
+}
