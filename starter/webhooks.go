@@ -11,7 +11,6 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
-	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/workflows"
 )
 
@@ -33,32 +32,60 @@ func ReceiverFromURL(raw string) (string, error) {
 	return "", fmt.Errorf("cannot tell the ingress receiver from %s (paths end in /webhooks or /webhooks/NAME); pass --receiver", u.Redacted())
 }
 
-// SecretStore keeps signing secrets.
-type SecretStore interface {
-	PutSecret(ctx context.Context, endpointID, receiver string, secret agentsite.SigningSecret) error
-	ExpectSecret(ctx context.Context, receiver string, until time.Time) error
+// EndpointRequest registers a webhook endpoint.
+type EndpointRequest struct {
+	URL      string
+	Events   []string
+	Receiver string // derived from URL when empty
+	// Label makes a deliberate second registration of the same URL,
+	// events and receiver a new operation; leave it empty to make
+	// repeating a request safe.
+	Label    string
+	Operator string
 }
 
-// EndpointCreator registers webhook endpoints.
-type EndpointCreator interface {
-	CreateWebhookEndpoint(ctx context.Context, idempotencyKey string, e agentsite.NewWebhookEndpoint) (*agentsite.CreatedWebhookEndpoint, error)
+// Registration says what RegisterEndpoint did.
+type Registration struct {
+	WorkflowID string
+	Status     workflows.EndpointRegistrationStatus
+	// Already is true when the same request had been carried out before:
+	// Status is its result and no second endpoint was created.
+	Already bool
 }
 
-// CreateEndpoint registers a webhook endpoint and stores its one-time
-// secret, encrypted, for the ingress receiver. It returns the endpoint and
-// the secret's fingerprint; the secret itself is never returned.
-func CreateEndpoint(ctx context.Context, api EndpointCreator, secrets SecretStore, key, rawURL string, events []string, receiver string) (agentsite.WebhookEndpoint, string, error) {
-	if err := secrets.ExpectSecret(ctx, receiver, time.Now().Add(2*time.Minute)); err != nil {
-		return agentsite.WebhookEndpoint{}, "", err
+// RegisterEndpoint registers a webhook endpoint and stores its one-time
+// secret, encrypted, through the EndpointRegistration workflow, and waits
+// for it. The workflow ID and the idempotency key derive from the request,
+// so repeating a request whose answer was lost creates no second endpoint:
+// it joins the running registration or reports the finished one. The
+// secret is never returned, only its fingerprint.
+func (s *Starter) RegisterEndpoint(ctx context.Context, req EndpointRequest) (Registration, error) {
+	if req.Receiver == "" {
+		r, err := ReceiverFromURL(req.URL)
+		if err != nil {
+			return Registration{}, err
+		}
+		req.Receiver = r
 	}
-	created, err := api.CreateWebhookEndpoint(ctx, key, agentsite.NewWebhookEndpoint{URL: rawURL, Events: events})
+	id := workflows.EndpointRegistrationID(req.URL, req.Events, req.Receiver, req.Label)
+	opts := s.options(workflows.EndpointRegistrationKind, id)
+	opts.WorkflowExecutionErrorWhenAlreadyStarted = true
+	in := workflows.EndpointRegistrationInput{URL: req.URL, Events: req.Events, Receiver: req.Receiver, Operator: req.Operator}
+	run, err := s.Client.ExecuteWorkflow(ctx, opts, workflows.EndpointRegistrationWorkflowName, in)
+	already := false
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	if errors.As(err, &started) {
+		// Succeeded before: its result answers this request.
+		run, err, already = s.Client.GetWorkflow(ctx, id, ""), nil, true
+	}
 	if err != nil {
-		return agentsite.WebhookEndpoint{}, "", err
+		return Registration{}, err
 	}
-	if err := secrets.PutSecret(ctx, created.Endpoint.ID, receiver, created.Secret); err != nil {
-		return created.Endpoint, "", fmt.Errorf("endpoint %s was created but its secret could not be stored (%w); run the same command with --idempotency-key %s to get the answer replayed, or delete the endpoint", created.Endpoint.ID, err, key)
+	var st workflows.EndpointRegistrationStatus
+	if err := s.Wait(ctx, run, &st); err != nil {
+		return Registration{WorkflowID: id}, err
 	}
-	return created.Endpoint, created.Secret.Fingerprint(), nil
+	return Registration{WorkflowID: id, Status: st, Already: already}, nil
 }
 
 // RotationRequest describes a signing-secret rotation.
@@ -67,11 +94,18 @@ type RotationRequest struct {
 	NewURL        string
 	Receiver      string // derived from NewURL when empty
 	VerifyTimeout time.Duration
-	GracePeriod   time.Duration
-	Operator      string
+	// DecisionTimeout is how long on-call has to decide after
+	// VerifyTimeout before the rotation aborts; zero is the workflow's
+	// default (24h).
+	DecisionTimeout time.Duration
+	GracePeriod     time.Duration
+	Operator        string
 }
 
-// RotateSecret starts secret-rotation/<old endpoint>.
+// RotateSecret starts secret-rotation/<old endpoint>. Its idempotency
+// keys derive from the workflow ID and the request, so starting it again
+// after a run that was terminated or failed takes over the endpoint that
+// run created instead of creating another.
 func (s *Starter) RotateSecret(ctx context.Context, req RotationRequest) (client.WorkflowRun, error) {
 	if req.Receiver == "" {
 		r, err := ReceiverFromURL(req.NewURL)
@@ -81,10 +115,11 @@ func (s *Starter) RotateSecret(ctx context.Context, req RotationRequest) (client
 		req.Receiver = r
 	}
 	id := workflows.SecretRotationID(req.OldEndpointID)
-	opts := s.options(id, workflows.SecretRotationPolicy)
+	opts := s.options(workflows.SecretRotationKind, id)
 	return s.Client.ExecuteWorkflow(ctx, opts, workflows.SecretRotationWorkflowName, workflows.SecretRotationInput{
 		OldEndpointID: req.OldEndpointID, NewURL: req.NewURL, Receiver: req.Receiver,
-		VerifyTimeout: workflows.Duration(req.VerifyTimeout), GracePeriod: workflows.Duration(req.GracePeriod), Operator: req.Operator,
+		VerifyTimeout: workflows.Duration(req.VerifyTimeout), DecisionTimeout: workflows.Duration(req.DecisionTimeout),
+		GracePeriod: workflows.Duration(req.GracePeriod), Operator: req.Operator,
 	})
 }
 
@@ -98,12 +133,15 @@ func (s *Starter) DecideRotation(ctx context.Context, oldEndpointID, action, ope
 		Args:         []any{workflows.RotationDecision{Action: action, Operator: operator}},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
-	var nf *serviceerror.NotFound
-	if errors.As(err, &nf) {
-		return st, fmt.Errorf("no rotation of endpoint %s is running", oldEndpointID)
+	if isNotFound(err) {
+		return st, fmt.Errorf("no rotation of endpoint %s is running: %w", oldEndpointID, ErrNotFound)
 	}
+	id := workflows.SecretRotationID(oldEndpointID)
 	if err != nil {
-		return st, err
+		return st, decideErr(ctx, id, "", err)
 	}
-	return st, h.Get(ctx, &st)
+	if err := h.Get(ctx, &st); err != nil {
+		return st, decideErr(ctx, id, "", err)
+	}
+	return st, nil
 }

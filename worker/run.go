@@ -2,80 +2,149 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/siteops/siteops/activities"
-	"github.com/siteops/siteops/agentsite"
-	"github.com/siteops/siteops/config"
-	"github.com/siteops/siteops/internal/telemetry"
-	"github.com/siteops/siteops/store"
+	sitenexus "github.com/siteops/siteops/nexus"
+	"github.com/siteops/siteops/nexus/api"
 )
-
-// Config is what a worker process needs.
-type Config struct {
-	config.Temporal
-	config.AgentSite
-	config.Database
-	// AllowLoopback lets webhook endpoints point at loopback receivers: the
-	// simulator's test mode, for demos and tests only.
-	AllowLoopback bool `envconfig:"SITEOPS_ALLOW_LOOPBACK_RECEIVERS" default:"false"`
-	// MetricsAddr serves the worker's /metrics (empty: none).
-	MetricsAddr string `envconfig:"SITEOPS_METRICS_ADDR" default:":9090"`
-}
 
 // StopTimeout is how long a stopping worker lets in-flight activities
 // finish; the ones still running after it are retried by another worker.
 const StopTimeout = 30 * time.Second
 
-// APITimeout bounds one Agent-Site request; the workflows give an activity
-// attempt 20 s.
-const APITimeout = 10 * time.Second
+// Deployment is the Worker Deployment Version a worker polls as.
+type Deployment struct {
+	Name    string
+	BuildID string
+}
 
-// Run runs a worker until ctx is done, then stops it gracefully. tel, when
-// given, traces workflows and activities and collects the SDK's metrics.
-func Run(ctx context.Context, cfg Config, logger *slog.Logger, tel *telemetry.Telemetry) error {
-	if err := cfg.AgentSite.Validate(); err != nil {
-		return err
+// Options are what a worker runs on.
+type Options struct {
+	Client     client.Client
+	TaskQueue  string
+	Activities *activities.Activities
+	Logger     *slog.Logger
+	// Deployment, when set, opts into Worker Versioning: the workflows
+	// keep their catalogue behaviour (Pinned or AutoUpgrade) and, when the
+	// deployment has no current version yet (its first build), this one
+	// becomes current. Later builds become current when an operator says
+	// so (temporal worker deployment set-current-version).
+	Deployment *Deployment
+	// Nexus, when set, registers siteops' Nexus service (package nexus) on
+	// the same worker, beside the workflows and activities it starts.
+	Nexus *sitenexus.Options
+	// Worker tunes the SDK worker; StopTimeout is the default
+	// WorkerStopTimeout.
+	Worker sdkworker.Options
+	// SecretReconcileEvery is the period of the secret reconciliation's
+	// schedule, created or updated at start; zero is
+	// DefaultSecretReconcileEvery, negative leaves the schedule alone.
+	SecretReconcileEvery time.Duration
+}
+
+// Run runs a worker until ctx is done, then stops it gracefully.
+func Run(ctx context.Context, o Options) error {
+	if o.Worker.WorkerStopTimeout == 0 {
+		o.Worker.WorkerStopTimeout = StopTimeout
 	}
-	key, err := cfg.Key()
-	if err != nil {
-		return err
+	if d := o.Deployment; d != nil {
+		o.Worker.DeploymentOptions = sdkworker.DeploymentOptions{
+			UseVersioning:             true,
+			Version:                   sdkworker.WorkerDeploymentVersion{DeploymentName: d.Name, BuildID: d.BuildID},
+			DefaultVersioningBehavior: workflow.VersioningBehaviorPinned,
+		}
 	}
-	var opts []store.Option
-	if key != nil {
-		opts = append(opts, store.WithSecretKey(key))
+	w := sdkworker.New(o.Client, o.TaskQueue, o.Worker)
+	Register(w, o.Activities)
+	if o.Nexus != nil {
+		n := *o.Nexus
+		if n.TaskQueue == "" {
+			n.TaskQueue = o.TaskQueue
+		}
+		if err := RegisterNexus(w, n); err != nil {
+			return err
+		}
+		o.Logger.Info("Nexus service registered", "service", api.ServiceName)
 	}
-	st, err := store.Open(ctx, cfg.Database.URL, opts...)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = st.Close() }()
-	apiOpts := []agentsite.Option{agentsite.WithTimeout(APITimeout)}
-	if cfg.AllowLoopback {
-		logger.Warn("TEST MODE: webhook endpoints may point at loopback receivers (SITEOPS_ALLOW_LOOPBACK_RECEIVERS)")
-		apiOpts = append(apiOpts, agentsite.WithLoopbackReceivers())
-	}
-	api, err := agentsite.NewClient(cfg.BaseURL, cfg.APIKey, apiOpts...)
-	if err != nil {
-		return err
-	}
-	c, err := cfg.Dial(ctx, logger, tel)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	w := sdkworker.New(c, cfg.TaskQueue, sdkworker.Options{WorkerStopTimeout: StopTimeout})
-	Register(w, activities.New(api, st))
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("starting the worker: %w", err)
 	}
-	logger.Info("worker started", "task_queue", cfg.TaskQueue, "temporal", cfg.Address, "namespace", cfg.Namespace, "api", api.BaseURL(), "store", st.Dialect())
+	o.Logger.Info("worker started", "task_queue", o.TaskQueue, "nexus", o.Nexus != nil)
+	if every := o.SecretReconcileEvery; every >= 0 {
+		if every == 0 {
+			every = DefaultSecretReconcileEvery
+		}
+		// A worker without the right to manage schedules still serves;
+		// the reconciliation waits until one can create it.
+		if err := EnsureSecretReconcileSchedule(ctx, o.Client, o.TaskQueue, every, o.Logger); err != nil {
+			o.Logger.Error("the secret reconciliation is not scheduled: deleted endpoints' secrets stay accepted until it is", "error", err)
+		}
+	}
+	if d := o.Deployment; d != nil {
+		if err := becomeCurrentIfFirst(ctx, o.Client, *d, o.Logger); err != nil {
+			w.Stop()
+			return err
+		}
+	}
 	<-ctx.Done()
-	logger.Info("worker stopping: in-flight activities get time to finish", "timeout", StopTimeout)
+	o.Logger.Info("worker stopping: in-flight activities get time to finish", "timeout", StopTimeout)
 	w.Stop()
 	return nil
+}
+
+// becomeCurrentIfFirst makes d the current version of its deployment when
+// the deployment has none (the first build ever deployed), so that a new
+// namespace works without a manual step; it leaves a current version that
+// exists alone, and says how to move to d. The version is registered when
+// its first poll reaches the server, so it retries for a while.
+func becomeCurrentIfFirst(ctx context.Context, c client.Client, d Deployment, logger *slog.Logger) error {
+	h := c.WorkerDeploymentClient().GetHandle(d.Name)
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	var lastErr error
+	for {
+		desc, err := h.Describe(ctx, client.WorkerDeploymentDescribeOptions{})
+		if err == nil {
+			cur := desc.Info.RoutingConfig.CurrentVersion
+			switch {
+			case cur != nil && cur.BuildID == d.BuildID:
+				logger.Info("worker deployment version is current", "deployment", d.Name, "build_id", d.BuildID)
+				return nil
+			case cur != nil:
+				logger.Warn("another build is the deployment's current version: this worker serves the pinned workflows of its own build and waits to be made current",
+					"deployment", d.Name, "build_id", d.BuildID, "current_build_id", cur.BuildID,
+					"to_switch", fmt.Sprintf("temporal worker deployment set-current-version --deployment-name %s --build-id %s", d.Name, d.BuildID))
+				return nil
+			}
+			_, err = h.SetCurrentVersion(ctx, client.WorkerDeploymentSetCurrentVersionOptions{BuildID: d.BuildID, ConflictToken: desc.ConflictToken})
+			if err == nil {
+				logger.Info("the deployment had no current version: this build is now current", "deployment", d.Name, "build_id", d.BuildID)
+				return nil
+			}
+		}
+		lastErr = err
+		var nf *serviceerror.NotFound
+		var pre *serviceerror.FailedPrecondition
+		if !errors.As(err, &nf) && !errors.As(err, &pre) && ctx.Err() == nil {
+			logger.Warn("reading the worker deployment failed; retrying", "deployment", d.Name, "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.Canceled) {
+				return nil // the worker is stopping
+			}
+			return fmt.Errorf("worker deployment %s: build %s could not be made current (%v); set it with `temporal worker deployment set-current-version --deployment-name %s --build-id %s`, or start with SITEOPS_WORKER_VERSIONING=false",
+				d.Name, d.BuildID, lastErr, d.Name, d.BuildID)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }

@@ -1,5 +1,7 @@
 // Package worker builds the siteops Temporal worker: one Register function
-// that the binary and the tests share, so that what is tested is what runs.
+// that the binary, the replayer and the tests share, so that what is tested
+// is what runs, and Run, which runs a worker on dependencies built by
+// package wiring.
 package worker
 
 import (
@@ -11,12 +13,24 @@ import (
 	"github.com/siteops/siteops/workflows"
 )
 
-// Register registers every workflow under its stable name and every
-// activity of acts.
+// Register registers every workflow of the catalogue under its stable name
+// and, when acts is not nil, every activity of acts.
 func Register(r sdkworker.Registry, acts *activities.Activities) {
-	r.RegisterWorkflowWithOptions(workflows.Onboarding, workflow.RegisterOptions{Name: workflows.OnboardingWorkflowName})
-	r.RegisterWorkflowWithOptions(workflows.LeadSync, workflow.RegisterOptions{Name: workflows.LeadSyncWorkflowName})
-	r.RegisterWorkflowWithOptions(workflows.EmbedIncident, workflow.RegisterOptions{Name: workflows.EmbedIncidentWorkflowName})
-	r.RegisterWorkflowWithOptions(workflows.SecretRotation, workflow.RegisterOptions{Name: workflows.SecretRotationWorkflowName})
-	r.RegisterActivity(acts)
+	RegisterWorkflows(r)
+	if acts != nil {
+		r.RegisterActivity(acts)
+	}
+}
+
+// WorkflowRegistry is where workflows are registered: a worker or a
+// replayer.
+type WorkflowRegistry interface {
+	RegisterWorkflowWithOptions(w any, options workflow.RegisterOptions)
+}
+
+// RegisterWorkflows registers every workflow of the catalogue.
+func RegisterWorkflows(r WorkflowRegistry) {
+	for _, k := range workflows.Catalogue {
+		r.RegisterWorkflowWithOptions(k.Func, workflow.RegisterOptions{Name: k.Name, VersioningBehavior: k.Versioning})
+	}
 }

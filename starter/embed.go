@@ -1,0 +1,109 @@
+package starter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/siteops/siteops/workflows"
+)
+
+// EmbedOff opens an embed incident for the site, which turns the embed off,
+// and returns once the service has acknowledged the PATCH — or at once with
+// the workflow's root cause (a *WorkflowFailedError: an unknown site, a
+// refused key) when it could not. It uses update-with-start: if an incident
+// is already open it is joined, no second PATCH is sent, and the result
+// says Joined.
+func (s *Starter) EmbedOff(ctx context.Context, siteID, operator, reason string) (workflows.EmbedOffResult, error) {
+	id := workflows.EmbedIncidentID(siteID)
+	req := requestID()
+	opts := s.options(workflows.EmbedIncidentKind, id)
+	opts.TypedSearchAttributes = s.incidentSearchAttributes(ctx, siteID, operator)
+	op := s.Client.NewWithStartWorkflowOperation(opts, workflows.EmbedIncidentWorkflowName,
+		workflows.EmbedIncidentInput{SiteID: siteID, Operator: operator, Reason: reason, RequestID: req})
+	h, err := s.Client.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+		StartWorkflowOperation: op,
+		UpdateOptions: client.UpdateWorkflowOptions{
+			WorkflowID:   id,
+			UpdateName:   workflows.UpdateAwaitOff,
+			Args:         []any{workflows.EmbedOffRequest{RequestID: req}},
+			WaitForStage: client.WorkflowUpdateStageCompleted,
+		},
+	})
+	if err != nil {
+		return workflows.EmbedOffResult{}, waitErr(ctx, id, "", err)
+	}
+	var res workflows.EmbedOffResult
+	if err := h.Get(ctx, &res); err != nil {
+		return res, waitErr(ctx, id, h.RunID(), err)
+	}
+	return res, nil
+}
+
+// EmbedOn decides the site's open incident: restore the embed, with
+// corrected origins when given. It returns once the embed is back on.
+func (s *Starter) EmbedOn(ctx context.Context, siteID string, origins []string, operator string) (workflows.EmbedIncidentStatus, error) {
+	return s.decide(ctx, siteID, workflows.EmbedDecision{Action: workflows.DecisionRestore, AllowedOrigins: origins, Operator: operator})
+}
+
+// EmbedClose closes the site's open incident and leaves the embed off.
+func (s *Starter) EmbedClose(ctx context.Context, siteID, operator string) (workflows.EmbedIncidentStatus, error) {
+	return s.decide(ctx, siteID, workflows.EmbedDecision{Action: workflows.DecisionClose, Operator: operator})
+}
+
+// ErrNoOpenIncident is returned by EmbedOn and EmbedClose when the site has
+// no open incident to decide; it matches ErrNotFound.
+var ErrNoOpenIncident = fmt.Errorf("no open embed incident for this site; open one with `siteops embed off --site ID --reason TEXT`: %w", ErrNotFound)
+
+func (s *Starter) decide(ctx context.Context, siteID string, d workflows.EmbedDecision) (workflows.EmbedIncidentStatus, error) {
+	var st workflows.EmbedIncidentStatus
+	id := workflows.EmbedIncidentID(siteID)
+	desc, err := s.Client.DescribeWorkflowExecution(ctx, id, "")
+	if isNotFound(err) || (err == nil && desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING) {
+		return st, fmt.Errorf("site %s: %w", siteID, ErrNoOpenIncident)
+	}
+	if err != nil {
+		return st, err
+	}
+	runID := desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+	h, err := s.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID:   id,
+		RunID:        runID,
+		UpdateName:   workflows.UpdateDecide,
+		Args:         []any{d},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err != nil {
+		return st, decideErr(ctx, id, runID, err)
+	}
+	if err := h.Get(ctx, &st); err != nil {
+		return st, decideErr(ctx, id, runID, err)
+	}
+	return st, nil
+}
+
+// RejectedError is a message a workflow refused before acting on it: a
+// decision that does not apply, corrected origins that are not exact.
+type RejectedError struct {
+	WorkflowID string
+	Reason     string
+}
+
+func (e *RejectedError) Error() string {
+	return fmt.Sprintf("%s refused it: %s", e.WorkflowID, e.Reason)
+}
+
+// decideErr tells a refused update (its validator said no: the input does
+// not apply) from a failure to carry it out (an activity failed).
+func decideErr(ctx context.Context, id, runID string, err error) error {
+	var actErr *temporal.ActivityError
+	var app *temporal.ApplicationError
+	if ctx.Err() == nil && !errors.As(err, &actErr) && errors.As(err, &app) {
+		return &RejectedError{WorkflowID: id, Reason: app.Message()}
+	}
+	return waitErr(ctx, id, runID, err)
+}
