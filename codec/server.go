@@ -1,32 +1,309 @@
 package codec
 
 import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net"
 	"net/http"
 	"strings"
+	"time"
 
-	"go.temporal.io/sdk/converter"
+	commonpb "go.temporal.io/api/common/v1"
+	"google.golang.org/protobuf/encoding/protojson"
 )
 
-// Handler serves the Temporal codec-server protocol (POST /encode, POST
-// /decode) for the Web UI and the CLI, answering CORS preflights from the
-// given Web UI origins.
-func Handler(c *AESGCM, origins []string) http.Handler {
-	inner := converter.NewPayloadCodecHTTPHandler(c)
-	allowed := map[string]bool{}
-	for _, o := range origins {
-		allowed[strings.TrimSuffix(o, "/")] = true
+// MaxRequestBytes caps the body of an /encode or /decode request: a
+// history's payloads stay far below it (the Temporal server refuses a blob
+// over 2 MiB), and the cap keeps one request from taking the server's memory.
+const MaxRequestBytes = 8 << 20
+
+// MaxConcurrent bounds the requests that hold a body in memory at once;
+// more wait their turn (a history page of the Web UI sends several at
+// once). With MaxRequestBytes it bounds the memory the server can be made
+// to use.
+const MaxConcurrent = 4
+
+// MinTokenLength is the shortest bearer token Handler accepts.
+const MinTokenLength = 16
+
+// Headers the Web UI sends with its requests: Content-Type
+// (application/json, which makes the browser ask with a preflight first),
+// X-Namespace, and Authorization and Authorization-Extras when the UI is
+// told to pass its access token on.
+const allowHeaders = "Content-Type, X-Namespace, Authorization, Authorization-Extras"
+
+// Options says whom Handler serves.
+type Options struct {
+	// Hosts are the Host headers served, as "host:port" (exactly that
+	// port) or "host" (any port); any other gets 403 before anything
+	// else is looked at. A page that rebinds its own domain name to the
+	// codec server's address still sends its own name as Host, so this
+	// list is what defeats DNS rebinding. LocalHosts gives the defaults.
+	// Handler refuses an empty list.
+	Hosts []string
+	// Origins are the Web UI origins (scheme://host:port, as the address
+	// bar shows the Web UI) whose pages may call the codec server; a
+	// request with any other Origin gets 403.
+	Origins []string
+	// Token, when set, must come with every /encode and /decode request as
+	// "Authorization: Bearer <Token>"; a request without it gets 401.
+	Token string
+	// Logger logs every refusal with its reason, so that whoever sees
+	// "decode failed" in the Web UI can find out why. Nil logs nothing.
+	Logger *slog.Logger
+}
+
+// LocalHosts are the Host headers a codec server listening on addr (as
+// net.Listener.Addr().String() gives it) is reached by from this machine:
+// localhost, 127.0.0.1 and [::1] on its port, and addr itself unless it is
+// the unspecified address.
+func LocalHosts(addr string) []string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil
 	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if o := r.Header.Get("Origin"); allowed[o] {
-			w.Header().Set("Access-Control-Allow-Origin", o)
-			w.Header().Set("Access-Control-Allow-Credentials", "true")
-			w.Header().Set("Access-Control-Allow-Headers", "Content-Type,X-Namespace")
-			w.Header().Set("Access-Control-Allow-Methods", "POST,OPTIONS")
+	hosts := []string{net.JoinHostPort("localhost", port), net.JoinHostPort("127.0.0.1", port), net.JoinHostPort("::1", port)}
+	if ip := net.ParseIP(host); host != "" && (ip == nil || !ip.IsUnspecified()) {
+		self := net.JoinHostPort(strings.ToLower(host), port)
+		if !contains(hosts, self) {
+			hosts = append(hosts, self)
 		}
-		if r.Method == http.MethodOptions {
-			w.WriteHeader(http.StatusOK)
+	}
+	return hosts
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+// NewServer is the http.Server for a codec Handler: every phase of a
+// request is bounded in time, so slow clients cannot hold connections (and
+// their buffers) open, and headers are bounded in size (an Authorization
+// header with a JWT fits).
+func NewServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+	}
+}
+
+// Handler serves the Temporal codec-server protocol for the Web UI and the
+// CLI: POST /encode and POST /decode with {"payloads": [...]} in protojson,
+// and the CORS preflights (OPTIONS) a browser sends before them.
+//
+// A request is refused, before its body is read, when
+//   - its Host is not one of o.Hosts (403: a DNS-rebinding page),
+//   - it carries an Origin that is not one of o.Origins (403: a page of
+//     another site; the Web UI's own page is served),
+//   - o.Token is set and the request does not carry it (401; preflights,
+//     which browsers send without credentials, need none),
+//   - its Content-Type is not application/json (415: a browser can send
+//     text/plain cross-origin without asking first, never JSON),
+//   - its body is over MaxRequestBytes (413).
+//
+// The answers never allow credentials (cookies): the UI's codec setting
+// includeCredentials would make a browser attach whatever cookies it holds
+// for the codec server's address, the ambient authority a hostile page
+// rides on. Decoded payloads are marked not to be cached.
+//
+// /encode always encrypts. /decode returns a payload that is not encrypted
+// unchanged, unless c requires encryption: it reveals nothing the caller
+// did not send, and a history can hold such payloads (written before the
+// key was set, or by a client without it), which the Web UI must still
+// show. What the server decrypts is only what it authenticated.
+func Handler(c *AESGCM, o Options) (http.Handler, error) {
+	h, err := newHandler(o)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /encode", h.codecRequest(c.Encode))
+	mux.HandleFunc("POST /decode", h.codecRequest(c.Decode))
+	mux.HandleFunc("OPTIONS /encode", h.preflight)
+	mux.HandleFunc("OPTIONS /decode", h.preflight)
+	return h.checkHost(mux), nil
+}
+
+func newHandler(o Options) (*handler, error) {
+	h := &handler{origins: map[string]bool{}, exact: map[string]bool{}, anyPort: map[string]bool{},
+		log: o.Logger, slots: make(chan struct{}, MaxConcurrent)}
+	if len(o.Hosts) == 0 {
+		return nil, errors.New("codec: the server needs the Host names it is reached by (Options.Hosts, see LocalHosts)")
+	}
+	for _, host := range o.Hosts {
+		host = strings.ToLower(strings.TrimSpace(host))
+		if name, port, err := net.SplitHostPort(host); err == nil {
+			h.exact[net.JoinHostPort(name, port)] = true
+		} else {
+			h.anyPort[strings.Trim(host, "[]")] = true
+		}
+	}
+	for _, origin := range o.Origins {
+		h.origins[normalizeOrigin(origin)] = true
+	}
+	if o.Token != "" {
+		if len(o.Token) < MinTokenLength {
+			return nil, fmt.Errorf("codec: the token is %d characters, want at least %d; make one with `openssl rand -base64 32`", len(o.Token), MinTokenLength)
+		}
+		sum := sha256.Sum256([]byte(o.Token))
+		h.token = sum[:]
+	}
+	return h, nil
+}
+
+type handler struct {
+	origins map[string]bool
+	exact   map[string]bool // "host:port"
+	anyPort map[string]bool // "host"
+	token   []byte          // SHA-256 of the token; nil when none is required
+	log     *slog.Logger
+	slots   chan struct{}
+}
+
+// normalizeOrigin lets "http://LOCALHOST:8233/" name the origin the browser
+// sends as "http://localhost:8233".
+func normalizeOrigin(o string) string {
+	return strings.ToLower(strings.TrimSuffix(strings.TrimSpace(o), "/"))
+}
+
+// refuse logs a refusal and answers it.
+func (h *handler) refuse(w http.ResponseWriter, r *http.Request, status int, msg string, args ...any) {
+	if h.log != nil {
+		args = append(args, "method", r.Method, "path", truncate(r.URL.Path, 64), "remote", r.RemoteAddr, "status", status)
+		h.log.Warn(msg, args...)
+	}
+	http.Error(w, msg, status)
+}
+
+// allowedHost says whether the request's Host is one of the list.
+func (h *handler) allowedHost(host string) bool {
+	host = strings.ToLower(host)
+	if name, port, err := net.SplitHostPort(host); err == nil {
+		return h.exact[net.JoinHostPort(name, port)] || h.anyPort[name]
+	}
+	return h.anyPort[strings.Trim(host, "[]")]
+}
+
+// checkHost refuses, before any route, a request whose Host is not in the
+// list.
+func (h *handler) checkHost(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		if !h.allowedHost(r.Host) {
+			h.refuse(w, r, http.StatusForbidden, "codec server refused a request for a Host it does not serve; add the name you reach it by with --allowed-host if it is yours",
+				"host", truncate(r.Host, 128))
 			return
 		}
-		inner.ServeHTTP(w, r)
+		next.ServeHTTP(w, r)
 	})
+}
+
+// cors answers for the request's origin: true when the request may go on
+// (no Origin, or an allowed one, whose CORS header it sets), false after
+// it has written a 403.
+func (h *handler) cors(w http.ResponseWriter, r *http.Request) bool {
+	w.Header().Add("Vary", "Origin")
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return true
+	}
+	if !h.origins[normalizeOrigin(origin)] {
+		h.refuse(w, r, http.StatusForbidden, "codec server refused a request from an origin it does not allow; add the Web UI's origin with --web-ui-origin if it is yours",
+			"origin", truncate(origin, 128))
+		return false
+	}
+	w.Header().Set("Access-Control-Allow-Origin", origin)
+	return true
+}
+
+// authorized checks the bearer token, when one is required, in constant
+// time (over hashes, so the length does not leak either).
+func (h *handler) authorized(w http.ResponseWriter, r *http.Request) bool {
+	if h.token == nil {
+		return true
+	}
+	scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	sum := sha256.Sum256([]byte(strings.TrimSpace(token)))
+	if !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare(sum[:], h.token) != 1 {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="siteops codec server"`)
+		h.refuse(w, r, http.StatusUnauthorized, "codec server refused a request without its bearer token (Authorization: Bearer <SITEOPS_CODEC_TOKEN>)")
+		return false
+	}
+	return true
+}
+
+func (h *handler) preflight(w http.ResponseWriter, r *http.Request) {
+	if !h.cors(w, r) {
+		return
+	}
+	w.Header().Set("Access-Control-Allow-Methods", "POST, OPTIONS")
+	w.Header().Set("Access-Control-Allow-Headers", allowHeaders)
+	w.Header().Set("Access-Control-Max-Age", "600")
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// codecRequest serves /encode or /decode with f.
+func (h *handler) codecRequest(f func([]*commonpb.Payload) ([]*commonpb.Payload, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !h.cors(w, r) || !h.authorized(w, r) {
+			return
+		}
+		if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+			h.refuse(w, r, http.StatusUnsupportedMediaType, "codec server accepts only Content-Type: application/json",
+				"content_type", truncate(r.Header.Get("Content-Type"), 64))
+			return
+		}
+		if r.ContentLength > MaxRequestBytes {
+			h.refuse(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("the request is over %d bytes; send fewer payloads at a time", MaxRequestBytes))
+			return
+		}
+		select {
+		case h.slots <- struct{}{}:
+			defer func() { <-h.slots }()
+		case <-r.Context().Done():
+			return
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
+		if err != nil {
+			var tooLarge *http.MaxBytesError
+			if errors.As(err, &tooLarge) {
+				h.refuse(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("the request is over %d bytes; send fewer payloads at a time", tooLarge.Limit))
+				return
+			}
+			http.Error(w, "reading the request: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		var in commonpb.Payloads
+		if err := protojson.Unmarshal(body, &in); err != nil {
+			http.Error(w, `the body is not {"payloads": [...]} in protojson: `+err.Error(), http.StatusBadRequest)
+			return
+		}
+		out, err := f(in.GetPayloads())
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		b, err := protojson.Marshal(&commonpb.Payloads{Payloads: out})
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		_, _ = w.Write(b)
+	}
 }

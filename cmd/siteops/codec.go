@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -14,19 +16,41 @@ import (
 	"github.com/siteops/siteops/codec"
 )
 
-func newCodecServerCmd() *cobra.Command {
-	var addr string
-	var origins []string
+// codecTokenEnv holds the codec server's bearer token (or use --token-file).
+const codecTokenEnv = "SITEOPS_CODEC_TOKEN"
+
+func (c *cli) codecServerCmd() *cobra.Command {
+	var addr, tokenFile string
+	var origins, hosts []string
+	var requireEncrypted bool
 	cmd := &cobra.Command{
 		Use:   "codec-server",
 		Short: "Decode encrypted payloads for the Temporal Web UI (SITEOPS_PAYLOAD_KEY)",
 		Long: `Serve the Temporal codec-server protocol (POST /encode, POST /decode) with the
 key in SITEOPS_PAYLOAD_KEY, so that people who hold the key can read workflow
-inputs and results in the Temporal Web UI (Settings → Codec Server) or with
-'temporal workflow show --codec-endpoint'. Bind it to localhost, or put it
-behind your own authentication: it decrypts for anyone who can reach it.`,
-		Example: "  SITEOPS_PAYLOAD_KEY=... siteops codec-server --addr 127.0.0.1:8081 --web-ui-origin http://localhost:8233",
-		Args:    cobra.NoArgs,
+inputs and results in the Temporal Web UI (Settings → Codec Server, or
+'temporal server start-dev --ui-codec-endpoint') or with
+'temporal workflow show --codec-endpoint'.
+
+It decrypts for whoever it serves, so it serves only:
+  - requests whose Host is localhost, 127.0.0.1 or [::1] on its port, the
+    --addr it listens on, or an --allowed-host (others get 403: this is what
+    stops a DNS-rebinding page in your browser);
+  - from a browser, pages of a --web-ui-origin (scheme://host:port, as the
+    address bar shows the Web UI); other origins get 403;
+  - JSON bodies (Content-Type: application/json, else 415) up to 8 MiB (413);
+  - when SITEOPS_CODEC_TOKEN or --token-file sets a token, requests with
+    "Authorization: Bearer <token>" (else 401): the CLI sends it with
+    --codec-auth "Bearer <token>". The Web UI's passAccessToken forwards the
+    UI's own login token instead, so with a token set the UI reaches the codec
+    server only through a proxy that checks that login token and sends this one.
+Refusals are logged with what was refused. Without a token, anyone who can
+reach the port and write its Host can decrypt: listen on loopback.`,
+		Example: "  SITEOPS_PAYLOAD_KEY=... siteops codec-server --addr 127.0.0.1:8081 --web-ui-origin http://localhost:8233\n" +
+			"  temporal server start-dev --ui-codec-endpoint http://127.0.0.1:8081\n" +
+			"  SITEOPS_CODEC_TOKEN=$(openssl rand -base64 32) siteops codec-server --addr 127.0.0.1:8081\n" +
+			"  temporal workflow show -w onboarding/bayside-dental --codec-endpoint http://127.0.0.1:8081 --codec-auth \"Bearer $SITEOPS_CODEC_TOKEN\"",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			raw := os.Getenv("SITEOPS_PAYLOAD_KEY")
 			if raw == "" {
@@ -36,22 +60,56 @@ behind your own authentication: it decrypts for anyone who can reach it.`,
 			if err != nil {
 				return err
 			}
-			c, err := codec.New(key)
+			token, err := codecToken(tokenFile)
+			if err != nil {
+				return err
+			}
+			var opts []codec.Option
+			if requireEncrypted {
+				opts = append(opts, codec.RequireEncrypted())
+			}
+			cd, err := codec.New(key, opts...)
+			if err != nil {
+				return err
+			}
+			logger, err := c.processLogger(cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
 			ln, err := net.Listen("tcp", addr)
 			if err != nil {
-				return fmt.Errorf("listening on %s: %w", addr, err)
+				return fmt.Errorf("--addr %s cannot be listened on (%w); free the port or choose another address", addr, err)
 			}
-			srv := &http.Server{Handler: codec.Handler(c, origins), ReadHeaderTimeout: 5 * time.Second}
+			allowed := append(codec.LocalHosts(ln.Addr().String()), hosts...)
+			if h, _, err := net.SplitHostPort(addr); err == nil && h != "" && net.ParseIP(h) == nil {
+				allowed = append(allowed, addr) // --addr by name, as its users will type it
+			}
+			h, err := codec.Handler(cd, codec.Options{Hosts: allowed, Origins: origins, Token: token, Logger: logger})
+			if err != nil {
+				_ = ln.Close()
+				return err
+			}
+			if ip := ln.Addr().(*net.TCPAddr).IP; token == "" && !ip.IsLoopback() {
+				logger.Warn("the codec server listens beyond this machine without a token: anyone who reaches it can decrypt payloads; listen on 127.0.0.1 or set "+codecTokenEnv,
+					"addr", ln.Addr().String())
+			}
+			srv := codec.NewServer(h)
 			go func() {
 				<-cmd.Context().Done()
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				defer cancel()
 				_ = srv.Shutdown(ctx)
 			}()
-			_, _ = fmt.Fprintf(cmd.OutOrStdout(), "codec server for key %s on http://%s\n", c.KeyID(), ln.Addr())
+			if c.json() {
+				_ = json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]any{"key_id": cd.KeyID(), "url": "http://" + ln.Addr().String(),
+					"hosts": allowed, "origins": origins, "token_required": token != ""})
+			} else {
+				auth := "no token"
+				if token != "" {
+					auth = "bearer token required"
+				}
+				_, _ = fmt.Fprintf(cmd.OutOrStdout(), "codec server for key %s on http://%s (%s; hosts %s)\n", cd.KeyID(), ln.Addr(), auth, strings.Join(allowed, ", "))
+			}
 			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 				return err
 			}
@@ -59,6 +117,33 @@ behind your own authentication: it decrypts for anyone who can reach it.`,
 		},
 	}
 	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8081", "listen address")
-	cmd.Flags().StringArrayVar(&origins, "web-ui-origin", []string{"http://localhost:8233"}, "Web UI origin allowed by CORS (repeatable)")
+	cmd.Flags().StringArrayVar(&origins, "web-ui-origin", []string{"http://localhost:8233", "http://127.0.0.1:8233"}, "origin of a Web UI allowed to call it from the browser (repeatable; others get 403)")
+	cmd.Flags().StringArrayVar(&hosts, "allowed-host", nil, "a further Host it is reached by, HOST:PORT or HOST for any port, e.g. behind a proxy (repeatable; localhost, 127.0.0.1 and [::1] on its port are always allowed)")
+	cmd.Flags().StringVar(&tokenFile, "token-file", "", "file holding the bearer token every request must carry (instead of "+codecTokenEnv+")")
+	cmd.Flags().BoolVar(&requireEncrypted, "require-encrypted", false, "refuse /decode requests holding a payload that is not encrypted (histories written before the key was set will not show)")
 	return cmd
+}
+
+// codecToken is the codec server's bearer token: SITEOPS_CODEC_TOKEN or
+// the contents of --token-file, trimmed; empty when neither is set.
+func codecToken(tokenFile string) (string, error) {
+	env := strings.TrimSpace(os.Getenv(codecTokenEnv))
+	if tokenFile == "" {
+		if _, set := os.LookupEnv(codecTokenEnv); set && env == "" {
+			return "", fmt.Errorf("%s is set but empty; unset it to run without a token, or make one with `openssl rand -base64 32`", codecTokenEnv)
+		}
+		return env, nil
+	}
+	if env != "" {
+		return "", fmt.Errorf("both %s and --token-file are set; use one", codecTokenEnv)
+	}
+	b, err := os.ReadFile(tokenFile) // #nosec G304 -- the operator names the file
+	if err != nil {
+		return "", fmt.Errorf("--token-file: %w", err)
+	}
+	token := strings.TrimSpace(string(b))
+	if token == "" {
+		return "", fmt.Errorf("--token-file %s is empty; write a token into it, e.g. `openssl rand -base64 32 > %s`", tokenFile, tokenFile)
+	}
+	return token, nil
 }

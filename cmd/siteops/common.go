@@ -3,77 +3,129 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/user"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/siteops/siteops/config"
 	"github.com/siteops/siteops/starter"
-	"github.com/siteops/siteops/store"
+	"github.com/siteops/siteops/wiring"
 )
 
-func newLogger(w io.Writer) *slog.Logger {
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo}))
+// temporalFlags are the flags of every command that talks to Temporal;
+// they win over TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE and TEMPORAL_PROFILE.
+type temporalFlags struct{ address, namespace, profile string }
+
+func (f *temporalFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.address, "address", "", "Temporal frontend HOST:PORT (default $TEMPORAL_ADDRESS, the profile's, or localhost:7233)")
+	cmd.Flags().StringVar(&f.namespace, "namespace", "", "Temporal namespace (default $TEMPORAL_NAMESPACE, the profile's, or default)")
+	cmd.Flags().StringVar(&f.profile, "profile", "", "profile of the temporal CLI's config file to use (default $TEMPORAL_PROFILE or default)")
 }
+
+// load reads siteops' Temporal settings and applies the flags.
+func (f *temporalFlags) load() (config.Temporal, error) {
+	var t config.Temporal
+	if err := config.Load(&t); err != nil {
+		return t, err
+	}
+	t.Address, t.Namespace, t.Profile = f.address, f.namespace, f.profile
+	return t, nil
+}
+
+// waitFlags bound a command's wait.
+type waitFlags struct{ timeout time.Duration }
+
+func (w *waitFlags) register(cmd *cobra.Command, def time.Duration) {
+	help := "stop waiting after this long (0: no limit); the workflow goes on"
+	cmd.Flags().DurationVar(&w.timeout, "timeout", def, help)
+}
+
+// context bounds ctx by the timeout.
+func (w *waitFlags) context(ctx context.Context) (context.Context, context.CancelFunc) {
+	if w.timeout <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, w.timeout)
+}
+
+// explain words a wait that ended early.
+func (w *waitFlags) explain(err error) error {
+	var stopped *starter.ErrStoppedWaiting
+	if errors.As(err, &stopped) && errors.Is(stopped.Cause, context.DeadlineExceeded) {
+		return &timedOut{stopped: stopped, after: w.timeout}
+	}
+	return err
+}
+
+// timedOut is a wait that --timeout ended; the workflow goes on.
+type timedOut struct {
+	stopped *starter.ErrStoppedWaiting
+	after   time.Duration
+}
+
+func (e *timedOut) Error() string {
+	return fmt.Sprintf("stopped waiting after %s (--timeout); %s continues — siteops status %s", e.after, e.stopped.WorkflowID, e.stopped.WorkflowID)
+}
+
+func (e *timedOut) Unwrap() error { return e.stopped }
 
 // quietLogger keeps the SDK's own info lines out of a command's output.
 func quietLogger(w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
-// starterConfig is what the starter commands read from the environment.
-type starterConfig struct {
-	config.Temporal
-	config.Database
+// processLogger is the log of a long-running process: SITEOPS_LOG_FORMAT
+// and SITEOPS_LOG_LEVEL, with -o json choosing JSON when the format is not
+// set.
+func (c *cli) processLogger(w io.Writer) (*slog.Logger, error) {
+	var l config.Log
+	if err := config.Load(&l); err != nil {
+		return nil, err
+	}
+	if _, set := os.LookupEnv("SITEOPS_LOG_FORMAT"); !set && c.json() {
+		l.Format = "json"
+	}
+	return l.Logger(w)
 }
 
-// newStarter dials Temporal and, when withStore, opens the store.
-func newStarter(ctx context.Context, cmd *cobra.Command, withStore bool) (*starter.Starter, func(), error) {
-	var cfg starterConfig
-	if err := config.Load(&cfg); err != nil {
-		return nil, nil, err
-	}
-	c, err := cfg.Dial(ctx, quietLogger(cmd.ErrOrStderr()), nil)
+// withStarter dials Temporal (and opens the store when withStore), runs f,
+// and closes them again: the frame of every command that drives workflows.
+func (c *cli) withStarter(cmd *cobra.Command, tf *temporalFlags, withStore bool, f func(s *starter.Starter) error) error {
+	t, err := tf.load()
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
-	s := &starter.Starter{Client: c, TaskQueue: cfg.TaskQueue, Namespace: cfg.Namespace}
-	closers := []func(){c.Close}
+	var db *config.Database
 	if withStore {
-		st, err := store.Open(ctx, cfg.Database.URL)
-		if err != nil {
-			c.Close()
-			return nil, nil, err
+		db = &config.Database{}
+		if err := config.Load(db); err != nil {
+			return err
 		}
-		s.Texts = st
-		closers = append(closers, func() { _ = st.Close() })
 	}
-	return s, func() {
-		for _, f := range closers {
-			f()
-		}
-	}, nil
-}
-
-// output is the --output flag: text for people, json for scripts.
-type output struct{ format string }
-
-func (o *output) register(cmd *cobra.Command) {
-	cmd.Flags().StringVarP(&o.format, "output", "o", "text", "output format: text or json")
-}
-
-func (o *output) check() error {
-	if o.format != "text" && o.format != "json" {
-		return fmt.Errorf("--output %q: use text or json", o.format)
+	stderr := cmd.ErrOrStderr()
+	s, closeAll, err := wiring.Starter(cmd.Context(), t, db, quietLogger(stderr))
+	if err != nil {
+		return err
 	}
-	return nil
+	defer closeAll()
+	s.Warn = func(msg string) { c.warn(stderr, msg) }
+	return f(s)
 }
 
-func (o *output) json() bool { return o.format == "json" }
+// warn tells the person something that does not stop the command.
+func (c *cli) warn(w io.Writer, msg string) {
+	if c.json() {
+		_ = json.NewEncoder(w).Encode(map[string]string{"warning": msg})
+		return
+	}
+	_, _ = fmt.Fprintln(w, "siteops: warning:", msg)
+}
 
 func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
@@ -91,13 +143,54 @@ func defaultOperator() string {
 	return "unknown"
 }
 
-// withStarter dials Temporal (and opens the store when withStore), runs f,
-// and closes them again: the frame of every command that drives workflows.
-func withStarter(cmd *cobra.Command, withStore bool, f func(s *starter.Starter) error) error {
-	s, closeAll, err := newStarter(cmd.Context(), cmd, withStore)
-	if err != nil {
-		return err
+// isTerminal reports whether w is a terminal, where progress may redraw a
+// line in place; pipes and log files get plain lines.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
 	}
-	defer closeAll()
-	return f(s)
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// progress draws a changing status line: redrawn in place on a terminal,
+// and on anything else a plain line when the text changes, at most every
+// interval.
+type progress struct {
+	w        io.Writer
+	tty      bool
+	every    time.Duration
+	last     string
+	lastAt   time.Time
+	drawn    bool
+	disabled bool
+}
+
+func newProgress(w io.Writer, disabled bool) *progress {
+	return &progress{w: w, tty: isTerminal(w), every: 2 * time.Second, disabled: disabled}
+}
+
+func (p *progress) show(line string) {
+	if p.disabled || line == p.last {
+		return
+	}
+	if p.tty {
+		_, _ = fmt.Fprintf(p.w, "\r\033[K%s", line)
+		p.last, p.drawn = line, true
+		return
+	}
+	if time.Since(p.lastAt) < p.every && p.last != "" {
+		return
+	}
+	_, _ = fmt.Fprintln(p.w, line)
+	p.last, p.lastAt = line, time.Now()
+}
+
+// done ends a line drawn in place.
+func (p *progress) done() {
+	if p.tty && p.drawn {
+		_, _ = fmt.Fprintln(p.w)
+		p.drawn = false
+	}
 }

@@ -6,7 +6,7 @@ import (
 	"github.com/siteops/siteops/demo"
 )
 
-func newDemoCmd() *cobra.Command {
+func (c *cli) demoCmd() *cobra.Command {
 	var o demo.Options
 	var traces bool
 	cmd := &cobra.Command{

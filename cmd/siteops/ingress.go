@@ -6,28 +6,41 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/siteops/siteops/config"
-	"github.com/siteops/siteops/internal/telemetry"
-	"github.com/siteops/siteops/webhookingress"
+	"github.com/siteops/siteops/telemetry"
+	"github.com/siteops/siteops/wiring"
 )
 
-func newIngressCmd() *cobra.Command {
-	return &cobra.Command{
+func (c *cli) ingressCmd() *cobra.Command {
+	var tf temporalFlags
+	var pf preflightFlags
+	cmd := &cobra.Command{
 		Use:   "ingress",
 		Short: "Receive signed webhooks, record them, and relay them to workflows",
 		Long: `Receive the Agent-Site service's signed webhooks on SITEOPS_INGRESS_ADDR:
 
   POST /webhooks             secrets from SITEOPS_WEBHOOK_SECRETS (and any stored for it)
   POST /webhooks/{receiver}  secrets of the endpoints stored for that receiver path
-  GET  /healthz  /readyz  /metrics
+  GET  /healthz
+
+and GET /metrics, /readyz and /healthz on SITEOPS_INGRESS_ADMIN_ADDR (an
+internal address, 127.0.0.1:9091 unless set; empty: none).
 
 Each delivery is verified, recorded under its event id and answered at once
-(200 new, 204 duplicate, 400 malformed, 401 bad signature or age, 404 unknown
-receiver, 413 too large, 503 store down). The relay in the same process
-signals the workflows; Temporal being down delays only the relay.`,
+(200 new, also a verified body that is not an envelope, recorded as
+malformed; 204 duplicate; 400 malformed header; 401 bad signature or age;
+404 unknown receiver; 413 too large; 503 store down or busy). The relay in the same process
+signals the workflows; Temporal being down delays only the relay. Before it
+listens it runs the checks of 'siteops doctor' that concern it and refuses to
+start on a failure (--skip-checks starts anyway, loudly).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var cfg webhookingress.Config
+			var cfg wiring.IngressConfig
 			if err := config.Load(&cfg); err != nil {
+				return err
+			}
+			cfg.Address, cfg.Namespace, cfg.Profile = tf.address, tf.namespace, tf.profile
+			logger, err := c.processLogger(cmd.ErrOrStderr())
+			if err != nil {
 				return err
 			}
 			tel, err := telemetry.Setup(cmd.Context(), telemetry.Options{Service: "siteops-ingress"})
@@ -35,7 +48,10 @@ signals the workflows; Temporal being down delays only the relay.`,
 				return err
 			}
 			defer func() { _ = tel.Shutdown(context.Background()) }()
-			return webhookingress.Run(cmd.Context(), cfg, newLogger(cmd.ErrOrStderr()), tel)
+			return wiring.RunIngress(cmd.Context(), cfg, logger, tel, pf.options())
 		},
 	}
+	tf.register(cmd)
+	pf.register(cmd)
+	return cmd
 }

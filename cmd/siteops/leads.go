@@ -11,18 +11,17 @@ import (
 	"github.com/siteops/siteops/workflows"
 )
 
-func newLeadsCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "leads", Short: "Keep a site's leads in the store"}
-	cmd.AddCommand(newLeadsSyncCmd())
-	return cmd
+func (c *cli) leadsCmd() *cobra.Command {
+	return group("leads", "Keep a site's leads in the store", c.leadsSyncCmd())
 }
 
-func newLeadsSyncCmd() *cobra.Command {
+func (c *cli) leadsSyncCmd() *cobra.Command {
 	var (
 		site   string
 		full   bool
 		follow bool
-		out    output
+		tf     temporalFlags
+		wf     waitFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "sync --site ID [--full] [--follow]",
@@ -30,79 +29,58 @@ func newLeadsSyncCmd() *cobra.Command {
 		Long: `Start the site's lead sync workflow (lead-sync/<site_id>) if it is not running
 and ask it to sync now. It keeps running afterwards: lead.created webhooks and
 a poll timer wake it. --full re-reads the whole collection to reconcile.
---follow shows live progress until the requested sync has caught up.`,
+--follow shows progress until the requested sync has caught up, and ends at
+once with the cause if the workflow fails. Progress redraws in place on a
+terminal and is written as plain lines elsewhere.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := out.check(); err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			return withStarter(cmd, false, func(s *starter.Starter) error {
-				before, _ := s.LeadProgress(ctx, site) // zero when not yet running
-				run, err := s.SyncLeads(ctx, site, full)
-				if err != nil {
-					return err
-				}
+			return c.withStarter(cmd, &tf, false, func(s *starter.Starter) error {
+				out := cmd.OutOrStdout()
 				if !follow {
-					if out.json() {
-						return writeJSON(cmd.OutOrStdout(), map[string]string{"workflow_id": run.GetID(), "run_id": run.GetRunID()})
+					run, err := s.SyncLeads(cmd.Context(), site, full)
+					if err != nil {
+						return err
 					}
-					_, err := fmt.Fprintf(cmd.OutOrStdout(), "lead sync %s asked to sync; follow it with: siteops leads sync --site %s --follow\n", run.GetID(), site)
+					if c.json() {
+						return writeJSON(out, map[string]string{"workflow_id": run.GetID(), "run_id": run.GetRunID()})
+					}
+					_, err = fmt.Fprintf(out, "lead sync %s asked to sync; follow it with: siteops leads sync --site %s --follow\n", run.GetID(), site)
 					return err
 				}
-				tick := time.NewTicker(250 * time.Millisecond)
-				defer tick.Stop()
-				w := cmd.ErrOrStderr()
-				for {
-					p, err := s.LeadProgress(ctx, site)
-					if err == nil {
-						if !out.json() {
-							_, _ = fmt.Fprintf(w, "\r%s %6d leads  %5d pages  %s", bar(p), p.Leads, p.Pages, state(p))
-						}
-						if p.CaughtUp && !p.Syncing && (p.Syncs > before.Syncs || p.Runs > before.Runs) {
-							if out.json() {
-								return writeJSON(cmd.OutOrStdout(), p)
-							}
-							_, _ = fmt.Fprintln(w)
-							_, err := fmt.Fprintf(cmd.OutOrStdout(), "caught up: %d leads in %d pages (last sync %s)\n", p.Leads, p.Pages, p.LastSyncAt.Format(time.RFC3339))
-							return err
-						}
-					}
-					select {
-					case <-ctx.Done():
-						_, _ = fmt.Fprintln(w)
-						return ctx.Err()
-					case <-tick.C:
-					}
+				ctx, cancel := wf.context(cmd.Context())
+				defer cancel()
+				bar := newProgress(cmd.ErrOrStderr(), c.json())
+				p, err := s.FollowLeadSync(ctx, site, full, 250*time.Millisecond, func(p workflows.LeadSyncProgress) {
+					bar.show(fmt.Sprintf("%s %6d leads stored  %5d pages read  %s", drawBar(p), p.Leads, p.Pages, p.State()))
+				})
+				bar.done()
+				if err != nil {
+					return wf.explain(err)
 				}
+				if c.json() {
+					return writeJSON(out, p)
+				}
+				_, err = fmt.Fprintf(out, "caught up: %d leads stored, %d pages read (last sync %s)\n", p.Leads, p.Pages, p.LastSyncAt.Format(time.RFC3339))
+				return err
 			})
 		},
 	}
 	cmd.Flags().StringVar(&site, "site", "", "site id")
 	cmd.Flags().BoolVar(&full, "full", false, "re-read the whole collection to reconcile")
 	cmd.Flags().BoolVar(&follow, "follow", false, "show progress until the sync has caught up")
-	out.register(cmd)
+	tf.register(cmd)
+	wf.register(cmd, 0)
 	_ = cmd.MarkFlagRequired("site")
 	return cmd
 }
 
-// bar draws an indeterminate progress bar: the API does not say how many
-// leads there are, so it shows activity, then fills when caught up.
-func bar(p workflows.LeadSyncProgress) string {
+// drawBar draws an indeterminate progress bar: the API does not say how
+// many leads there are, so it shows activity, then fills when caught up.
+func drawBar(p workflows.LeadSyncProgress) string {
 	const width = 20
 	if p.CaughtUp && !p.Syncing {
 		return "[" + strings.Repeat("#", width) + "]"
 	}
 	pos := p.Pages % width
 	return "[" + strings.Repeat("=", pos) + ">" + strings.Repeat(" ", width-pos-1) + "]"
-}
-
-func state(p workflows.LeadSyncProgress) string {
-	if p.Syncing {
-		return "syncing"
-	}
-	if p.CaughtUp {
-		return "caught up"
-	}
-	return "waiting"
 }

@@ -3,13 +3,12 @@
 // other systems and on-call, a local simulator of the API, and a demo.
 //
 // main only parses flags and configuration and hands over to the packages;
-// every subcommand is a cobra command in this directory.
+// every subcommand is a cobra command in this directory. Exit codes are in
+// exitcode.go and the README.
 package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -17,20 +16,20 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := newRootCmd().ExecuteContext(ctx)
+	code := run(ctx, os.Args[1:])
 	stop()
-	if err != nil {
-		var ee exitError
-		if errors.As(err, &ee) {
-			os.Exit(ee.code)
-		}
-		fmt.Fprintln(os.Stderr, "siteops:", err)
-		os.Exit(1)
-	}
+	os.Exit(code)
 }
 
-// exitError ends the process with code after the command has already
-// reported what went wrong.
-type exitError struct{ code int }
-
-func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+// run runs the CLI with args and returns the process's exit code, having
+// written any error as one line (JSON with -o json) to standard error.
+func run(ctx context.Context, args []string) int {
+	cli := newCLI()
+	root := cli.root()
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	return cli.fail(root.ErrOrStderr(), err)
+}

@@ -12,7 +12,7 @@ import (
 // runCLI runs the root command with args and returns what it printed.
 func runCLI(t *testing.T, stdin string, args ...string) (string, error) {
 	t.Helper()
-	root := newRootCmd()
+	root := newCLI().root()
 	var out bytes.Buffer
 	root.SetOut(&out)
 	root.SetErr(io.Discard)

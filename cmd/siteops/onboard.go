@@ -1,93 +1,206 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/siteops/siteops/schemas"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/workflows"
 )
 
-func newOnboardCmd() *cobra.Command {
+func (c *cli) onboardCmd() *cobra.Command {
 	var (
 		file   string
 		wait   bool
 		dryRun bool
-		out    output
+		tf     temporalFlags
+		wf     waitFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "onboard -f site.yaml [--wait] [--dry-run]",
 		Short: "Onboard a customer: create the site, configure its agent, add knowledge and FAQs, publish",
-		Long: `Onboard a customer from a JSON or YAML spec (see examples/): create the site,
-configure its agent and embed policy, add knowledge sources and FAQs, and
-publish. The workflow is onboarding/<slug>; starting it twice is refused.
+		Long: `Onboard a customer from a JSON or YAML spec (see examples/; -f - reads standard
+input): create the site, configure its agent and embed policy, add knowledge
+sources and FAQs, and publish. The workflow is onboarding/<slug>.
 
---dry-run checks the whole spec against every rule of the API contract,
-prints every problem at once, and exits non-zero if there is any. It needs
-neither Temporal nor the database.`,
-		Example: "  siteops onboard -f examples/acme-anvils.yaml --wait\n  siteops onboard -f site.json --dry-run",
+Onboarding the same spec again is safe: it joins the running onboarding, or
+reports the result of the one that succeeded ("already onboarded", exit 0).
+A different spec for the same slug is refused (exit 2) naming the fields that
+differ. After a failure the same slug may be onboarded again.
+
+--dry-run checks the whole spec against every rule of the API contract and
+against the published schema (schemas/onboarding-spec.schema.json), prints
+every problem at once with its line and column, and exits 2 if there is any.
+It needs neither Temporal nor the database. Onboarding checks the same
+before it starts anything.`,
+		Example: "  siteops onboard -f examples/acme-anvils.yaml --wait\n  siteops onboard -f site.json --dry-run\n  generate-spec | siteops onboard -f - --wait -o json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := out.check(); err != nil {
-				return err
+			name := file
+			if file == "-" {
+				name = "<stdin>"
 			}
-			spec, err := starter.LoadSpec(file)
+			raw, spec, err := loadSpec(cmd.InOrStdin(), file)
+			var specErr *starter.SpecError
+			if errors.As(err, &specErr) {
+				return c.problems(cmd, name, specErr.Problems)
+			}
 			if err != nil {
-				return err
+				return usageError{err}
 			}
 			prepared, problems := starter.Prepare(spec)
+			problems = append(problems, schemaProblems(raw, problems)...)
 			if len(problems) > 0 {
-				w := cmd.ErrOrStderr()
-				if out.json() {
-					_ = writeJSON(cmd.OutOrStdout(), map[string]any{"valid": false, "problems": problems})
-				} else {
-					_, _ = fmt.Fprintf(w, "%s has %d problem(s):\n", file, len(problems))
-					for _, p := range problems {
-						_, _ = fmt.Fprintf(w, "  %s\n", p)
-					}
-				}
-				return exitError{code: 2}
+				return c.problems(cmd, name, problems)
 			}
 			in := prepared.Input
+			id := workflows.OnboardingID(in.Site.Slug)
 			if dryRun {
-				if out.json() {
-					return writeJSON(cmd.OutOrStdout(), map[string]any{"valid": true, "workflow_id": workflows.OnboardingID(in.Site.Slug), "knowledge": len(in.Knowledge), "faqs": len(in.FAQs)})
+				if c.json() {
+					return writeJSON(cmd.OutOrStdout(), map[string]any{"valid": true, "workflow_id": id, "knowledge": len(in.Knowledge), "faqs": len(in.FAQs)})
 				}
 				_, err := fmt.Fprintf(cmd.OutOrStdout(), "%s is valid: would start %s with %d knowledge source(s) and %d FAQ(s)\n",
-					file, workflows.OnboardingID(in.Site.Slug), len(in.Knowledge), len(in.FAQs))
+					name, id, len(in.Knowledge), len(in.FAQs))
 				return err
 			}
-			return withStarter(cmd, len(prepared.Texts) > 0, func(s *starter.Starter) error {
-				run, err := s.Onboard(cmd.Context(), prepared)
+			return c.withStarter(cmd, &tf, len(prepared.Texts) > 0, func(s *starter.Starter) error {
+				o, err := s.Onboard(cmd.Context(), prepared)
 				if err != nil {
 					return err
 				}
+				out := cmd.OutOrStdout()
+				if o.Done != nil {
+					return c.onboarded(out, id, *o.Done, "already onboarded")
+				}
+				verb := "started"
+				if !o.Started {
+					verb = "joined the running onboarding"
+				}
 				if !wait {
-					if out.json() {
-						return writeJSON(cmd.OutOrStdout(), map[string]string{"workflow_id": run.GetID(), "run_id": run.GetRunID()})
+					if c.json() {
+						return writeJSON(out, map[string]any{"workflow_id": id, "run_id": o.Run.GetRunID(), "started": o.Started})
 					}
-					_, err := fmt.Fprintf(cmd.OutOrStdout(), "started %s (run %s); follow it with: siteops status %s\n", run.GetID(), run.GetRunID(), run.GetID())
+					_, err := fmt.Fprintf(out, "%s %s (run %s); follow it with: siteops status %s\n", verb, id, o.Run.GetRunID(), id)
 					return err
 				}
+				ctx, cancel := wf.context(cmd.Context())
+				defer cancel()
 				var res workflows.OnboardingResult
-				if err := run.Get(cmd.Context(), &res); err != nil {
-					return fmt.Errorf("%s failed: %w", run.GetID(), err)
+				if err := s.Wait(ctx, o.Run, &res); err != nil {
+					return wf.explain(err)
 				}
-				if out.json() {
-					return writeJSON(cmd.OutOrStdout(), res)
-				}
-				_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s: site %s is %s (knowledge %s; FAQs %s)\n", run.GetID(), res.SiteID, res.Status,
-					strings.Join(res.KnowledgeIDs, ", "), strings.Join(res.FAQIDs, ", "))
-				return err
+				return c.onboarded(out, id, res, "onboarded")
 			})
 		},
 	}
-	cmd.Flags().StringVarP(&file, "file", "f", "", "onboarding spec, JSON or YAML")
+	cmd.Flags().StringVarP(&file, "file", "f", "", "onboarding spec, JSON or YAML (- for standard input)")
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait for the onboarding to finish and print its result")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "validate the spec and exit")
-	out.register(cmd)
+	tf.register(cmd)
+	wf.register(cmd, 0)
 	_ = cmd.MarkFlagRequired("file")
 	return cmd
+}
+
+// problems reports every problem of a spec and ends with exit 2.
+func (c *cli) problems(cmd *cobra.Command, name string, problems []workflows.Problem) error {
+	if c.json() {
+		_ = writeJSON(cmd.OutOrStdout(), map[string]any{"valid": false, "file": name, "problems": problems})
+		return reported{code: exitUsage}
+	}
+	w := cmd.ErrOrStderr()
+	for _, p := range problems {
+		_, _ = fmt.Fprintln(w, p.In(name))
+	}
+	_, _ = fmt.Fprintf(w, "siteops: %s has %d problem(s); nothing was started\n", name, len(problems))
+	return reported{code: exitUsage}
+}
+
+// onboardedJSON is an onboarding's result as -o json prints it: the
+// result's fields, the workflow and whether this run made it.
+type onboardedJSON struct {
+	workflows.OnboardingResult
+	WorkflowID string `json:"workflow_id"`
+	// Outcome is onboarded, or already_onboarded when the same spec had
+	// been onboarded before.
+	Outcome string `json:"outcome"`
+}
+
+func (c *cli) onboarded(out io.Writer, id string, res workflows.OnboardingResult, what string) error {
+	if c.json() {
+		return writeJSON(out, onboardedJSON{OnboardingResult: res, WorkflowID: id, Outcome: strings.ReplaceAll(what, " ", "_")})
+	}
+	_, err := fmt.Fprintf(out, "%s: %s; site %s is %s (knowledge %s; FAQs %s)\n", id, what, res.SiteID, res.Status,
+		orNone(strings.Join(res.KnowledgeIDs, ", ")), orNone(strings.Join(res.FAQIDs, ", ")))
+	return err
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// loadSpec reads a spec as starter.LoadSpec does (a file, or stdin for
+// "-"; knowledge files relative to the spec) and keeps the document's
+// bytes for the schema check.
+func loadSpec(stdin io.Reader, file string) ([]byte, starter.Spec, error) {
+	if file == "-" {
+		b, err := io.ReadAll(stdin)
+		if err != nil {
+			return nil, starter.Spec{}, fmt.Errorf("reading the onboarding spec from standard input: %w", err)
+		}
+		spec, err := starter.ParseSpec("<stdin>", b, os.DirFS("."), ".")
+		return b, spec, err
+	}
+	dir, name := filepath.Split(file)
+	if dir == "" {
+		dir = "."
+	}
+	fsys := os.DirFS(dir)
+	b, err := fs.ReadFile(fsys, name)
+	if err != nil {
+		return nil, starter.Spec{}, fmt.Errorf("reading the onboarding spec: %w", err)
+	}
+	spec, err := starter.ParseSpec(name, b, fsys, path.Dir(name))
+	return b, spec, err
+}
+
+// schemaProblems checks a spec document against the published spec schema
+// and returns what it finds that the field-by-field checks did not already
+// name: what the schema requires beyond the contract's rules (every field
+// the Go types always write, such as site.persona_mode or faqs[].approved)
+// and durations it cannot read.
+func schemaProblems(raw []byte, named []workflows.Problem) []workflows.Problem {
+	found, err := schemas.Validate(schemas.OnboardingSpec, raw)
+	if err != nil {
+		return nil // the document was read above; a schema that does not load fails the schemas tests
+	}
+	seen := map[string]bool{}
+	for _, p := range named {
+		seen[p.Field] = true
+	}
+	var out []workflows.Problem
+	for _, p := range found {
+		field := p.Field
+		if field == "" {
+			field = "(spec)"
+		}
+		if seen[field] {
+			continue
+		}
+		seen[field] = true
+		out = append(out, workflows.Problem{Field: field, Message: p.Message + " (schemas/" + schemas.OnboardingSpec + ")", Position: workflows.Position{Line: p.Line, Column: p.Column}})
+	}
+	return out
 }

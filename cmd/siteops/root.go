@@ -1,36 +1,198 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io"
+	"runtime/debug"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// version is set at build time with -ldflags "-X main.version=..."; when it
+// is not, the module version from the build info is used.
+var version = ""
 
-func newRootCmd() *cobra.Command {
+// buildVersion is siteops' version: the one set at link time, else the
+// module's from the build info (a tagged version when installed with go
+// install, "(devel)" in a checkout), with the VCS revision when known.
+func buildVersion() string {
+	v := version
+	info, ok := debug.ReadBuildInfo()
+	if v == "" && ok {
+		v = info.Main.Version
+	}
+	if v == "" {
+		v = "(devel)"
+	}
+	if ok {
+		for _, s := range info.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				v += " " + s.Value[:12]
+			}
+		}
+		v += " " + info.GoVersion
+	}
+	return v
+}
+
+// cli is one invocation of the command line.
+type cli struct {
+	output string // -o: text or json
+	// ran is set once a command's own code runs: an error before that is
+	// a usage error.
+	ran bool
+}
+
+func newCLI() *cli { return &cli{} }
+
+func (c *cli) json() bool { return c.output == "json" }
+
+func (c *cli) root() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "siteops",
 		Short: "Automate the Agent-Site API with durable Temporal workflows",
 		Long: `siteops automates the Agent-Site API with durable Temporal workflows.
 
 Configuration comes from environment variables (see the README); secrets have
-no defaults and are never printed.`,
+no defaults and are never printed. The Temporal connection is read as the
+temporal CLI reads it: TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY,
+TEMPORAL_TLS_*, and TEMPORAL_PROFILE / TEMPORAL_CONFIG_FILE profiles; the
+--address, --namespace and --profile flags win over them.
+
+` + exitCodesHelp,
+		Version:       buildVersion(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Args:          cobra.ArbitraryArgs,
+		RunE:          groupRunE,
 	}
-	root.AddCommand(newVersionCmd(), newSignatureCmd(), newSimCmd(), newWorkerCmd(), newOnboardCmd(), newLeadsCmd(), newEmbedCmd(), newStatusCmd(), newIngressCmd(), newSecretCmd(), newWebhookCmd(), newDemoCmd(), newCodecServerCmd())
+	root.SetVersionTemplate("siteops {{.Version}}\n")
+	root.PersistentFlags().StringVarP(&c.output, "output", "o", "text", "output format: text, or json for scripts (errors too, on standard error)")
+	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		if c.output != "text" && c.output != "json" {
+			return usageError{fmt.Errorf("--output %q: use text or json", c.output)}
+		}
+		return nil
+	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.AddCommand(
+		c.versionCmd(), c.signatureCmd(), newSimCmd(), c.workerCmd(), c.ingressCmd(), c.doctorCmd(),
+		c.onboardCmd(), c.leadsCmd(), c.embedCmd(), c.statusCmd(),
+		c.secretCmd(), c.webhookCmd(), c.eventsCmd(), c.demoCmd(), c.codecServerCmd(),
+	)
+	c.markRuns(root)
 	return root
 }
 
-func newVersionCmd() *cobra.Command {
+// markRuns wraps every command's RunE so that errors from flags, arguments
+// and required flags (cobra reports them before RunE) are told apart from
+// errors of the work itself.
+func (c *cli) markRuns(cmd *cobra.Command) {
+	if run := cmd.RunE; run != nil && cmd.HasParent() && !cmd.HasSubCommands() {
+		cmd.RunE = func(cmd *cobra.Command, args []string) error {
+			c.ran = true
+			return run(cmd, args)
+		}
+	}
+	for _, sub := range cmd.Commands() {
+		c.markRuns(sub)
+	}
+}
+
+// fail writes err and returns the exit code.
+func (c *cli) fail(w io.Writer, err error) int {
+	if !c.ran {
+		var rep reported
+		if !errors.As(err, &rep) {
+			err = usageError{err}
+		}
+	}
+	code := exitCode(err)
+	var rep reported
+	if !errors.As(err, &rep) {
+		writeError(w, err, code, c.json())
+	}
+	return code
+}
+
+// group makes a command whose work is done by its subcommands; called
+// alone or with an unknown subcommand it is a usage error that lists them
+// (with a suggestion for a near miss), never help with exit 0.
+func group(use, short string, subs ...*cobra.Command) *cobra.Command {
+	cmd := &cobra.Command{Use: use, Short: short, Args: cobra.ArbitraryArgs, RunE: groupRunE}
+	cmd.AddCommand(subs...)
+	return cmd
+}
+
+func groupRunE(cmd *cobra.Command, args []string) error {
+	var names []string
+	for _, sub := range cmd.Commands() {
+		if sub.IsAvailableCommand() && sub.Name() != "completion" {
+			names = append(names, sub.Name())
+		}
+	}
+	if len(args) == 0 {
+		return usageError{fmt.Errorf("%s needs a subcommand: %s (see %s --help)", cmd.CommandPath(), strings.Join(names, ", "), cmd.CommandPath())}
+	}
+	msg := fmt.Sprintf("unknown command %q for %s", args[0], cmd.CommandPath())
+	if s := suggest(args[0], names); len(s) > 0 {
+		msg += fmt.Sprintf("; did you mean %s?", strings.Join(s, " or "))
+	} else {
+		msg += "; choose one of: " + strings.Join(names, ", ")
+	}
+	return usageError{errors.New(msg)}
+}
+
+// suggest returns the names a mistyped one probably meant: those it
+// begins, and those at most two edits away (a swap of two letters is one).
+func suggest(typed string, names []string) []string {
+	var out []string
+	for _, n := range names {
+		if strings.HasPrefix(n, typed) || editDistance(typed, n) <= 2 {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// editDistance is the Damerau–Levenshtein distance (optimal string
+// alignment) of a and b.
+func editDistance(a, b string) int {
+	d := make([][]int, len(a)+1)
+	for i := range d {
+		d[i] = make([]int, len(b)+1)
+		d[i][0] = i
+	}
+	for j := range len(b) + 1 {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(a)][len(b)]
+}
+
+func (c *cli) versionCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print the siteops version",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := fmt.Fprintln(cmd.OutOrStdout(), "siteops", version)
+			if c.json() {
+				return writeJSON(cmd.OutOrStdout(), map[string]string{"version": buildVersion()})
+			}
+			_, err := fmt.Fprintln(cmd.OutOrStdout(), "siteops", buildVersion())
 			return err
 		},
 	}

@@ -12,26 +12,31 @@ import (
 
 	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/agentsite/webhook"
+	"github.com/siteops/siteops/store"
 )
 
 // secretsEnv names the variable the signature commands read secrets from,
 // the same one the ingress uses for POST /webhooks.
 const secretsEnv = "SITEOPS_WEBHOOK_SECRETS" //nolint:gosec // the name of a variable, not a credential
 
-func newSignatureCmd() *cobra.Command {
+func (c *cli) signatureCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "signature",
 		Short: "Sign or verify a webhook body the way the Agent-Site service does",
 		Long: `Sign or verify a webhook body the way the Agent-Site service does.
 
 Secrets are read from ` + secretsEnv + ` (comma-separated), never from flags,
-so that they stay out of shell history and process lists.`,
+so that they stay out of shell history and process lists; 'verify --receiver
+NAME' uses the secrets stored for that ingress receiver instead (with
+SITEOPS_SECRET_KEY and SITEOPS_DATABASE_URL).`,
+		Args: cobra.ArbitraryArgs,
+		RunE: groupRunE,
 	}
-	cmd.AddCommand(newSignCmd(), newVerifyCmd())
+	cmd.AddCommand(c.signCmd(), c.verifyCmd())
 	return cmd
 }
 
-func newSignCmd() *cobra.Command {
+func (c *cli) signCmd() *cobra.Command {
 	var bodyPath string
 	var at int64
 	cmd := &cobra.Command{
@@ -51,7 +56,11 @@ func newSignCmd() *cobra.Command {
 			if at != 0 {
 				ts = time.Unix(at, 0)
 			}
-			_, err = fmt.Fprintln(cmd.OutOrStdout(), webhook.Sign(secrets[0], ts, body))
+			header := webhook.Sign(secrets[0], ts, body)
+			if c.json() {
+				return writeJSON(cmd.OutOrStdout(), map[string]string{"svc-signature": header})
+			}
+			_, err = fmt.Fprintln(cmd.OutOrStdout(), header)
 			return err
 		},
 	}
@@ -61,15 +70,25 @@ func newSignCmd() *cobra.Command {
 	return cmd
 }
 
-func newVerifyCmd() *cobra.Command {
-	var bodyPath, header string
+func (c *cli) verifyCmd() *cobra.Command {
+	var bodyPath, header, receiver string
 	var window time.Duration
 	cmd := &cobra.Command{
-		Use:   "verify --body FILE --header 't=...,v1=...'",
-		Short: "Check a delivery's svc-signature header against the configured secrets",
-		Args:  cobra.NoArgs,
+		Use:   "verify --body FILE --header 't=...,v1=...' [--receiver NAME]",
+		Short: "Check a delivery's svc-signature header against the configured or stored secrets",
+		Long: `Check a captured delivery's svc-signature header against the secrets in
+` + secretsEnv + `, or with --receiver NAME against the active secrets stored for
+that ingress receiver ("default" for POST /webhooks), exactly as the ingress
+verifies it. Only fingerprints are printed, never secrets.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			secrets, err := secretsFromEnv()
+			var secrets, names []string
+			var err error
+			if cmd.Flags().Changed("receiver") {
+				secrets, names, err = storedSecrets(cmd, receiver)
+			} else {
+				secrets, err = secretsFromEnv()
+			}
 			if err != nil {
 				return err
 			}
@@ -86,13 +105,26 @@ func newVerifyCmd() *cobra.Command {
 			case err != nil:
 				return err
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "valid: signed with secret %d of %d (fingerprint %s)\n", idx+1, len(secrets), agentsite.NewSigningSecret(secrets[idx]).Fingerprint())
+			fp := agentsite.NewSigningSecret(secrets[idx]).Fingerprint()
+			if c.json() {
+				out := map[string]any{"valid": true, "secret": idx + 1, "of": len(secrets), "fingerprint": fp}
+				if names != nil {
+					out["endpoint_id"] = names[idx]
+				}
+				return writeJSON(cmd.OutOrStdout(), out)
+			}
+			which := ""
+			if names != nil {
+				which = ", endpoint " + names[idx]
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "valid: signed with secret %d of %d (fingerprint %s%s)\n", idx+1, len(secrets), fp, which)
 			return err
 		},
 	}
 	cmd.Flags().StringVar(&bodyPath, "body", "", "file with the exact raw body (- for standard input)")
 	cmd.Flags().StringVar(&header, "header", "", "the svc-signature header value")
 	cmd.Flags().DurationVar(&window, "window", webhook.DefaultWindow, "replay window")
+	cmd.Flags().StringVar(&receiver, "receiver", "", "verify with the secrets stored for this ingress receiver (default for POST /webhooks)")
 	_ = cmd.MarkFlagRequired("body")
 	_ = cmd.MarkFlagRequired("header")
 	return cmd
@@ -120,4 +152,33 @@ func readBody(cmd *cobra.Command, path string) ([]byte, error) {
 		return nil, fmt.Errorf("reading the body: %w", err)
 	}
 	return b, nil
+}
+
+// storedSecrets reads the active secrets stored for an ingress receiver and
+// the endpoint each belongs to.
+func storedSecrets(cmd *cobra.Command, receiver string) (secrets, endpoints []string, err error) {
+	if receiver == "default" {
+		receiver = ""
+	}
+	st, err := openStore(cmd)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer func() { _ = st.Close() }()
+	set, err := st.ActiveSecrets(cmd.Context(), receiver)
+	if err != nil {
+		return nil, nil, err
+	}
+	for i, sec := range set.Secrets {
+		secrets = append(secrets, sec.Reveal())
+		endpoints = append(endpoints, set.Infos[i].EndpointID)
+	}
+	if len(secrets) == 0 {
+		msg := fmt.Sprintf("no active secret is stored for receiver %s", receiverName(receiver))
+		if len(set.Unreadable) > 0 {
+			msg += fmt.Sprintf(" that decrypts with SITEOPS_SECRET_KEY (%d do not; see `siteops doctor`)", len(set.Unreadable))
+		}
+		return nil, nil, fmt.Errorf("%s: %w", msg, store.ErrNotFound)
+	}
+	return secrets, endpoints, nil
 }

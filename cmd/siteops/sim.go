@@ -36,9 +36,17 @@ Control routes (with --admin-token) live under /_sim/:
   POST /_sim/sites/{site_id}/conversations {"messages": N}
   POST /_sim/sites/{site_id}/broadcasts
   GET|PUT /_sim/faults                              faults at run time
-  GET /_sim/requests | /_sim/events | /_sim/deliveries`,
-		Example: `  siteops sim --key svc_live_dev='*' --admin-token admin --allow-loopback-receivers --time-scale 100`,
-		Args:    cobra.NoArgs,
+  GET /_sim/requests | /_sim/events | /_sim/deliveries
+  GET /_sim/stats                                   answers by status, fault, 429s by key
+
+--rate-limit N throttles every API key at a fixed N requests per second (a
+token bucket of --rate-limit-burst): a request over it is answered 429 with
+Retry-After (whole seconds, at least 1) before anything is applied, as the
+real service does. Change it at run time with PUT /_sim/faults
+{"rate_limit_rps": N, "rate_limit_burst": B}.`,
+		Example: `  siteops sim --key svc_live_dev='*' --admin-token admin --allow-loopback-receivers --time-scale 100
+  siteops sim --key svc_live_dev='*' --rate-limit 20 --rate-limit-burst 5`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			parsed, err := parseKeys(keys)
 			if err != nil {
@@ -65,7 +73,11 @@ Control routes (with --admin-token) live under /_sim/:
 			if cfg.AdminToken != "" {
 				admin = "on"
 			}
-			_, _ = fmt.Fprintf(cmd.OutOrStdout(), "siteops sim: Agent-Site API on http://%s/api/v1 (%d keys, control routes %s, time scale %g)\n", ln.Addr(), len(parsed), admin, cfg.TimeScale)
+			limit := "no rate limit"
+			if f.RateLimitRPS > 0 {
+				limit = fmt.Sprintf("rate limit %g/s per key, burst %d", f.RateLimitRPS, max(f.RateLimitBurst, 1))
+			}
+			_, _ = fmt.Fprintf(cmd.OutOrStdout(), "siteops sim: Agent-Site API on http://%s/api/v1 (%d keys, control routes %s, time scale %g, %s)\n", ln.Addr(), len(parsed), admin, cfg.TimeScale, limit)
 			return sim.Serve(cmd.Context(), ln)
 		},
 	}
@@ -81,6 +93,8 @@ Control routes (with --admin-token) live under /_sim/:
 	fl.Float64Var(&f.ErrorRate, "fault-error-rate", 0, "fraction of API requests answered 500 or 503 before being applied")
 	fl.Float64Var(&f.RateLimitRate, "fault-rate-limit-rate", 0, "fraction of API requests answered 429 with Retry-After")
 	fl.DurationVar(&retry, "fault-retry-after", time.Second, "Retry-After of injected 429 and 503 answers")
+	fl.Float64Var(&f.RateLimitRPS, "rate-limit", 0, "throttle each API key at N requests per second, answering 429 with Retry-After beyond it (0 = no limit)")
+	fl.IntVar(&f.RateLimitBurst, "rate-limit-burst", 1, "requests a key may send at once under --rate-limit")
 	fl.DurationVar(&lat, "fault-latency", 0, "latency added to every API request")
 	fl.Float64Var(&f.DropRate, "fault-drop-rate", 0, "fraction of mutations applied and then answered with a dropped connection")
 	fl.Float64Var(&f.DuplicateRate, "fault-duplicate-rate", 0, "fraction of deliveries sent twice")

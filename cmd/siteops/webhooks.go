@@ -1,9 +1,10 @@
 package main
 
 import (
-	"crypto/rand"
-	"encoding/hex"
+	"encoding/base64"
+	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -13,46 +14,20 @@ import (
 	"github.com/siteops/siteops/config"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"
+	"github.com/siteops/siteops/wiring"
 	"github.com/siteops/siteops/workflows"
 )
 
-// apiConfig is what the commands that call the API directly read.
-type apiConfig struct {
-	config.AgentSite
-	config.Database
-	// AllowLoopback is the simulator's test mode, for demos and tests.
-	AllowLoopback bool `envconfig:"SITEOPS_ALLOW_LOOPBACK_RECEIVERS" default:"false"`
+func (c *cli) webhookCmd() *cobra.Command {
+	return group("webhook", "Register and list the account's webhook endpoints", c.webhookCreateCmd(), c.webhookListCmd())
 }
 
-// newAPIClient reads the API settings from the environment and builds the
-// client.
-func newAPIClient() (*agentsite.Client, apiConfig, error) {
-	var cfg apiConfig
-	if err := config.Load(&cfg); err != nil {
-		return nil, cfg, err
-	}
-	if err := cfg.AgentSite.Validate(); err != nil {
-		return nil, cfg, err
-	}
-	var opts []agentsite.Option
-	if cfg.AllowLoopback {
-		opts = append(opts, agentsite.WithLoopbackReceivers())
-	}
-	c, err := agentsite.NewClient(cfg.BaseURL, cfg.APIKey, opts...)
-	return c, cfg, err
-}
-
-func newWebhookCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "webhook", Short: "Register and list the account's webhook endpoints"}
-	cmd.AddCommand(newWebhookCreateCmd(), newWebhookListCmd())
-	return cmd
-}
-
-func newWebhookCreateCmd() *cobra.Command {
+func (c *cli) webhookCreateCmd() *cobra.Command {
 	var (
-		rawURL, receiver, key string
-		events                []string
-		out                   output
+		rawURL, receiver, label string
+		events                  []string
+		tf                      temporalFlags
+		wf                      waitFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "create --url URL --events lead.created,knowledge.ready [--receiver NAME]",
@@ -60,78 +35,108 @@ func newWebhookCreateCmd() *cobra.Command {
 		Long: `Register a webhook endpoint and store its one-time signing secret, encrypted
 with SITEOPS_SECRET_KEY, for the ingress receiver the URL points at
 (/webhooks → the default receiver, /webhooks/NAME → NAME). The secret is
-never printed: only the endpoint id and the secret's fingerprint.`,
+never printed: only the endpoint id and the secret's fingerprint.
+
+It runs as a workflow (webhook-endpoint/...) on the worker, whose activity
+creates the endpoint and stores the secret in one step under an idempotency
+key derived from the request. So a create whose answer was lost is retried
+with the same key and the service replays the same endpoint and secret, and
+running the same command again reports the endpoint already registered
+instead of creating a second one. To register a second endpoint for the
+same URL and events on purpose, give it a --label.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := out.check(); err != nil {
-				return err
-			}
-			api, cfg, err := newAPIClient()
-			if err != nil {
-				return err
-			}
 			if !cmd.Flags().Changed("receiver") {
-				if receiver, err = starter.ReceiverFromURL(rawURL); err != nil {
-					return err
+				r, err := starter.ReceiverFromURL(rawURL)
+				if err != nil {
+					return usageError{err}
 				}
+				receiver = r
 			}
-			st, err := openSecretStore(cmd, cfg.Database)
-			if err != nil {
+			return c.withStarter(cmd, &tf, false, func(s *starter.Starter) error {
+				ctx, cancel := wf.context(cmd.Context())
+				defer cancel()
+				reg, err := s.RegisterEndpoint(ctx, starter.EndpointRequest{URL: rawURL, Events: events, Receiver: receiver, Label: label, Operator: defaultOperator()})
+				if err != nil {
+					return wf.explain(err)
+				}
+				st := reg.Status
+				if c.json() {
+					return writeJSON(cmd.OutOrStdout(), map[string]any{"workflow_id": reg.WorkflowID, "endpoint_id": st.EndpointID, "url": st.URL,
+						"events": st.Events, "receiver": receiver, "fingerprint": st.Fingerprint, "already_registered": reg.Already})
+				}
+				what := "secret stored"
+				if reg.Already {
+					what = "already registered by an earlier run of this request (no second endpoint); secret stored"
+				}
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "endpoint %s → %s (receiver %s) for %s; %s, fingerprint %s\n",
+					st.EndpointID, st.URL, receiverName(receiver), strings.Join(st.Events, ", "), what, st.Fingerprint)
 				return err
-			}
-			defer func() { _ = st.Close() }()
-			if key == "" {
-				key = "webhook-create/" + randomHex(8)
-			}
-			ep, fp, err := starter.CreateEndpoint(cmd.Context(), api, st, key, rawURL, events, receiver)
-			if err != nil {
-				return err
-			}
-			if out.json() {
-				return writeJSON(cmd.OutOrStdout(), map[string]any{"endpoint_id": ep.ID, "url": ep.URL, "events": ep.Events, "receiver": receiver, "fingerprint": fp})
-			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "endpoint %s → %s (receiver %q) for %s; secret stored, fingerprint %s\n", ep.ID, ep.URL, receiver, strings.Join(ep.Events, ", "), fp)
-			return err
+			})
 		},
 	}
 	cmd.Flags().StringVar(&rawURL, "url", "", "public HTTPS receiver URL")
 	cmd.Flags().StringSliceVar(&events, "events", nil, "event types to subscribe to (comma-separated)")
 	cmd.Flags().StringVar(&receiver, "receiver", "", "ingress receiver name (default: from the URL)")
-	cmd.Flags().StringVar(&key, "idempotency-key", "", "reuse to retry a create whose answer was lost (default: a new key)")
-	out.register(cmd)
+	cmd.Flags().StringVar(&label, "label", "", "register a second endpoint for the same URL and events on purpose")
+	tf.register(cmd)
+	wf.register(cmd, 5*time.Minute)
 	_ = cmd.MarkFlagRequired("url")
 	_ = cmd.MarkFlagRequired("events")
 	return cmd
 }
 
-func openSecretStore(cmd *cobra.Command, db config.Database) (*store.Store, error) {
-	key, err := db.Key()
-	if err != nil {
+// receiverName names a receiver for people: "" is the default receiver.
+func receiverName(r string) string {
+	if r == "" {
+		return "default (/webhooks)"
+	}
+	return r
+}
+
+// apiClient reads the API settings from the environment and builds the
+// client.
+func apiClient() (*agentsite.Client, error) {
+	var cfg config.AgentSite
+	if err := config.Load(&cfg); err != nil {
 		return nil, err
 	}
-	if key == nil {
-		return nil, store.ErrNoSecretKey
+	return wiring.APIClient(cfg, nil)
+}
+
+// openStore opens the store from the environment.
+func openStore(cmd *cobra.Command) (*store.Store, error) {
+	var db config.Database
+	if err := config.Load(&db); err != nil {
+		return nil, err
 	}
-	return store.Open(cmd.Context(), db.URL, store.WithSecretKey(key))
+	st, _, err := wiring.OpenStore(cmd.Context(), db)
+	return st, err
 }
 
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
+// endpointJSON is an endpoint as `webhook list -o json` shows it.
+type endpointJSON struct {
+	agentsite.WebhookEndpoint
+	// Secret is what the store holds of its secret: stored, unreadable
+	// (does not decrypt with SITEOPS_SECRET_KEY), retired (no longer
+	// accepted), not-stored, or unknown (no SITEOPS_SECRET_KEY here).
+	Secret      string `json:"secret"`
+	Receiver    string `json:"receiver,omitempty"`
+	Fingerprint string `json:"fingerprint,omitempty"`
 }
 
-func newWebhookListCmd() *cobra.Command {
-	var out output
+func (c *cli) webhookListCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list",
-		Short: "List the account's webhook endpoints with their last delivery (never their secrets)",
-		Args:  cobra.NoArgs,
+		Short: "List the account's endpoints, their last delivery, and whether their secret is stored and readable",
+		Long: `List the account's webhook endpoints with their last delivery and error, and
+what the store holds of each one's signing secret: stored (with its
+fingerprint and receiver), unreadable (it does not decrypt with
+SITEOPS_SECRET_KEY: deliveries signed with it are refused until the key is
+fixed or 'siteops secret rekey' runs), or not stored. Never the secrets.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := out.check(); err != nil {
-				return err
-			}
-			api, _, err := newAPIClient()
+			api, err := apiClient()
 			if err != nil {
 				return err
 			}
@@ -139,16 +144,70 @@ func newWebhookListCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if out.json() {
-				return writeJSON(cmd.OutOrStdout(), eps)
+			secrets := map[string]store.SecretInfo{}
+			unreadable, retired := map[string]bool{}, map[string]bool{}
+			known := false
+			if st, err := openStore(cmd); err == nil {
+				if st.HasSecretKey() {
+					all, err1 := st.Secrets(cmd.Context())
+					bad, err2 := st.UnreadableSecrets(cmd.Context())
+					gone, err3 := st.RetiredSecrets(cmd.Context())
+					if err1 == nil && err2 == nil && err3 == nil {
+						known = true
+						for _, s := range gone {
+							secrets[s.EndpointID] = s
+							retired[s.EndpointID] = true
+						}
+						for _, s := range all {
+							secrets[s.EndpointID] = s
+						}
+						for _, s := range bad {
+							unreadable[s.EndpointID] = true
+						}
+					}
+				}
+				_ = st.Close()
+			}
+			out := make([]endpointJSON, len(eps))
+			for i, e := range eps {
+				out[i] = endpointJSON{WebhookEndpoint: e, Secret: "unknown"}
+				if known {
+					info, ok := secrets[e.ID]
+					switch {
+					case unreadable[e.ID]:
+						out[i].Secret = "unreadable"
+					case retired[e.ID]:
+						out[i].Secret = "retired"
+					case ok:
+						out[i].Secret = "stored"
+					default:
+						out[i].Secret = "not-stored"
+					}
+					if ok {
+						out[i].Receiver, out[i].Fingerprint = receiverName(info.Receiver), info.Fingerprint
+					}
+				}
+			}
+			if c.json() {
+				return writeJSON(cmd.OutOrStdout(), out)
 			}
 			w := cmd.OutOrStdout()
-			for _, e := range eps {
+			for _, e := range out {
 				last := "no delivery yet"
 				if d := e.LastDelivery; d != nil {
 					last = fmt.Sprintf("last delivery %s %s (%d) at %s", d.EventID, d.Outcome, d.StatusCode, d.At.Format(time.RFC3339))
 				}
 				_, _ = fmt.Fprintf(w, "%s  %s  %s  [%s]  %s\n", e.ID, e.Status, e.URL, strings.Join(e.Events, ","), last)
+				switch e.Secret {
+				case "stored":
+					_, _ = fmt.Fprintf(w, "    secret stored for receiver %s, fingerprint %s\n", e.Receiver, e.Fingerprint)
+				case "unreadable":
+					_, _ = fmt.Fprintf(w, "    secret UNREADABLE: it does not decrypt with SITEOPS_SECRET_KEY; set the key it was stored with or run `siteops secret rekey`\n")
+				case "retired":
+					_, _ = fmt.Fprintf(w, "    secret RETIRED (receiver %s, fingerprint %s): deliveries signed with it are refused; delete the endpoint\n", e.Receiver, e.Fingerprint)
+				case "not-stored":
+					_, _ = fmt.Fprintf(w, "    secret not stored here (from SITEOPS_WEBHOOK_SECRETS, or created elsewhere)\n")
+				}
 				if e.LastError != nil {
 					_, _ = fmt.Fprintf(w, "    last error: %s\n", *e.LastError)
 				}
@@ -156,22 +215,21 @@ func newWebhookListCmd() *cobra.Command {
 			return nil
 		},
 	}
-	out.register(cmd)
 	return cmd
 }
 
-func newSecretCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "secret", Short: "Rotate a webhook endpoint's signing secret with an overlap"}
-	cmd.AddCommand(newSecretRotateCmd(), newSecretDecideCmd(workflows.RotationProceed), newSecretDecideCmd(workflows.RotationAbort))
-	return cmd
+func (c *cli) secretCmd() *cobra.Command {
+	return group("secret", "Rotate a webhook endpoint's signing secret with an overlap; retire and re-encrypt stored secrets",
+		c.secretRotateCmd(), c.secretDecideCmd(workflows.RotationProceed), c.secretDecideCmd(workflows.RotationAbort), c.secretRetireCmd(), c.secretRekeyCmd())
 }
 
-func newSecretRotateCmd() *cobra.Command {
+func (c *cli) secretRotateCmd() *cobra.Command {
 	var (
 		endpoint, rawURL, receiver, operator string
-		verify, grace                        time.Duration
+		verify, decide, grace                time.Duration
 		wait                                 bool
-		out                                  output
+		tf                                   temporalFlags
+		wf                                   waitFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "rotate --endpoint ID --url URL [--wait]",
@@ -181,35 +239,40 @@ at URL (a versioned path such as /webhooks/v2, or the same URL), store its
 secret, accept both secrets, wait for a verified delivery on the new endpoint,
 delete the old endpoint, and retire its secret after the grace period. If no
 verified delivery comes within --verify-timeout, decide with
-'siteops secret proceed|abort --endpoint ID'.`,
+'siteops secret proceed|abort --endpoint ID' within --decision-timeout;
+nobody deciding aborts (the new endpoint is deleted, the old secret stays).
+'siteops status secret-rotation/ID' shows where it stands.
+
+A rotation that fails or is cancelled cleans up: before the old endpoint is
+deleted it rolls back, after it completes. Running the same command again
+after a run was terminated takes over the endpoint that run created.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := out.check(); err != nil {
-				return err
-			}
-			return withStarter(cmd, false, func(s *starter.Starter) error {
+			return c.withStarter(cmd, &tf, false, func(s *starter.Starter) error {
 				run, err := s.RotateSecret(cmd.Context(), starter.RotationRequest{
-					OldEndpointID: endpoint, NewURL: rawURL, Receiver: receiver, VerifyTimeout: verify, GracePeriod: grace, Operator: operator,
+					OldEndpointID: endpoint, NewURL: rawURL, Receiver: receiver, VerifyTimeout: verify, DecisionTimeout: decide, GracePeriod: grace, Operator: operator,
 				})
 				if err != nil {
 					return err
 				}
+				out := cmd.OutOrStdout()
 				if !wait {
-					if out.json() {
-						return writeJSON(cmd.OutOrStdout(), map[string]string{"workflow_id": run.GetID(), "run_id": run.GetRunID()})
+					if c.json() {
+						return writeJSON(out, map[string]string{"workflow_id": run.GetID(), "run_id": run.GetRunID()})
 					}
-					_, err := fmt.Fprintf(cmd.OutOrStdout(), "started %s; follow it with: siteops status %s\n", run.GetID(), run.GetID())
+					_, err := fmt.Fprintf(out, "started %s; follow it with: siteops status %s\n", run.GetID(), run.GetID())
 					return err
 				}
+				ctx, cancel := wf.context(cmd.Context())
+				defer cancel()
 				var st workflows.SecretRotationStatus
-				if err := run.Get(cmd.Context(), &st); err != nil {
-					return fmt.Errorf("%s failed: %w", run.GetID(), err)
+				if err := s.Wait(ctx, run, &st); err != nil {
+					return wf.explain(err)
 				}
-				if out.json() {
-					return writeJSON(cmd.OutOrStdout(), st)
+				if c.json() {
+					return writeJSON(out, st)
 				}
-				_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s %s: new endpoint %s (fingerprint %s); old endpoint %s deleted, its secret retires at %s\n",
-					run.GetID(), st.Step, st.NewEndpointID, st.NewFingerprint, st.OldEndpointID, st.OldRetiresAt.Format(time.RFC3339))
+				_, err = fmt.Fprintln(out, rotationOutcome(run.GetID(), st))
 				return err
 			})
 		},
@@ -218,17 +281,44 @@ verified delivery comes within --verify-timeout, decide with
 	cmd.Flags().StringVar(&rawURL, "url", "", "URL of the new endpoint")
 	cmd.Flags().StringVar(&receiver, "receiver", "", "ingress receiver of the new URL (default: from the URL)")
 	cmd.Flags().DurationVar(&verify, "verify-timeout", 10*time.Minute, "how long to wait for a verified delivery on the new endpoint")
+	cmd.Flags().DurationVar(&decide, "decision-timeout", 24*time.Hour, "how long on-call has to decide after --verify-timeout; then the rotation aborts")
 	cmd.Flags().DurationVar(&grace, "grace", time.Hour, "how long the old secret stays accepted after the old endpoint is deleted")
 	cmd.Flags().StringVar(&operator, "operator", defaultOperator(), "who is acting")
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait for the rotation to finish")
-	out.register(cmd)
+	tf.register(cmd)
+	wf.register(cmd, 0)
 	_ = cmd.MarkFlagRequired("endpoint")
 	_ = cmd.MarkFlagRequired("url")
 	return cmd
 }
 
-func newSecretDecideCmd(action string) *cobra.Command {
-	var endpoint, operator string
+// rotationOutcome says in one line how a finished rotation ended, and
+// only what is true: a secret from SITEOPS_WEBHOOK_SECRETS never retires
+// by itself.
+func rotationOutcome(id string, st workflows.SecretRotationStatus) string {
+	if st.Step == workflows.RotationAborted {
+		by := st.DecidedBy
+		if by == workflows.DecidedByTimeout {
+			by = "the decision timeout (nobody decided)"
+		}
+		return fmt.Sprintf("%s aborted by %s: new endpoint %s deleted and its secret retired; the old endpoint %s stays", id, by, st.NewEndpointID, st.OldEndpointID)
+	}
+	line := fmt.Sprintf("%s %s: new endpoint %s (fingerprint %s); old endpoint %s deleted", id, st.Step, st.NewEndpointID, st.NewFingerprint, st.OldEndpointID)
+	if st.NewEndpointReused {
+		line += " (the new endpoint was created by an earlier run and reused)"
+	}
+	if st.OldSecretStored {
+		return line + ", its secret retires at " + st.OldRetiresAt.Format(time.RFC3339)
+	}
+	return line + "; its secret is not stored here (it comes from SITEOPS_WEBHOOK_SECRETS) and stays accepted on /webhooks until you remove it there after the grace period"
+}
+
+func (c *cli) secretDecideCmd(action string) *cobra.Command {
+	var (
+		endpoint, operator string
+		tf                 temporalFlags
+		wf                 waitFlags
+	)
 	short := "Delete the old endpoint although no verified delivery came on the new one"
 	if action == workflows.RotationAbort {
 		short = "Abort the rotation: delete the new endpoint and keep the old one"
@@ -238,10 +328,15 @@ func newSecretDecideCmd(action string) *cobra.Command {
 		Short: short,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withStarter(cmd, false, func(s *starter.Starter) error {
-				st, err := s.DecideRotation(cmd.Context(), endpoint, action, operator)
+			return c.withStarter(cmd, &tf, false, func(s *starter.Starter) error {
+				ctx, cancel := wf.context(cmd.Context())
+				defer cancel()
+				st, err := s.DecideRotation(ctx, endpoint, action, operator)
 				if err != nil {
-					return err
+					return wf.explain(err)
+				}
+				if c.json() {
+					return writeJSON(cmd.OutOrStdout(), st)
 				}
 				_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", workflows.SecretRotationID(endpoint), st.Step)
 				return err
@@ -250,6 +345,63 @@ func newSecretDecideCmd(action string) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&endpoint, "endpoint", "", "id of the endpoint being rotated (the old one)")
 	cmd.Flags().StringVar(&operator, "operator", defaultOperator(), "who is acting")
+	tf.register(cmd)
+	wf.register(cmd, embedWait)
 	_ = cmd.MarkFlagRequired("endpoint")
 	return cmd
+}
+
+// oldKeyEnv holds the previous SITEOPS_SECRET_KEY for `secret rekey`.
+const oldKeyEnv = "SITEOPS_OLD_SECRET_KEY" //nolint:gosec // the name of a variable, not a credential
+
+func (c *cli) secretRekeyCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "rekey",
+		Short: "Re-encrypt the stored signing secrets from SITEOPS_OLD_SECRET_KEY to SITEOPS_SECRET_KEY",
+		Long: `Re-encrypt every stored signing secret that decrypts with the previous key
+(` + oldKeyEnv + `) under the current one (SITEOPS_SECRET_KEY), in one
+transaction, in the current format: a key derived for this purpose alone
+(HKDF), bound to the endpoint, its receiver and its retirement, with the
+key's id beside it. Without ` + oldKeyEnv + ` it only brings secrets stored in
+the first format (bound to the endpoint id alone) to the current one; the
+worker's reconciliation does that too. Secrets already in the current format
+under the current key are left alone, so it is safe to run twice. Keys come
+from the environment, never from flags. Run it before the worker and the
+ingress restart with the new key.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var old []byte
+			if raw := os.Getenv(oldKeyEnv); raw != "" {
+				k, err := base64.StdEncoding.DecodeString(strings.TrimSpace(raw))
+				if err != nil || len(k) != 32 {
+					return usageError{fmt.Errorf("%s must be 32 bytes in base64, like SITEOPS_SECRET_KEY", oldKeyEnv)}
+				}
+				old = k
+			}
+			st, err := openStore(cmd)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = st.Close() }()
+			if !st.HasSecretKey() {
+				return usageError{errors.New("SITEOPS_SECRET_KEY is not set; set it to the new key")}
+			}
+			n, err := st.Rekey(cmd.Context(), old)
+			if err != nil {
+				return err
+			}
+			left, err := st.UnreadableSecrets(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if c.json() {
+				return writeJSON(cmd.OutOrStdout(), map[string]any{"reencrypted": n, "still_unreadable": len(left)})
+			}
+			_, _ = fmt.Fprintf(cmd.OutOrStdout(), "re-encrypted %d secret(s) under SITEOPS_SECRET_KEY\n", n)
+			if len(left) > 0 {
+				return fmt.Errorf("%d active secret(s) still do not decrypt with SITEOPS_SECRET_KEY (they were stored under a third key): %w", len(left), store.ErrKeyMismatch)
+			}
+			return nil
+		},
+	}
 }

@@ -6,40 +6,45 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/siteops/siteops/config"
-	"github.com/siteops/siteops/internal/telemetry"
-	"github.com/siteops/siteops/worker"
+	"github.com/siteops/siteops/telemetry"
+	"github.com/siteops/siteops/wiring"
 )
 
-func newWorkerCmd() *cobra.Command {
-	return &cobra.Command{
+func (c *cli) workerCmd() *cobra.Command {
+	var tf temporalFlags
+	var pf preflightFlags
+	cmd := &cobra.Command{
 		Use:   "worker",
 		Short: "Run the Temporal worker that executes siteops workflows and activities",
 		Long: `Run the Temporal worker that executes siteops workflows and activities.
 
-Reads TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, SITEOPS_TASK_QUEUE, AGENTSITE_BASE_URL,
-AGENTSITE_API_KEY, SITEOPS_DATABASE_URL and SITEOPS_SECRET_KEY. On SIGTERM or
-Ctrl-C it stops polling and gives in-flight activities 30 s to finish; the
-rest are retried by another worker.`,
+Reads the Temporal connection (TEMPORAL_*), SITEOPS_TASK_QUEUE,
+AGENTSITE_BASE_URL, AGENTSITE_API_KEY, SITEOPS_DATABASE_URL,
+SITEOPS_SECRET_KEY and SITEOPS_METRICS_ADDR. Before it polls it runs the
+checks of 'siteops doctor' that concern it and refuses to start on a failure
+(--skip-checks starts anyway, loudly). On SIGTERM or Ctrl-C it stops polling
+and gives in-flight activities 30 s to finish; the rest are retried by
+another worker.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var cfg worker.Config
+			var cfg wiring.WorkerConfig
 			if err := config.Load(&cfg); err != nil {
 				return err
 			}
-			logger := newLogger(cmd.ErrOrStderr())
+			cfg.Address, cfg.Namespace, cfg.Profile = tf.address, tf.namespace, tf.profile
+			logger, err := c.processLogger(cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
 			tel, err := telemetry.Setup(cmd.Context(), telemetry.Options{Service: "siteops-worker"})
 			if err != nil {
 				return err
 			}
 			defer func() { _ = tel.Shutdown(context.Background()) }()
-			if cfg.MetricsAddr != "" {
-				go func() {
-					if err := tel.ServeMetrics(cmd.Context(), cfg.MetricsAddr); err != nil {
-						logger.Error("metrics endpoint failed", "addr", cfg.MetricsAddr, "error", err)
-					}
-				}()
-			}
-			return worker.Run(cmd.Context(), cfg, logger, tel)
+			return wiring.RunWorker(cmd.Context(), cfg, logger, tel, pf.options())
 		},
 	}
+	tf.register(cmd)
+	pf.register(cmd)
+	return cmd
 }

@@ -1,0 +1,129 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/client"
+
+	"github.com/siteops/siteops/config"
+	"github.com/siteops/siteops/doctor"
+	"github.com/siteops/siteops/starter"
+	"github.com/siteops/siteops/store"
+	"github.com/siteops/siteops/wiring"
+)
+
+func (c *cli) doctorCmd() *cobra.Command {
+	var tf temporalFlags
+	cmd := &cobra.Command{
+		Use:   "doctor",
+		Short: "Check everything siteops needs: Temporal, search attributes, the API key, the database, the secret key, the addresses",
+		Long: `Check, one line each, everything siteops needs from this environment:
+Temporal reachable and the namespace present, the search attributes siteops
+uses registered, the Agent-Site API accepting the key with the scopes siteops
+reads with, the database reachable and migrated, SITEOPS_SECRET_KEY able to
+decrypt the stored secrets, and the metrics and ingress addresses free. It
+changes nothing. The exit code is that of the first failure (see --help of
+siteops), 0 when every check passes. The worker and the ingress run the
+checks that concern them when they start.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			results := c.diagnose(cmd.Context(), &tf)
+			if c.json() {
+				_ = writeJSON(cmd.OutOrStdout(), results)
+			} else {
+				for _, r := range results {
+					_, _ = fmt.Fprintln(cmd.OutOrStdout(), r)
+				}
+			}
+			if f, failed := doctor.Failed(results); failed {
+				code := exitFailed
+				if f.Err != nil {
+					code = exitCode(f.Err)
+				}
+				if !c.json() {
+					_, _ = fmt.Fprintf(cmd.ErrOrStderr(), "siteops: the %s check failed\n", f.Check)
+				}
+				return reported{code: code}
+			}
+			return nil
+		},
+	}
+	tf.register(cmd)
+	return cmd
+}
+
+// diagnose runs every check that this environment's settings allow.
+func (c *cli) diagnose(ctx context.Context, tf *temporalFlags) []doctor.Result {
+	var (
+		results []doctor.Result
+		cfg     struct {
+			config.AgentSite
+			config.Database
+			config.Ingress
+			config.Worker
+			config.Log
+		}
+	)
+	add := func(r doctor.Result) { results = append(results, r) }
+	if err := config.Load(&cfg); err != nil {
+		return []doctor.Result{{Check: "configuration", Status: doctor.Fail, Detail: err.Error(), Err: usageError{err}}}
+	}
+	if err := cfg.Log.Validate(); err != nil {
+		add(doctor.Result{Check: "configuration", Status: doctor.Fail, Detail: err.Error(), Err: usageError{err}})
+	}
+
+	t, err := tf.load()
+	if err != nil {
+		add(doctor.Result{Check: "temporal", Status: doctor.Fail, Detail: err.Error(), Err: usageError{err}})
+	} else if o, conn, err := wiring.TemporalOptions(t, quietLogger(discard{}), nil); err != nil {
+		add(doctor.Result{Check: "temporal", Status: doctor.Fail, Detail: err.Error(), Err: usageError{err}})
+	} else if cl, err := client.DialContext(ctx, o); err != nil {
+		err = wiring.DialError(conn, err)
+		add(doctor.Result{Check: "temporal", Status: doctor.Fail, Detail: err.Error(), Err: err})
+		add(doctor.Skipped("search attributes", "Temporal is not reachable"))
+	} else {
+		add(doctor.Temporal(ctx, cl, conn.String(), conn.Namespace))
+		add(doctor.SearchAttributes(ctx, &starter.Starter{Client: cl, Namespace: conn.Namespace}))
+		cl.Close()
+	}
+
+	if cfg.BaseURL == "" && cfg.APIKey == "" {
+		add(doctor.Skipped("agent-site api", "AGENTSITE_BASE_URL and AGENTSITE_API_KEY are not set (the worker and `webhook list` need them)"))
+	} else if api, err := wiring.APIClient(cfg.AgentSite, nil); err != nil {
+		add(doctor.Result{Check: "agent-site api", Status: doctor.Fail, Detail: err.Error(), Err: usageError{err}})
+	} else {
+		add(doctor.APIKey(ctx, api))
+	}
+
+	url, err := cfg.Database.ResolvedURL()
+	if err != nil {
+		add(doctor.Result{Check: "database", Status: doctor.Fail, Detail: err.Error(), Err: usageError{err}})
+	} else if st, _, err := wiring.OpenStore(ctx, cfg.Database, store.WithoutMigration()); err != nil {
+		add(doctor.Result{Check: "database", Status: doctor.Fail, Detail: err.Error(), Err: err})
+	} else {
+		add(doctor.Database(ctx, st, store.Redact(url)))
+		r := doctor.SecretKey(ctx, st)
+		if r.Status == doctor.Fail && errors.Is(r.Err, store.ErrKeyMismatch) {
+			r.Err = errSecretKey
+		}
+		add(r)
+		_ = st.Close()
+	}
+	add(doctor.Address("SITEOPS_METRICS_ADDR", cfg.MetricsAddr))
+	add(doctor.Address("SITEOPS_INGRESS_ADDR", cfg.Addr))
+	return results
+}
+
+// errSecretKey is a SITEOPS_SECRET_KEY that cannot read what is stored: a
+// setting to fix, like a refused credential.
+var errSecretKey = fmt.Errorf("SITEOPS_SECRET_KEY does not decrypt the stored secrets: %w", errCredentials)
+
+// errCredentials marks refused credentials of siteops' own.
+var errCredentials = errors.New("credentials refused")
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }

@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"go.temporal.io/api/serviceerror"
+	"google.golang.org/grpc/codes"
+	grpcstatus "google.golang.org/grpc/status"
+
+	"github.com/siteops/siteops/activities"
+	"github.com/siteops/siteops/agentsite"
+	"github.com/siteops/siteops/config"
+	"github.com/siteops/siteops/starter"
+	"github.com/siteops/siteops/store"
+	"github.com/siteops/siteops/wiring"
+	"github.com/siteops/siteops/workflows"
+)
+
+// Exit codes, documented in the README and in `siteops --help`.
+const (
+	exitOK          = 0   // success
+	exitFailed      = 1   // the operation failed (or a wait timed out)
+	exitUsage       = 2   // usage or invalid input
+	exitNotFound    = 3   // the site, workflow, incident or endpoint does not exist
+	exitAuth        = 4   // Temporal or Agent-Site refused the credentials or a scope
+	exitUnreachable = 5   // Temporal, the API or the database cannot be reached
+	exitInterrupted = 130 // interrupted (Ctrl-C); workflows go on
+)
+
+const exitCodesHelp = `Exit codes:
+  0    success
+  1    the operation failed (or --timeout ended a wait; the workflow goes on)
+  2    usage error or invalid input (bad flags, a spec that breaks the contract)
+  3    not found (site, workflow, incident, rotation, endpoint)
+  4    authentication or permission (Temporal or Agent-Site)
+  5    unreachable (Temporal, the Agent-Site API, the database)
+  130  interrupted (Ctrl-C): siteops stopped waiting, the workflow goes on`
+
+// usageError is a mistake in how a command was called.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// reported ends the process with code after the command has already said
+// what went wrong.
+type reported struct{ code int }
+
+func (e reported) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+// exitCode maps an error to the documented exit codes.
+func exitCode(err error) int {
+	var (
+		rep       reported
+		usage     usageError
+		stopped   *starter.ErrStoppedWaiting
+		failed    *starter.WorkflowFailedError
+		invalid   *starter.InvalidSpecError
+		conflict  *starter.SpecConflictError
+		rejected  *starter.RejectedError
+		apiErr    *agentsite.APIError
+		valErr    *agentsite.ValidationError
+		transport *agentsite.TransportError
+		nf        *serviceerror.NotFound
+		denied    *serviceerror.PermissionDenied
+		unavail   *serviceerror.Unavailable
+		nsMissing *serviceerror.NamespaceNotFound
+	)
+	switch {
+	case errors.As(err, &rep):
+		return rep.code
+	case errors.As(err, &stopped):
+		if errors.Is(stopped.Cause, context.DeadlineExceeded) {
+			return exitFailed
+		}
+		return exitInterrupted
+	case errors.Is(err, context.Canceled):
+		return exitInterrupted
+	case errors.As(err, &usage), errors.As(err, &invalid), errors.As(err, &conflict), errors.As(err, &rejected), errors.As(err, &valErr), errors.Is(err, errInvalidInput), errors.Is(err, config.ErrInvalid), errors.Is(err, store.ErrBadURL):
+		return exitUsage
+	case errors.As(err, &failed):
+		return exitForFailure(failed.Cause)
+	case errors.Is(err, starter.ErrNotFound), errors.As(err, &nf), errors.Is(err, store.ErrNotFound), errors.As(err, &nsMissing):
+		return exitNotFound
+	case errors.Is(err, wiring.ErrTemporalAuth), errors.As(err, &denied), grpcstatus.Code(err) == codes.Unauthenticated, errors.Is(err, errCredentials):
+		return exitAuth
+	case errors.As(err, &apiErr):
+		return exitForFailure(starter.Failure{Status: apiErr.Status})
+	case errors.Is(err, wiring.ErrTemporalUnreachable), errors.As(err, &unavail), errors.As(err, &transport),
+		errors.Is(err, agentsite.ErrBreakerOpen), errors.Is(err, store.ErrUnreachable):
+		return exitUnreachable
+	}
+	return exitFailed
+}
+
+// exitForFailure maps the root cause of a failed workflow or a refused API
+// call.
+func exitForFailure(f starter.Failure) int {
+	switch {
+	case f.Type == activities.ErrTypeNotFound || f.Status == http.StatusNotFound:
+		return exitNotFound
+	case f.Type == activities.ErrTypeUnauthorized || f.Type == activities.ErrTypeForbidden ||
+		f.Status == http.StatusUnauthorized || f.Status == http.StatusForbidden:
+		return exitAuth
+	case f.Type == activities.ErrTypeInvalidInput || f.Type == activities.ErrTypeBadRequest ||
+		f.Type == activities.ErrTypeUnprocessable || f.Type == workflows.ErrTypeInvalidSpec ||
+		f.Status == http.StatusBadRequest || f.Status == http.StatusUnprocessableEntity:
+		return exitUsage
+	}
+	return exitFailed
+}
+
+// errInvalidInput marks input refused before anything was sent.
+var errInvalidInput = errors.New("invalid input")
+
+// oneLine keeps an error message on one line.
+func oneLine(s string) string {
+	s = strings.TrimSpace(s)
+	s = strings.ReplaceAll(s, "\r", "")
+	for strings.Contains(s, "\n\n") {
+		s = strings.ReplaceAll(s, "\n\n", "\n")
+	}
+	return strings.ReplaceAll(s, "\n", "; ")
+}
+
+// errorJSON is an error as -o json writes it to standard error.
+type errorJSON struct {
+	Error      string           `json:"error"`
+	ExitCode   int              `json:"exit_code"`
+	WorkflowID string           `json:"workflow_id,omitempty"`
+	Failure    *starter.Failure `json:"failure,omitempty"`
+}
+
+// writeError writes err as one line, or as one JSON object.
+func writeError(w io.Writer, err error, code int, asJSON bool) {
+	msg := oneLine(err.Error())
+	if !asJSON {
+		_, _ = fmt.Fprintln(w, "siteops:", msg)
+		return
+	}
+	e := errorJSON{Error: msg, ExitCode: code}
+	var failed *starter.WorkflowFailedError
+	var stopped *starter.ErrStoppedWaiting
+	switch {
+	case errors.As(err, &failed):
+		e.WorkflowID, e.Failure = failed.WorkflowID, &failed.Cause
+	case errors.As(err, &stopped):
+		e.WorkflowID = stopped.WorkflowID
+	}
+	_ = json.NewEncoder(w).Encode(e)
+}

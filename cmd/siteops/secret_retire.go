@@ -1,0 +1,102 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/siteops/siteops/store"
+)
+
+func (c *cli) secretRetireCmd() *cobra.Command {
+	var endpoint, fingerprint, at string
+	cmd := &cobra.Command{
+		Use:   "retire (--endpoint ID | --fingerprint FP) [--at TIME]",
+		Short: "Stop accepting a stored signing secret, now or at a time",
+		Long: `Retire a stored signing secret: the ingress refuses deliveries signed with it
+from --at on (now by default; an RFC 3339 time, or a duration from now such
+as 30m). Name it by its endpoint id or by its fingerprint (as 'siteops
+webhook list' shows it). A retirement is never postponed: an earlier one
+stays. The endpoint itself is not deleted; delete it in the API or the
+dashboard (the reconciliation would retire its secret anyway).
+
+A secret's retirement is bound into its encryption, so retiring seals it
+again: SITEOPS_SECRET_KEY must be set. A secret from SITEOPS_WEBHOOK_SECRETS
+is not stored and cannot be retired here: remove it from that variable.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if (endpoint == "") == (fingerprint == "") {
+				return usageError{errors.New("name the secret by --endpoint ID or by --fingerprint FP (one of them)")}
+			}
+			when := time.Now()
+			if at != "" {
+				t, err := parseWhen(at, when)
+				if err != nil {
+					return usageError{err}
+				}
+				when = t
+			}
+			st, err := openStore(cmd)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = st.Close() }()
+			if !st.HasSecretKey() {
+				return usageError{store.ErrNoSecretKey}
+			}
+			if fingerprint != "" {
+				found, err := st.SecretsByFingerprint(cmd.Context(), fingerprint)
+				if err != nil {
+					return err
+				}
+				switch len(found) {
+				case 0:
+					return fmt.Errorf("no stored secret has fingerprint %s (a secret from SITEOPS_WEBHOOK_SECRETS is not stored: remove it from there): %w", fingerprint, store.ErrNotFound)
+				case 1:
+					endpoint = found[0].EndpointID
+				default:
+					return usageError{store.ErrAmbiguous}
+				}
+			}
+			info, err := st.Retire(cmd.Context(), endpoint, when)
+			if errors.Is(err, store.ErrNotFound) {
+				return fmt.Errorf("no secret is stored for endpoint %s (a secret from SITEOPS_WEBHOOK_SECRETS is not stored: remove it from there): %w", endpoint, store.ErrNotFound)
+			}
+			if err != nil {
+				return err
+			}
+			end := *info.RetiredAt
+			if info.RetireAfter != nil && info.RetireAfter.Before(end) {
+				end = *info.RetireAfter
+			}
+			if c.json() {
+				return writeJSON(cmd.OutOrStdout(), map[string]any{"endpoint_id": info.EndpointID, "receiver": info.Receiver,
+					"fingerprint": info.Fingerprint, "retired_at": end})
+			}
+			verb := "retires at"
+			if !end.After(time.Now()) {
+				verb = "retired at"
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "secret of endpoint %s (receiver %s, fingerprint %s) %s %s\n",
+				info.EndpointID, receiverName(info.Receiver), info.Fingerprint, verb, end.Format(time.RFC3339))
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&endpoint, "endpoint", "", "id of the endpoint whose secret retires")
+	cmd.Flags().StringVar(&fingerprint, "fingerprint", "", "fingerprint of the secret that retires")
+	cmd.Flags().StringVar(&at, "at", "", "when: an RFC 3339 time or a duration from now (default now)")
+	return cmd
+}
+
+// parseWhen reads an RFC 3339 time or a duration from now.
+func parseWhen(s string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
+		return now.Add(d), nil
+	}
+	return time.Time{}, fmt.Errorf("--at %q: give an RFC 3339 time (2026-11-23T18:00:00Z) or a duration from now (30m)", s)
+}

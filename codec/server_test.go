@@ -1,0 +1,312 @@
+package codec
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.temporal.io/sdk/converter"
+)
+
+const uiOrigin = "http://localhost:8233"
+
+// newServer serves Handler(c, o) on a loopback port, with the Hosts of
+// that port (LocalHosts) unless o names some.
+func newServer(t *testing.T, c *AESGCM, o Options) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(nil)
+	if o.Hosts == nil {
+		o.Hosts = LocalHosts(srv.Listener.Addr().String())
+	}
+	h, err := Handler(c, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Config.Handler = h
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// payloadsBody is a /decode request for one payload encrypted by c.
+func payloadsBody(t *testing.T, c *AESGCM, v any) []byte {
+	t.Helper()
+	p, err := c.DataConverter().ToPayload(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(map[string]any{"payloads": []any{json.RawMessage(mustProtoJSON(t, p))}})
+	return body
+}
+
+func TestCodecServer(t *testing.T) {
+	c, _ := New(key)
+	srv := newServer(t, c, Options{Origins: []string{uiOrigin}})
+	p, _ := converter.GetDefaultDataConverter().ToPayload("hello")
+	body, _ := json.Marshal(map[string]any{"payloads": []any{json.RawMessage(mustProtoJSON(t, p))}})
+	enc := post(t, srv.URL+"/encode", body)
+	if strings.Contains(enc, "aGVsbG8") { // base64 of "hello" must not appear in the clear
+		t.Fatalf("encode did not encrypt: %s", enc)
+	}
+	dec := post(t, srv.URL+"/decode", []byte(enc))
+	if !strings.Contains(dec, `ImhlbGxvIg==`) { // "\"hello\"" in base64
+		t.Fatalf("decode = %s", dec)
+	}
+	// A plaintext payload comes back as it was sent: nothing is revealed,
+	// and a history that holds one still shows.
+	if got := post(t, srv.URL+"/decode", body); !strings.Contains(got, `ImhlbGxvIg==`) {
+		t.Errorf("decode of a plaintext payload = %s", got)
+	}
+}
+
+func post(t *testing.T, url string, body []byte) string {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("%s: %d %s", url, resp.StatusCode, b)
+	}
+	if got := resp.Header.Get("Cache-Control"); got != "no-store" {
+		t.Errorf("Cache-Control = %q, want no-store", got)
+	}
+	return string(b)
+}
+
+// request is one request to the codec server in a table test.
+type request struct {
+	name, method, path, origin string
+	host                       string // empty: the server's own
+	contentType                string // for POST; empty: application/json, "-": none
+	auth                       string
+	body                       []byte
+	chunked                    bool // no Content-Length: the body's size is learnt by reading it
+}
+
+func (rq request) do(t *testing.T, srv *httptest.Server) (*http.Response, []byte) {
+	t.Helper()
+	var body io.Reader = bytes.NewReader(rq.body)
+	if rq.chunked {
+		body = io.MultiReader(body)
+	}
+	req, _ := http.NewRequestWithContext(t.Context(), rq.method, srv.URL+rq.path, body)
+	if rq.host != "" {
+		req.Host = rq.host
+	}
+	if rq.origin != "" {
+		req.Header.Set("Origin", rq.origin)
+	}
+	if rq.auth != "" {
+		req.Header.Set("Authorization", rq.auth)
+	}
+	if rq.method == http.MethodOptions {
+		req.Header.Set("Access-Control-Request-Method", "POST")
+		req.Header.Set("Access-Control-Request-Headers", "content-type,x-namespace")
+	} else {
+		switch rq.contentType {
+		case "":
+			req.Header.Set("Content-Type", "application/json")
+		case "-":
+		default:
+			req.Header.Set("Content-Type", rq.contentType)
+		}
+		req.Header.Set("X-Namespace", "default")
+	}
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	return resp, b
+}
+
+// TestCodecServerRefusals checks what a browser and any other client see:
+// the Web UI's origin gets its preflight answered with the headers the UI
+// sends, and every request the server must not serve is refused before
+// anything is decoded — a foreign Host (DNS rebinding, even with the UI's
+// Origin), a foreign Origin, a body that is not JSON, a body over the cap —
+// and no answer allows credentials.
+func TestCodecServerRefusals(t *testing.T) {
+	c, _ := New(key)
+	srv := newServer(t, c, Options{Origins: []string{uiOrigin, "HTTP://127.0.0.1:8233/"}})
+	port := srv.URL[strings.LastIndex(srv.URL, ":")+1:]
+	body := payloadsBody(t, c, "hello")
+	big := bytes.Repeat([]byte(" "), MaxRequestBytes+1)
+	tests := []struct {
+		request
+		wantStatus      int
+		wantAllowOrigin string
+	}{
+		{request{name: "preflight from the UI", method: http.MethodOptions, path: "/decode", origin: uiOrigin}, http.StatusNoContent, uiOrigin},
+		{request{name: "preflight from the UI by address", method: http.MethodOptions, path: "/encode", origin: "http://127.0.0.1:8233"}, http.StatusNoContent, "http://127.0.0.1:8233"},
+		{request{name: "decode from the UI", method: http.MethodPost, path: "/decode", origin: uiOrigin, body: body}, http.StatusOK, uiOrigin},
+		{request{name: "decode without an origin (CLI)", method: http.MethodPost, path: "/decode", body: body}, http.StatusOK, ""},
+		{request{name: "decode as localhost", method: http.MethodPost, path: "/decode", host: "LOCALHOST:" + port, body: body}, http.StatusOK, ""},
+		{request{name: "decode with a charset", method: http.MethodPost, path: "/decode", contentType: "application/json; charset=utf-8", body: body}, http.StatusOK, ""},
+		{request{name: "DNS rebinding: a foreign Host with the UI's origin", method: http.MethodPost, path: "/decode", host: "evil.example:" + port, origin: uiOrigin, body: body}, http.StatusForbidden, ""},
+		{request{name: "DNS rebinding preflight", method: http.MethodOptions, path: "/decode", host: "evil.example:" + port, origin: uiOrigin}, http.StatusForbidden, ""},
+		{request{name: "a foreign Host without a port", method: http.MethodPost, path: "/decode", host: "evil.example", body: body}, http.StatusForbidden, ""},
+		{request{name: "localhost on another port", method: http.MethodPost, path: "/decode", host: "localhost:1", body: body}, http.StatusForbidden, ""},
+		{request{name: "preflight from another origin", method: http.MethodOptions, path: "/decode", origin: "http://evil.example"}, http.StatusForbidden, ""},
+		{request{name: "decode from another origin", method: http.MethodPost, path: "/decode", origin: "http://evil.example", body: body}, http.StatusForbidden, ""},
+		{request{name: "decode from another port", method: http.MethodPost, path: "/decode", origin: "http://localhost:8234", body: body}, http.StatusForbidden, ""},
+		{request{name: "decode from a sandboxed page", method: http.MethodPost, path: "/decode", origin: "null", body: body}, http.StatusForbidden, ""},
+		{request{name: "text/plain (a simple request)", method: http.MethodPost, path: "/decode", contentType: "text/plain", body: body}, http.StatusUnsupportedMediaType, ""},
+		{request{name: "text/plain from the UI", method: http.MethodPost, path: "/decode", origin: uiOrigin, contentType: "text/plain;charset=UTF-8", body: body}, http.StatusUnsupportedMediaType, uiOrigin},
+		{request{name: "a form", method: http.MethodPost, path: "/encode", contentType: "application/x-www-form-urlencoded", body: body}, http.StatusUnsupportedMediaType, ""},
+		{request{name: "no Content-Type", method: http.MethodPost, path: "/decode", contentType: "-", body: body}, http.StatusUnsupportedMediaType, ""},
+		{request{name: "over the size cap", method: http.MethodPost, path: "/decode", body: big}, http.StatusRequestEntityTooLarge, ""},
+		{request{name: "over the size cap, chunked", method: http.MethodPost, path: "/decode", body: big, chunked: true}, http.StatusRequestEntityTooLarge, ""},
+		{request{name: "not protojson", method: http.MethodPost, path: "/decode", body: []byte(`{"payloads": 1}`)}, http.StatusBadRequest, ""},
+		{request{name: "GET", method: http.MethodGet, path: "/decode"}, http.StatusMethodNotAllowed, ""},
+		{request{name: "another path", method: http.MethodPost, path: "/encrypt", body: body}, http.StatusNotFound, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, b := tt.do(t, srv)
+			if resp.StatusCode != tt.wantStatus {
+				t.Fatalf("status = %d, want %d (%s)", resp.StatusCode, tt.wantStatus, b)
+			}
+			if got := resp.Header.Get("Access-Control-Allow-Origin"); got != tt.wantAllowOrigin {
+				t.Errorf("Access-Control-Allow-Origin = %q, want %q", got, tt.wantAllowOrigin)
+			}
+			if got, ok := resp.Header["Access-Control-Allow-Credentials"]; ok {
+				t.Errorf("Access-Control-Allow-Credentials = %q, want none", got)
+			}
+			if tt.wantStatus != http.StatusOK && strings.Contains(string(b), "metadata") {
+				t.Errorf("a refused request was answered with payloads: %s", b)
+			}
+			if tt.method == http.MethodOptions && tt.wantStatus == http.StatusNoContent {
+				allowed := strings.ToLower(resp.Header.Get("Access-Control-Allow-Headers"))
+				for _, h := range []string{"content-type", "x-namespace", "authorization"} {
+					if !strings.Contains(allowed, h) {
+						t.Errorf("Access-Control-Allow-Headers = %q lacks %s", allowed, h)
+					}
+				}
+				if !strings.Contains(resp.Header.Get("Access-Control-Allow-Methods"), "POST") {
+					t.Errorf("Access-Control-Allow-Methods = %q lacks POST", resp.Header.Get("Access-Control-Allow-Methods"))
+				}
+			}
+			if tt.wantStatus == http.StatusOK && tt.path == "/decode" && !strings.Contains(string(b), "ImhlbGxvIg==") {
+				t.Errorf("decode = %s", b)
+			}
+		})
+	}
+}
+
+// TestCodecServerToken checks the bearer token: when set, /encode and
+// /decode need it exactly, whatever the Host and Origin; preflights, which
+// browsers send without it, do not.
+func TestCodecServerToken(t *testing.T) {
+	const token = "s3cret-codec-token-0123456789"
+	c, _ := New(key)
+	srv := newServer(t, c, Options{Origins: []string{uiOrigin}, Token: token})
+	body := payloadsBody(t, c, "hello")
+	tests := []struct {
+		request
+		want int
+	}{
+		{request{name: "the token", method: http.MethodPost, path: "/decode", auth: "Bearer " + token, body: body}, http.StatusOK},
+		{request{name: "the token, scheme in lower case", method: http.MethodPost, path: "/encode", auth: "bearer " + token, body: body}, http.StatusOK},
+		{request{name: "the token from the UI", method: http.MethodPost, path: "/decode", origin: uiOrigin, auth: "Bearer " + token, body: body}, http.StatusOK},
+		{request{name: "no token", method: http.MethodPost, path: "/decode", body: body}, http.StatusUnauthorized},
+		{request{name: "no token from the UI", method: http.MethodPost, path: "/decode", origin: uiOrigin, body: body}, http.StatusUnauthorized},
+		{request{name: "a wrong token", method: http.MethodPost, path: "/decode", auth: "Bearer " + token + "x", body: body}, http.StatusUnauthorized},
+		{request{name: "a prefix of the token", method: http.MethodPost, path: "/decode", auth: "Bearer " + token[:len(token)-1], body: body}, http.StatusUnauthorized},
+		{request{name: "the token without its scheme", method: http.MethodPost, path: "/decode", auth: token, body: body}, http.StatusUnauthorized},
+		{request{name: "the token as Basic", method: http.MethodPost, path: "/decode", auth: "Basic " + token, body: body}, http.StatusUnauthorized},
+		{request{name: "no token, text/plain", method: http.MethodPost, path: "/decode", contentType: "text/plain", body: body}, http.StatusUnauthorized},
+		{request{name: "the token, text/plain", method: http.MethodPost, path: "/decode", auth: "Bearer " + token, contentType: "text/plain", body: body}, http.StatusUnsupportedMediaType},
+		{request{name: "the token from a foreign Host", method: http.MethodPost, path: "/decode", host: "evil.example", auth: "Bearer " + token, body: body}, http.StatusForbidden},
+		{request{name: "preflight from the UI", method: http.MethodOptions, path: "/decode", origin: uiOrigin}, http.StatusNoContent},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, b := tt.do(t, srv)
+			if resp.StatusCode != tt.want {
+				t.Fatalf("status = %d, want %d (%s)", resp.StatusCode, tt.want, b)
+			}
+			if tt.want == http.StatusUnauthorized && !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer") {
+				t.Errorf("WWW-Authenticate = %q, want a Bearer challenge", resp.Header.Get("WWW-Authenticate"))
+			}
+			if _, ok := resp.Header["Access-Control-Allow-Credentials"]; ok {
+				t.Error("the answer allows credentials")
+			}
+			if strings.Contains(string(b), token) {
+				t.Errorf("the answer shows the token: %s", b)
+			}
+		})
+	}
+	if _, err := Handler(c, Options{Hosts: []string{"localhost"}, Token: "short"}); err == nil {
+		t.Error("a token of 5 characters was accepted")
+	}
+	if _, err := Handler(c, Options{}); err == nil {
+		t.Error("a server without Hosts was built")
+	}
+}
+
+func TestLocalHostsAndHostMatching(t *testing.T) {
+	for addr, want := range map[string][]string{
+		"127.0.0.1:8081": {"localhost:8081", "127.0.0.1:8081", "[::1]:8081"},
+		"[::]:8081":      {"localhost:8081", "127.0.0.1:8081", "[::1]:8081"},
+		"0.0.0.0:8081":   {"localhost:8081", "127.0.0.1:8081", "[::1]:8081"},
+		"10.0.0.5:8081":  {"localhost:8081", "127.0.0.1:8081", "[::1]:8081", "10.0.0.5:8081"},
+		"Codec.Lan:8081": {"localhost:8081", "127.0.0.1:8081", "[::1]:8081", "codec.lan:8081"},
+		"no port":        nil,
+	} {
+		if got := LocalHosts(addr); !slices.Equal(got, want) {
+			t.Errorf("LocalHosts(%q) = %q, want %q", addr, got, want)
+		}
+	}
+	h, err := newHandler(Options{Hosts: []string{"LOCALHOST:8081", "codec.example.com", "[::1]:8081"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for host, want := range map[string]bool{
+		"localhost:8081": true, "LocalHost:8081": true, "[::1]:8081": true,
+		"codec.example.com": true, "codec.example.com:443": true,
+		"localhost": false, "localhost:8082": false, "evil.example": false, "evil.example:8081": false,
+		"codec.example.com.evil.example": false, "": false,
+	} {
+		if got := h.allowedHost(host); got != want {
+			t.Errorf("Host %q allowed = %v, want %v", host, got, want)
+		}
+	}
+}
+
+// TestCodecServerLogsRefusals checks that refusals are logged with what
+// was refused and the flag that would allow it, so that a "decode failed"
+// in the Web UI can be traced, and that the token never reaches the log.
+func TestCodecServerLogsRefusals(t *testing.T) {
+	const token = "s3cret-codec-token-0123456789"
+	c, _ := New(key)
+	var logs bytes.Buffer
+	srv := newServer(t, c, Options{Origins: []string{uiOrigin}, Token: token, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	for _, rq := range []request{
+		{method: http.MethodOptions, path: "/decode", origin: "http://localhost:9999"},
+		{method: http.MethodPost, path: "/decode", host: "rebound.example:1234", body: []byte("{}")},
+		{method: http.MethodPost, path: "/decode", auth: "Bearer wrong-" + token, body: []byte("{}")},
+		{method: http.MethodPost, path: "/decode", auth: "Bearer " + token, contentType: "text/plain", body: []byte("{}")},
+	} {
+		rq.do(t, srv)
+	}
+	for _, want := range []string{"origin=http://localhost:9999", "--web-ui-origin", "host=rebound.example:1234", "--allowed-host",
+		"bearer token", "status=401", "content_type=text/plain", "status=415"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("log lacks %q:\n%s", want, logs.String())
+		}
+	}
+	if strings.Contains(logs.String(), token) {
+		t.Errorf("the log shows the token:\n%s", logs.String())
+	}
+}
