@@ -7,16 +7,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+
+	"github.com/siteops/siteops/internal/ports"
 )
 
 // CLIVersion is the pinned CLI: later versions carry replace directives and
@@ -52,6 +54,13 @@ type Options struct {
 	Namespaces []string
 	// Port is the frontend port (a free one when zero).
 	Port int
+	// UIPort is the Web UI's port when UI is set (a free one when zero):
+	// a codec server must know the UI's origin before the UI starts.
+	UIPort int
+	// UICodecEndpoint, when UI is set, is the codec server the Web UI's
+	// page calls from the browser to decode payloads (POST
+	// {UICodecEndpoint}/decode), e.g. "http://127.0.0.1:8081".
+	UICodecEndpoint string
 }
 
 // FindCLI locates the temporal binary: $SITEOPS_TEMPORAL_CLI, then
@@ -77,14 +86,10 @@ func FindCLI() (string, error) {
 	return "", fmt.Errorf("the temporal CLI %s was not found; run `make tools` (it builds github.com/temporalio/cli/cmd/temporal@%s into .tools/bin) or set %s", CLIVersion, CLIVersion, CLIEnv)
 }
 
-// FreePort returns a TCP port that was free a moment ago on 127.0.0.1.
+// FreePort returns a TCP port that was free a moment ago on 127.0.0.1,
+// outside the kernel's ephemeral range (see package ports, which it wraps).
 func FreePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = ln.Close() }()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	return ports.Free()
 }
 
 // Start starts a server and waits until it serves the default namespace.
@@ -114,13 +119,23 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		args = append(args, "--search-attribute", k+"="+v)
 	}
 	s := &Server{Address: fmt.Sprintf("127.0.0.1:%d", port), done: make(chan struct{}), namespaces: opts.Namespaces}
+	if opts.UICodecEndpoint != "" && !opts.UI {
+		return nil, errors.New("devserver: UICodecEndpoint is for the Web UI; set UI too")
+	}
 	if opts.UI {
-		uiPort, err := FreePort()
-		if err != nil {
-			return nil, err
+		uiPort := opts.UIPort
+		if uiPort == 0 {
+			if uiPort, err = FreePort(); err != nil {
+				return nil, err
+			}
 		}
 		args = append(args, "--ui-port", strconv.Itoa(uiPort))
 		s.UIAddress = fmt.Sprintf("http://127.0.0.1:%d", uiPort)
+		if opts.UICodecEndpoint != "" {
+			// The UI appends "/decode" itself: a trailing slash would make
+			// "//decode", which codec servers answer with a redirect or 404.
+			args = append(args, "--ui-codec-endpoint", strings.TrimSuffix(opts.UICodecEndpoint, "/"))
+		}
 	} else {
 		args = append(args, "--headless")
 	}

@@ -1,0 +1,117 @@
+// Command localcluster starts and stops the local Temporal cluster of
+// `make cluster` and `make cluster-down`, through package cluster (the same
+// code the tests use):
+//
+//	localcluster up   [--dir .cluster] [--namespace siteops] [--postgres URL]
+//	localcluster down [--dir .cluster] [--postgres URL]
+//
+// up leaves the services running in the background, with their logs in the
+// directory, and prints the variables to export; down stops them and drops
+// the cluster's databases.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/siteops/siteops/internal/cluster"
+)
+
+func main() {
+	if err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		_, _ = fmt.Fprintln(os.Stderr, "localcluster:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || (args[0] != "up" && args[0] != "down") {
+		return errors.New("usage: localcluster up|down [--dir DIR] [--namespace NS] [--postgres URL]")
+	}
+	fs := flag.NewFlagSet("localcluster "+args[0], flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir := fs.String("dir", ".cluster", "directory of the cluster's state and logs")
+	ns := fs.String("namespace", "siteops", "namespace to register besides default (the one printed to export)")
+	pg := fs.String("postgres", "", "admin connection to PostgreSQL (default $"+cluster.PostgresURLEnv+", else "+cluster.DefaultPostgresURL+")")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if args[0] == "down" {
+		return down(*dir, *pg, stdout)
+	}
+	return up(ctx, *dir, *ns, *pg, stdout, stderr)
+}
+
+func up(ctx context.Context, dir, ns, pg string, stdout, stderr io.Writer) error {
+	if c, err := cluster.Attach(dir, pg, stderr); err == nil {
+		switch running := c.Running(); len(running) {
+		case len(cluster.Services):
+			_, _ = fmt.Fprintf(stdout, "the cluster in %s is already running\n", dir)
+			printEnv(stdout, c)
+			return nil
+		case 0:
+			// Left over from a crash or a reboot: clean it up, then start anew.
+			if err := c.Stop(); err != nil {
+				return fmt.Errorf("cleaning up the stopped cluster in %s: %w", dir, err)
+			}
+		default:
+			return fmt.Errorf("the cluster in %s is partly running (%v); run `make cluster-down` first", dir, running)
+		}
+	} else if !errors.Is(err, cluster.ErrNoCluster) {
+		return err
+	}
+	c, err := cluster.Start(ctx, cluster.Options{
+		PostgresURL: pg,
+		Dir:         dir,
+		Namespaces:  []string{ns},
+		Log:         stderr,
+		Detached:    true,
+	})
+	if errors.Is(err, cluster.ErrPostgresUnreachable) {
+		return fmt.Errorf("%w\nThe cluster keeps its state in PostgreSQL. Start one (for example `docker run -d -p 5432:5432 -e POSTGRES_HOST_AUTH_METHOD=trust postgres:16`) or name yours with --postgres URL", err)
+	}
+	if err != nil {
+		return err
+	}
+	_, _ = fmt.Fprintf(stdout, "Temporal %s cluster running: frontend %s, HTTP API http://%s, logs in %s\n", cluster.ServerVersion, c.Address, c.HTTPAddress, c.Dir)
+	printEnv(stdout, c)
+	_, _ = fmt.Fprintln(stdout, "Stop it with: make cluster-down")
+	return nil
+}
+
+func printEnv(w io.Writer, c *cluster.Cluster) {
+	_, _ = fmt.Fprintln(w, "Point siteops, the temporal CLI and the SDKs at it with:")
+	for _, kv := range c.Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		_, _ = fmt.Fprintf(w, "  export %s=%s\n", k, v)
+	}
+	_, _ = fmt.Fprintf(w, "  export TEMPORAL_HTTP_ADDRESS=%s   # the HTTP API, for curl (no SDK reads it)\n", c.HTTPAddress)
+}
+
+func down(dir, pg string, stdout io.Writer) error {
+	c, err := cluster.Attach(dir, pg, stdout)
+	if errors.Is(err, cluster.ErrNoCluster) {
+		_, _ = fmt.Fprintf(stdout, "no cluster in %s\n", dir)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := c.Stop(); err != nil {
+		if errors.Is(err, cluster.ErrPostgresUnreachable) {
+			return fmt.Errorf("the services are stopped but the databases %s and %s remain: %w; run `make cluster-down` again once PostgreSQL is up", c.Database, c.VisibilityDatabase, err)
+		}
+		return err
+	}
+	_, _ = fmt.Fprintf(stdout, "cluster stopped; databases %s and %s dropped\n", c.Database, c.VisibilityDatabase)
+	return nil
+}
