@@ -64,9 +64,8 @@ func TestCLIPlaybooks(t *testing.T) {
 		t.Fatalf("onboard printed %s (%v)", out, err)
 	}
 	site := res.SiteID
-
-	if out, err := e.siteops(t, "onboard", "-f", "../examples/bayside-dental.json"); err == nil || !strings.Contains(out, "already") {
-		t.Errorf("a second onboard: %v\n%s", err, out)
+	if out, err := e.siteops(t, "onboard", "-f", "../examples/bayside-dental.json"); err != nil || !strings.Contains(out, "already onboarded") || !strings.Contains(out, site) {
+		t.Errorf("a second onboard of the same spec: %v\n%s", err, out)
 	}
 
 	if _, err := e.sim.CreateLeads(site, 1234); err != nil {
@@ -132,10 +131,16 @@ func TestCLIWebhooksIngressAndRotation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	adminPort, err := devserver.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
 	ingressURL := "http://127.0.0.1:" + strconv.Itoa(port)
+	adminURL := "http://127.0.0.1:" + strconv.Itoa(adminPort)
 	extra := []string{
 		"SITEOPS_SECRET_KEY=" + base64.StdEncoding.EncodeToString(storetest.TestKey),
 		"SITEOPS_INGRESS_ADDR=127.0.0.1:" + strconv.Itoa(port),
+		"SITEOPS_INGRESS_ADMIN_ADDR=127.0.0.1:" + strconv.Itoa(adminPort),
 		"AGENTSITE_BASE_URL=" + e.simURL, "AGENTSITE_API_KEY=" + apiKey, "SITEOPS_ALLOW_LOOPBACK_RECEIVERS=true",
 	}
 	ing := exec.Command(binary, "ingress")
@@ -146,7 +151,7 @@ func TestCLIWebhooksIngressAndRotation(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = ing.Process.Signal(syscall.SIGTERM); _, _ = ing.Process.Wait() })
 	eventually(t, 20*time.Second, "the ingress to be ready", func() bool {
-		resp, err := http.Get(ingressURL + "/readyz")
+		resp, err := http.Get(adminURL + "/readyz")
 		if err != nil {
 			return false
 		}
@@ -181,7 +186,7 @@ func TestCLIWebhooksIngressAndRotation(t *testing.T) {
 	if err != nil || !strings.Contains(out, created.EndpointID) || !strings.Contains(out, "succeeded") || strings.Contains(out, "whsec_") {
 		t.Fatalf("webhook list: %v\n%s", err, out)
 	}
-	resp, err := http.Get(ingressURL + "/metrics")
+	resp, err := http.Get(adminURL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,6 +197,13 @@ func TestCLIWebhooksIngressAndRotation(t *testing.T) {
 			t.Errorf("ingress /metrics lacks %s", want)
 		}
 	}
+	checkMetrics(t, "ingress", string(metrics), map[string]string{
+		"siteops_webhook_deliveries_total": "counter",
+		"siteops_relay_dispatched_total":   "counter",
+		"siteops_relay_lag_seconds":        "gauge",
+		"siteops_relay_pending_events":     "gauge",
+		"temporal_request_total":           "counter",
+	})
 
 	// Rotate while leads keep coming.
 	stop := make(chan struct{})

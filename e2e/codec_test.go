@@ -17,18 +17,19 @@ import (
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"
+	"github.com/siteops/siteops/wiring"
 	"github.com/siteops/siteops/worker"
 	"github.com/siteops/siteops/workflows"
 )
 
 // TestPayloadEncryption onboards a site with SITEOPS_PAYLOAD_KEY set for
 // the worker and the starter: the result reads back, and the history on the
-// server holds only ciphertext.
+// server holds only ciphertext, in the current format.
 func TestPayloadEncryption(t *testing.T) {
 	e := newEnv(t, store.SQLite, simulator.Config{})
 	key := base64.StdEncoding.EncodeToString([]byte("payload-key-for-e2e-0123456789ab"))
 	tc := config.Temporal{Address: server.Address, Namespace: e.ns, TaskQueue: taskQueue, PayloadKey: key}
-	c, err := tc.Dial(t.Context(), slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	c, _, err := wiring.DialTemporal(t.Context(), tc, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,16 +42,16 @@ func TestPayloadEncryption(t *testing.T) {
 	}
 	t.Cleanup(w.Stop)
 	s := &starter.Starter{Client: c, Texts: e.store, TaskQueue: taskQueue}
-	run, err := s.Onboard(t.Context(), prepare(t, "../examples/bayside-dental.json", "bayside"))
+	o, err := s.Onboard(t.Context(), prepare(t, "../examples/bayside-dental.json", "bayside"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var res workflows.OnboardingResult
-	if err := run.Get(ctxWithin(t, time.Minute), &res); err != nil || res.Status != "published" {
+	if err := o.Run.Get(ctxWithin(t, time.Minute), &res); err != nil || res.Status != "published" {
 		t.Fatalf("result %+v, %v", res, err)
 	}
 	// The plain client (no key) sees ciphertext only.
-	it := e.client.GetWorkflowHistory(t.Context(), run.GetID(), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	it := e.client.GetWorkflowHistory(t.Context(), o.WorkflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	var raw strings.Builder
 	for it.HasNext() {
 		ev, err := it.Next()
@@ -66,5 +67,10 @@ func TestPayloadEncryption(t *testing.T) {
 	}
 	if !strings.Contains(raw.String(), "binary/encrypted") {
 		t.Errorf("history has no encrypted payloads")
+	}
+	// The worker and the starter write the current format, whose outer
+	// metadata is authenticated.
+	if !strings.Contains(raw.String(), "encryption-version") {
+		t.Errorf("history has no payloads of encryption version 2")
 	}
 }

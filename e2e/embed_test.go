@@ -25,10 +25,14 @@ func TestEmbedOffThenRestore(t *testing.T) {
 	if _, err := e.starter.EmbedOn(t.Context(), site, nil, "bob"); !errors.Is(err, starter.ErrNoOpenIncident) {
 		t.Fatalf("embed on without an incident: %v", err)
 	}
-	if _, joined, err := e.starter.EmbedOff(t.Context(), site, "alice", "origin leak"); err != nil || joined {
-		t.Fatalf("embed off: joined=%v err=%v", joined, err)
+	off, err := e.starter.EmbedOff(ctxWithin(t, time.Minute), site, "alice", "origin leak")
+	if err != nil || off.Joined || off.Status.State != workflows.IncidentOff {
+		t.Fatalf("embed off: %+v, %v", off, err)
 	}
-	eventually(t, 30*time.Second, "the embed-off PATCH", func() bool { return len(patches(e)) == 1 })
+	// It returned once the PATCH was acknowledged.
+	if n := len(patches(e)); n != 1 {
+		t.Fatalf("%d PATCHes when embed off returned, want 1", n)
+	}
 	d, err := e.client.DescribeWorkflowExecution(t.Context(), workflows.EmbedIncidentID(site), "")
 	if err != nil {
 		t.Fatal(err)
@@ -38,8 +42,8 @@ func TestEmbedOffThenRestore(t *testing.T) {
 		t.Errorf("search attributes = %v, want the site and the operator", sa)
 	}
 	// A second "embed off" while the incident is open joins it.
-	if _, joined, err := e.starter.EmbedOff(t.Context(), site, "carol", "again"); err != nil || !joined {
-		t.Fatalf("second embed off: joined=%v err=%v", joined, err)
+	if again, err := e.starter.EmbedOff(ctxWithin(t, time.Minute), site, "carol", "again"); err != nil || !again.Joined || again.Status.Operator != "alice" {
+		t.Fatalf("second embed off: %+v, %v", again, err)
 	}
 	st, err := e.starter.EmbedOn(ctxWithin(t, time.Minute), site, []string{"https://fixed.example"}, "bob")
 	if err != nil {
@@ -59,10 +63,12 @@ func TestEmbedOffThenRestore(t *testing.T) {
 		t.Errorf("agent after restore = %+v", s)
 	}
 	// A new incident on the same site gets new keys.
-	if _, _, err := e.starter.EmbedOff(t.Context(), site, "alice", "second incident"); err != nil {
+	if _, err := e.starter.EmbedOff(ctxWithin(t, time.Minute), site, "alice", "second incident"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "the second incident's PATCH", func() bool { return len(patches(e)) == 3 })
+	if n := len(patches(e)); n != 3 {
+		t.Fatalf("%d PATCHes after the second incident's embed off, want 3", n)
+	}
 	if ps := patches(e); ps[2].IdempotencyKey == ps[0].IdempotencyKey {
 		t.Errorf("the second incident reused the first one's key %q", ps[2].IdempotencyKey)
 	}

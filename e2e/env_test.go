@@ -13,12 +13,14 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/siteops/siteops/activities"
-	"github.com/siteops/siteops/agentsite"
+	"github.com/siteops/siteops/config"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/store/storetest"
+	"github.com/siteops/siteops/wiring"
 	"github.com/siteops/siteops/worker"
+	"github.com/siteops/siteops/workflows"
 )
 
 const (
@@ -81,7 +83,7 @@ func newEnv(t *testing.T, d store.Dialect, cfg simulator.Config) *env {
 // ends.
 func (e *env) startWorker(t *testing.T) {
 	t.Helper()
-	api, err := agentsite.NewClient(e.simURL, apiKey, agentsite.WithTimeout(worker.APITimeout), agentsite.WithLoopbackReceivers())
+	api, err := wiring.APIClient(config.AgentSite{BaseURL: e.simURL, APIKey: apiKey, AllowLoopback: true}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,6 +93,20 @@ func (e *env) startWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.Stop)
+}
+
+// onboard starts an onboarding and waits for its result.
+func (e *env) onboard(t *testing.T, p starter.Prepared, within time.Duration) workflows.OnboardingResult {
+	t.Helper()
+	o, err := e.starter.Onboard(t.Context(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res workflows.OnboardingResult
+	if err := e.starter.Wait(ctxWithin(t, within), o.Run, &res); err != nil {
+		t.Fatalf("%s: %v", o.WorkflowID, err)
+	}
+	return res
 }
 
 // eventually polls cond until it holds or the deadline passes.

@@ -10,16 +10,18 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 )
 
-// recordEnv, when set, makes e2e tests write the histories of their
-// workflows to workflows/testdata/histories for the replay tests:
+// recordEnv, when set to a release's name, makes e2e tests write the
+// histories of their workflows to workflows/testdata/histories/<release>/
+// for the replay check (make histories RELEASE=<release>):
 //
-//	SITEOPS_RECORD_HISTORIES=1 go test ./e2e/
+//	SITEOPS_RECORD_HISTORIES=release-2 go test ./e2e/
 const recordEnv = "SITEOPS_RECORD_HISTORIES"
 
 // recordHistory saves the history of a closed workflow as name.json.
 func recordHistory(t *testing.T, e *env, workflowID, name string) {
 	t.Helper()
-	if os.Getenv(recordEnv) == "" {
+	release := os.Getenv(recordEnv)
+	if release == "" {
 		return
 	}
 	it := e.client.GetWorkflowHistory(t.Context(), workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
@@ -35,7 +37,7 @@ func recordHistory(t *testing.T, e *env, workflowID, name string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join("..", "workflows", "testdata", "histories", name+".json")
+	path := filepath.Join("..", "workflows", "testdata", "histories", filepath.Base(release), name+".json")
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		t.Fatal(err)
 	}

@@ -10,13 +10,13 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/agentsite/webhook"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"
+	"github.com/siteops/siteops/telemetry/telemetrytest"
 	"github.com/siteops/siteops/webhookingress"
 	"github.com/siteops/siteops/workflows"
 )
@@ -24,13 +24,14 @@ import (
 // ingress is the webhook ingress and relay of one test, in-process.
 type ingress struct {
 	url     string
-	metrics *webhookingress.Metrics
+	metrics *prometheus.Registry // the handler's and the relay's metrics
 	relay   *webhookingress.Relay
 }
 
 func (e *env) startIngress(t *testing.T) *ingress {
 	t.Helper()
-	m := webhookingress.NewMetrics(prometheus.NewRegistry())
+	reg := prometheus.NewRegistry()
+	m := webhookingress.NewMetrics(reg)
 	relay := &webhookingress.Relay{Store: e.store, Temporal: e.client, TaskQueue: taskQueue, Metrics: m, Idle: 50 * time.Millisecond, MaxBackoff: time.Second}
 	h := webhookingress.NewHandler(webhookingress.Options{Inbox: e.store, Secrets: e.store, Metrics: m, Recorded: relay.Wake, SecretRefresh: 200 * time.Millisecond})
 	srv := httptest.NewServer(h)
@@ -38,26 +39,19 @@ func (e *env) startIngress(t *testing.T) *ingress {
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = relay.Run(ctx) })
 	t.Cleanup(func() { cancel(); wg.Wait(); srv.Close() })
-	return &ingress{url: srv.URL, metrics: m, relay: relay}
+	return &ingress{url: srv.URL, metrics: reg, relay: relay}
 }
 
 // register creates a webhook endpoint on the simulator pointing at the
-// ingress and stores its secret.
+// ingress and stores its secret, through the EndpointRegistration workflow
+// (the worker must run).
 func (e *env) register(t *testing.T, in *ingress, path string, events ...string) string {
 	t.Helper()
-	api, err := agentsite.NewClient(e.simURL, apiKey, agentsite.WithLoopbackReceivers())
+	reg, err := e.starter.RegisterEndpoint(ctxWithin(t, time.Minute), starter.EndpointRequest{URL: in.url + path, Events: events})
 	if err != nil {
 		t.Fatal(err)
 	}
-	receiver, err := starter.ReceiverFromURL(in.url + path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ep, _, err := starter.CreateEndpoint(t.Context(), api, e.store, "register"+path, in.url+path, events, receiver)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ep.ID
+	return reg.Status.EndpointID
 }
 
 func (e *env) site(t *testing.T, slug string) string {
@@ -89,7 +83,7 @@ func TestLeadCreatedWakesTheLeadSync(t *testing.T) {
 				st, _ := e.store.InboxStatus(t.Context())
 				return st.Undispatched == 0 && st.Total >= 50
 			})
-			if n := testutil.ToFloat64(in.metrics.Dispatched.WithLabelValues("lead.created", webhookingress.OutcomeSignalled)); n != 50 {
+			if n := telemetrytest.Value(t, in.metrics, "siteops_relay_dispatched_total", "type", "lead.created", "outcome", webhookingress.OutcomeSignalled); n != 50 {
 				t.Errorf("%v lead.created events signalled, want 50", n)
 			}
 			eventually(t, 30*time.Second, "the lead sync to count 50 events", func() bool {
@@ -114,14 +108,7 @@ func TestDuplicateAndReorderedDeliveriesHaveOneEffectEach(t *testing.T) {
 	p := prepare(t, "../examples/acme-anvils.yaml", "acme-anvils")
 	p.Input.WaitForKnowledge = true
 	p.Input.KnowledgeTimeout = workflows.Duration(time.Minute)
-	run, err := e.starter.Onboard(t.Context(), p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var res workflows.OnboardingResult
-	if err := run.Get(ctxWithin(t, time.Minute), &res); err != nil {
-		t.Fatalf("onboarding waiting for knowledge.ready through the ingress: %v", err)
-	}
+	res := e.onboard(t, p, time.Minute)
 	if res.Status != "published" || res.KnowledgeReady != 2 || res.KnowledgeTimedOut {
 		t.Errorf("result = %+v", res)
 	}
@@ -140,9 +127,9 @@ func TestDuplicateAndReorderedDeliveriesHaveOneEffectEach(t *testing.T) {
 		}
 	}
 	eventually(t, 30*time.Second, "both copies of every event", func() bool {
-		return testutil.ToFloat64(in.metrics.Deliveries.WithLabelValues("duplicate", "")) == float64(emitted)
+		return telemetrytest.Value(t, in.metrics, "siteops_webhook_deliveries_total", "outcome", "duplicate") == float64(emitted)
 	})
-	if n := testutil.ToFloat64(in.metrics.Deliveries.WithLabelValues("accepted", "")); n != float64(emitted) {
+	if n := telemetrytest.Value(t, in.metrics, "siteops_webhook_deliveries_total", "outcome", "accepted"); n != float64(emitted) {
 		t.Errorf("%v events accepted, %d emitted", n, emitted)
 	}
 	eventually(t, 30*time.Second, "the lead sync to see every event once", func() bool {
@@ -186,7 +173,7 @@ func TestRotationUnderContinuousDeliveries(t *testing.T) {
 		t.Fatal(err)
 	}
 	var st workflows.SecretRotationStatus
-	if err := run.Get(ctxWithin(t, time.Minute), &st); err != nil {
+	if err := e.starter.Wait(ctxWithin(t, time.Minute), run, &st); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(300 * time.Millisecond) // deliveries flowing on the new endpoint after it
@@ -214,8 +201,8 @@ func TestRotationUnderContinuousDeliveries(t *testing.T) {
 			t.Fatalf("event %s was lost: %v", id, err)
 		}
 	}
-	for _, reason := range []string{"invalid signature", "timestamp outside window", "unknown receiver", "malformed signature header"} {
-		if n := testutil.ToFloat64(in.metrics.Deliveries.WithLabelValues("rejected", reason)); n != 0 {
+	for _, reason := range []string{"invalid_signature", "timestamp_outside_window", "unknown_receiver", "malformed_signature_header"} {
+		if n := telemetrytest.Value(t, in.metrics, "siteops_webhook_deliveries_total", "outcome", "rejected", "reason", reason); n != 0 {
 			t.Errorf("%v deliveries rejected for %s", n, reason)
 		}
 	}

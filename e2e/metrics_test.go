@@ -13,8 +13,33 @@ import (
 	"github.com/siteops/siteops/internal/devserver"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/store"
+	"github.com/siteops/siteops/telemetry/telemetrytest"
 	"github.com/siteops/siteops/workflows"
 )
+
+// checkMetrics parses a process's /metrics text and checks it: every family
+// of want there with its TYPE (the SDK's counters are counters, not
+// gauges), no family named _total that is not a counter, no label value
+// with a space. It logs the TYPE lines.
+func checkMetrics(t *testing.T, who, text string, want map[string]string) {
+	t.Helper()
+	mfs := telemetrytest.Families(t, text)
+	for name, typ := range want {
+		if got := telemetrytest.Type(mfs, name); got != typ {
+			t.Errorf("%s /metrics: TYPE %s = %q, want %s", who, name, got, typ)
+		}
+	}
+	for _, p := range telemetrytest.Problems(mfs) {
+		t.Errorf("%s /metrics: %s", who, p)
+	}
+	var types []string
+	for _, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(line, "# TYPE siteops_") || strings.HasPrefix(line, "# TYPE temporal_") {
+			types = append(types, line)
+		}
+	}
+	t.Logf("%s /metrics:\n%s", who, strings.Join(types, "\n"))
+}
 
 // TestWorkerMetrics runs the worker binary and reads its /metrics: the
 // Temporal SDK's metrics and siteops' own, in Prometheus format.
@@ -52,10 +77,11 @@ func TestWorkerMetrics(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		_ = resp.Body.Close()
 		body = string(b)
-		return strings.Contains(body, "siteops_leads_synced_total")
+		return strings.Contains(body, "siteops_leads_stored_total")
 	})
 	for _, want := range []string{
-		"siteops_leads_synced_total 30",
+		"siteops_leads_stored_total 30",
+		"siteops_lead_pages_read_total 1",
 		`siteops_agentsite_requests_total{method="GET",outcome="200",route="/api/v1/sites/{site_id}/leads"`,
 		"siteops_agentsite_breaker_state 0",
 		"temporal_activity_execution_latency",
@@ -65,5 +91,15 @@ func TestWorkerMetrics(t *testing.T) {
 			t.Errorf("worker /metrics lacks %q", want)
 		}
 	}
+	checkMetrics(t, "worker", body, map[string]string{
+		"temporal_request_total":                      "counter",
+		"temporal_long_request_total":                 "counter",
+		"temporal_activity_execution_latency_seconds": "histogram",
+		"temporal_worker_task_slots_available":        "gauge",
+		"siteops_leads_stored_total":                  "counter",
+		"siteops_lead_pages_read_total":               "counter",
+		"siteops_agentsite_requests_total":            "counter",
+		"siteops_agentsite_breaker_state":             "gauge",
+	})
 	_ = e.client.CancelWorkflow(t.Context(), workflows.LeadSyncID(site), "")
 }

@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"errors"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -35,14 +37,7 @@ func TestOnboardingReachesPublished(t *testing.T) {
 			e := newEnv(t, d, simulator.Config{})
 			e.startWorker(t)
 			p := prepare(t, "../examples/acme-anvils.yaml", "acme-anvils")
-			run, err := e.starter.Onboard(t.Context(), p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var res workflows.OnboardingResult
-			if err := run.Get(ctxWithin(t, time.Minute), &res); err != nil {
-				t.Fatal(err)
-			}
+			res := e.onboard(t, p, time.Minute)
 			if res.Status != "published" || len(res.KnowledgeIDs) != 2 || len(res.FAQIDs) != 3 {
 				t.Errorf("result = %+v", res)
 			}
@@ -57,9 +52,16 @@ func TestOnboardingReachesPublished(t *testing.T) {
 			if d == store.SQLite {
 				recordHistory(t, e, "onboarding/acme-anvils", "onboarding")
 			}
-			// A duplicate start is refused.
-			if _, err := e.starter.Onboard(t.Context(), p); err == nil || !strings.Contains(err.Error(), "already") {
-				t.Errorf("second onboarding of the slug: %v", err)
+			// The same spec again reports the finished onboarding; a
+			// different spec for the slug is refused, naming the field.
+			again, err := e.starter.Onboard(t.Context(), p)
+			if err != nil || again.Started || again.Done == nil || again.Done.SiteID != res.SiteID {
+				t.Errorf("second onboarding of the same spec: %+v, %v", again, err)
+			}
+			p.Input.Site.Title = "Acme Anvils & Sons"
+			var conflict *starter.SpecConflictError
+			if _, err := e.starter.Onboard(t.Context(), p); !errors.As(err, &conflict) || !slices.Contains(conflict.Differences, "site.title") {
+				t.Errorf("a different spec for the slug: %v", err)
 			}
 		})
 	}
@@ -70,12 +72,12 @@ func TestOnboardingSurvivesFaults(t *testing.T) {
 		ErrorRate: 0.2, RateLimitRate: 0.1, RetryAfter: simulator.Duration(time.Second), DropRate: 0.25,
 	}})
 	e.startWorker(t)
-	run, err := e.starter.Onboard(t.Context(), prepare(t, "../examples/bayside-dental.json", "bayside"))
+	o, err := e.starter.Onboard(t.Context(), prepare(t, "../examples/bayside-dental.json", "bayside"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var res workflows.OnboardingResult
-	if err := run.Get(ctxWithin(t, 3*time.Minute), &res); err != nil {
+	if err := e.starter.Wait(ctxWithin(t, 3*time.Minute), o.Run, &res); err != nil {
 		t.Fatal(err)
 	}
 	sites := e.sim.Sites()
@@ -116,6 +118,9 @@ func TestWorkerKilledMidOnboarding(t *testing.T) {
 	}
 	first := startWorker()
 	t.Cleanup(func() { _ = first.Process.Kill(); _, _ = first.Process.Wait() })
+	// The worker checks the API key (two reads) before it polls.
+	eventually(t, 30*time.Second, "the worker's start-up checks", func() bool { return len(e.sim.Requests()) >= 2 })
+	checks := len(e.sim.Requests())
 
 	// Start through the CLI, as other systems and on-call do.
 	cli := exec.Command(binary, "onboard", "-f", "../examples/bayside-dental.json")
@@ -126,8 +131,8 @@ func TestWorkerKilledMidOnboarding(t *testing.T) {
 	// Kill the worker while the create-site request is in flight: the
 	// simulator applies it, the answer is lost with the process.
 	eventually(t, 30*time.Second, "the create-site request in flight", func() bool { return e.sim.InFlight() > 0 })
-	if len(e.sim.Requests()) != 0 {
-		t.Fatalf("a request was already answered before the kill: %+v", e.sim.Requests())
+	if rs := e.sim.Requests(); len(rs) != checks {
+		t.Fatalf("a request was already answered before the kill: %+v", rs[checks:])
 	}
 	if err := first.Process.Kill(); err != nil {
 		t.Fatal(err)

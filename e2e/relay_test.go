@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/webhookingress"
@@ -17,14 +18,7 @@ func TestRelayOutcomes(t *testing.T) {
 	e := newEnv(t, store.SQLite, simulator.Config{})
 	e.startWorker(t)
 	// A finished onboarding owns site_1; nothing owns site_9.
-	run, err := e.starter.Onboard(t.Context(), prepare(t, "../examples/bayside-dental.json", "bayside"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var res workflows.OnboardingResult
-	if err := run.Get(ctxWithin(t, time.Minute), &res); err != nil {
-		t.Fatal(err)
-	}
+	res := e.onboard(t, prepare(t, "../examples/bayside-dental.json", "bayside"), time.Minute)
 	events := []struct {
 		id, typ, data, want string
 	}{
@@ -37,21 +31,33 @@ func TestRelayOutcomes(t *testing.T) {
 		{"evt_r7", "domain.activated", `{}`, webhookingress.OutcomeIgnored},
 		{"evt_r8", "lead.scored", `{"site_id":"site_1"}`, webhookingress.OutcomeIgnored},
 		{"evt_r9", "lead.created", `{"lead_id":"lead_2"}`, webhookingress.OutcomeMalformed},
-		{"verified:we_7", store.EndpointVerifiedType, `{"endpoint_id":"we_7","event_id":"evt_x"}`, webhookingress.OutcomeNoTarget},
 	}
 	for _, ev := range events {
 		body := fmt.Sprintf(`{"id":%q,"type":%q,"created_at":"2026-11-21T09:00:00.000Z","data":%s}`, ev.id, ev.typ, ev.data)
-		endpoint := "env"
-		if ev.typ == store.EndpointVerifiedType {
-			endpoint = "we_7"
-		}
-		if _, err := e.store.RecordEvent(t.Context(), store.InboxEvent{EventID: ev.id, EventType: ev.typ, EndpointID: endpoint, ReceivedAt: time.Now().Add(-time.Second), Body: []byte(body)}); err != nil {
+		rec := store.InboxEvent{EventID: ev.id, EventType: ev.typ, Lane: webhookingress.LaneFor(ev.typ), EndpointID: "env", ReceivedAt: time.Now().Add(-time.Second), Body: []byte(body)}
+		if _, err := e.store.RecordEvent(t.Context(), rec); err != nil {
 			t.Fatal(err)
 		}
 	}
+	// An endpoint verification that no rotation waits for.
+	if err := e.store.PutSecret(t.Context(), "we_7", "v7", agentsite.NewSigningSecret("whsec_7")); err != nil {
+		t.Fatal(err)
+	}
+	if first, err := e.store.MarkEndpointVerified(t.Context(), "we_7", "evt_x", store.LanePriority); err != nil || !first {
+		t.Fatal(first, err)
+	}
+	events = append(events, struct{ id, typ, data, want string }{"verified:we_7", "", "", webhookingress.OutcomeNoTarget})
 	relay := &webhookingress.Relay{Store: e.store, Temporal: e.client, TaskQueue: taskQueue}
-	if n, err := relay.DispatchOnce(t.Context()); err != nil || n != len(events) {
-		t.Fatalf("DispatchOnce = %d, %v", n, err)
+	n := 0
+	for _, lane := range []store.Lane{store.LanePriority, store.LaneBulk} {
+		k, err := relay.DispatchOnce(t.Context(), lane)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += k
+	}
+	if n != len(events) {
+		t.Fatalf("dispatched %d, want %d", n, len(events))
 	}
 	for _, ev := range events {
 		got, attempts, err := e.store.InboxOutcome(t.Context(), ev.id)

@@ -17,6 +17,7 @@ import (
 	"github.com/siteops/siteops/internal/devserver"
 	"github.com/siteops/siteops/store/storetest"
 	"github.com/siteops/siteops/webhookingress"
+	"github.com/siteops/siteops/wiring"
 	"github.com/siteops/siteops/workflows"
 )
 
@@ -30,12 +31,20 @@ func TestDeliveryAcceptedWhileTemporalIsDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	const secret = "whsec_down_test"
-	cfg := webhookingress.Config{
-		Temporal: config.Temporal{Address: "127.0.0.1:" + strconv.Itoa(port), Namespace: "default", TaskQueue: taskQueue},
-		Database: config.Database{URL: storetest.SQLiteURL(t)},
-		Ingress:  config.Ingress{WebhookSecrets: secret, ReplayWindow: webhook.DefaultWindow},
+	// The same parts the ingress process runs on: the store and a lazy
+	// Temporal client, as wiring.RunIngress builds them.
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	st, _, err := wiring.OpenStore(t.Context(), config.Database{URL: storetest.SQLiteURL(t)})
+	if err != nil {
+		t.Fatal(err)
 	}
-	srv, err := webhookingress.New(t.Context(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	t.Cleanup(func() { _ = st.Close() })
+	lazy, _, err := wiring.LazyTemporal(config.Temporal{Address: "127.0.0.1:" + strconv.Itoa(port), Namespace: "default", TaskQueue: taskQueue}, logger, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(lazy.Close)
+	srv, err := webhookingress.New(webhookingress.ServerOptions{Store: st, Temporal: lazy, TaskQueue: taskQueue, EnvSecrets: []string{secret}, Window: webhook.DefaultWindow, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,11 +19,12 @@ import (
 	"github.com/siteops/siteops/activities"
 	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/config"
-	"github.com/siteops/siteops/internal/telemetry"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"
+	"github.com/siteops/siteops/telemetry"
 	"github.com/siteops/siteops/webhookingress"
+	"github.com/siteops/siteops/wiring"
 	"github.com/siteops/siteops/worker"
 	"github.com/siteops/siteops/workflows"
 )
@@ -42,7 +43,7 @@ func TestOneDeliveryTracedEndToEnd(t *testing.T) {
 	e := newEnv(t, store.SQLite, simulator.Config{})
 
 	tc := config.Temporal{Address: server.Address, Namespace: e.ns, TaskQueue: taskQueue}
-	c, err := tc.Dial(t.Context(), slog.New(slog.NewTextHandler(io.Discard, nil)), tel)
+	c, _, err := wiring.DialTemporal(t.Context(), tc, slog.New(slog.NewTextHandler(io.Discard, nil)), tel)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +67,8 @@ func TestOneDeliveryTracedEndToEnd(t *testing.T) {
 	wg.Go(func() { _ = relay.Run(ctx) })
 	t.Cleanup(func() { cancel(); wg.Wait(); srv.Close() })
 
-	if _, _, err := starter.CreateEndpoint(t.Context(), api, e.store, "trace-endpoint", srv.URL+"/webhooks/traced", []string{"lead.created"}, "traced"); err != nil {
+	s := &starter.Starter{Client: c, TaskQueue: taskQueue, Namespace: e.ns}
+	if _, err := s.RegisterEndpoint(ctxWithin(t, time.Minute), starter.EndpointRequest{URL: srv.URL + "/webhooks/traced", Events: []string{"lead.created"}}); err != nil {
 		t.Fatal(err)
 	}
 	site := e.site(t, "traced")

@@ -1,0 +1,189 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/siteops/siteops/simulator"
+	"github.com/siteops/siteops/store"
+	"github.com/siteops/siteops/webhookingress"
+	"github.com/siteops/siteops/workflows"
+)
+
+// soak reports whether the long versions of the scenarios run
+// (`make soak` sets SITEOPS_SOAK=1); make test runs short ones.
+func soak() bool { return os.Getenv("SITEOPS_SOAK") != "" }
+
+// size is n at full size (make soak), short otherwise.
+func size(full, short int) int {
+	if soak() {
+		return full
+	}
+	return short
+}
+
+// TestBurstKeepsLeadSyncHistoriesSmall sends a burst of lead.created for
+// one site through the ingress: the relay wakes the lead sync with batched
+// signals, the sync continues as new well before Temporal's limits, every
+// run's history stays under 2,000 events, and no lead or event is lost.
+func TestBurstKeepsLeadSyncHistoriesSmall(t *testing.T) {
+	n := size(20_000, 5_000)
+	e := newEnv(t, store.SQLite, simulator.Config{})
+	e.startWorker(t)
+	in := e.startIngress(t)
+	e.register(t, in, "/webhooks/main", "lead.created")
+	site := e.site(t, "burst")
+	start := time.Now()
+	if _, err := e.sim.CreateLeads(site, n); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Minute, fmt.Sprintf("%d deliveries dispatched", n), func() bool {
+		st, _ := e.store.InboxStatus(t.Context())
+		return st.Total >= n && st.Undispatched == 0
+	})
+	eventually(t, 2*time.Minute, "the lead sync to count every event and store every lead", func() bool {
+		p, err := e.starter.LeadProgress(t.Context(), site)
+		return err == nil && p.Events == n && p.Leads == n && p.CaughtUp && !p.Syncing
+	})
+	t.Logf("%d events through the ingress to the lead sync in %s", n, time.Since(start).Round(time.Millisecond))
+	assertStoreEqualsSim(t, e, site)
+	runs := leadSyncRuns(t, e, site)
+	largest := slices.Max(runs)
+	t.Logf("%d runs of lead-sync/%s, history lengths %v", len(runs), site, runs)
+	if largest >= 2000 {
+		t.Errorf("the largest lead-sync history holds %d events, want under 2,000", largest)
+	}
+	p, _ := e.starter.LeadProgress(t.Context(), site)
+	if p.Events != n {
+		t.Errorf("the lead sync counted %d distinct events, want %d", p.Events, n)
+	}
+	_ = e.client.CancelWorkflow(t.Context(), workflows.LeadSyncID(site), "")
+	_ = e.client.GetWorkflow(t.Context(), workflows.LeadSyncID(site), "").Get(t.Context(), nil)
+	recordHistory(t, e, workflows.LeadSyncID(site), "lead_sync_burst")
+}
+
+// leadSyncRuns returns the history length of every run of a site's lead
+// sync (continued-as-new and current).
+func leadSyncRuns(t *testing.T, e *env, site string) []int {
+	t.Helper()
+	id := workflows.LeadSyncID(site)
+	var lengths []int
+	var token []byte
+	for {
+		resp, err := e.client.ListWorkflow(t.Context(), &workflowservice.ListWorkflowExecutionsRequest{
+			Namespace: e.ns, Query: fmt.Sprintf("WorkflowId = '%s'", id), NextPageToken: token,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, info := range resp.GetExecutions() {
+			d, err := e.client.DescribeWorkflowExecution(t.Context(), id, info.GetExecution().GetRunId())
+			if err != nil {
+				t.Fatal(err)
+			}
+			lengths = append(lengths, int(d.GetWorkflowExecutionInfo().GetHistoryLength()))
+		}
+		if token = resp.GetNextPageToken(); len(token) == 0 {
+			break
+		}
+	}
+	if len(lengths) == 0 {
+		t.Fatalf("no run of %s", id)
+	}
+	return lengths
+}
+
+// TestWaitedForEventsPassBulkOnes keeps 5,000 lead.created pending in the
+// inbox and records a knowledge.ready for a waiting onboarding twenty
+// times: each is dispatched within a second (the slowest of twenty), as it
+// goes to the priority lane. Under the race detector (make test) the bound
+// is scaled; make soak runs it without.
+func TestWaitedForEventsPassBulkOnes(t *testing.T) {
+	const backlog = 5000
+	e := newEnv(t, store.SQLite, simulator.Config{})
+	// An onboarding that waits for knowledge.ready (no worker: it waits).
+	run, err := e.client.ExecuteWorkflow(t.Context(), client.StartWorkflowOptions{ID: "onboarding/waiting", TaskQueue: taskQueue},
+		workflows.OnboardingWorkflowName, workflows.OnboardingInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.SetSiteWorkflow(t.Context(), "site_waiting", run.GetID()); err != nil {
+		t.Fatal(err)
+	}
+	relay := &webhookingress.Relay{Store: e.store, Temporal: e.client, TaskQueue: taskQueue, Idle: 200 * time.Millisecond}
+	bulk := 0
+	// fill tops the bulk lane up to half as much again as the backlog, in
+	// one transaction, so that at least the backlog is still pending while
+	// a try runs.
+	fill := func() {
+		st, _ := e.store.InboxStatus(t.Context())
+		tx, err := e.store.DB().BeginTx(t.Context(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for ; st.Undispatched < backlog*3/2; st.Undispatched++ {
+			id := fmt.Sprintf("evt_bulk_%06d", bulk)
+			body := fmt.Sprintf(`{"id":%q,"type":"lead.created","created_at":"2026-11-22T09:00:00.000Z","data":{"site_id":"site_b%03d","lead_id":"lead_%d"}}`, id, bulk%300, bulk)
+			if _, err := tx.ExecContext(t.Context(), `INSERT INTO inbox (event_id, event_type, kind, lane, receiver, endpoint_id, received_at, body, next_attempt_at)
+				VALUES ($1, 'lead.created', 'webhook', $2, '', 'env', $3, $4, $3)`, id, int(store.LaneBulk), time.Now().UTC(), []byte(body)); err != nil {
+				t.Fatal(err)
+			}
+			bulk++
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fill()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = relay.Run(ctx) })
+	t.Cleanup(func() { cancel(); wg.Wait() })
+
+	var took []time.Duration
+	for i := range 20 {
+		fill()
+		if st, _ := e.store.InboxStatus(t.Context()); st.Undispatched < backlog {
+			t.Fatalf("only %d events pending", st.Undispatched)
+		}
+		id := fmt.Sprintf("evt_ready_%02d", i)
+		body := fmt.Sprintf(`{"id":%q,"type":"knowledge.ready","created_at":"2026-11-22T09:00:00.000Z","data":{"site_id":"site_waiting","knowledge_id":"kn_%d"}}`, id, i)
+		start := time.Now()
+		if _, err := e.store.RecordEvent(t.Context(), store.InboxEvent{EventID: id, EventType: "knowledge.ready", Lane: webhookingress.LaneFor("knowledge.ready"), EndpointID: "env", ReceivedAt: start, Body: []byte(body)}); err != nil {
+			t.Fatal(err)
+		}
+		relay.Wake(store.LanePriority)
+		for {
+			out, _, _ := e.store.InboxOutcome(t.Context(), id)
+			if out != "" {
+				if out != webhookingress.OutcomeSignalled {
+					t.Fatalf("%s: outcome %q", id, out)
+				}
+				break
+			}
+			if time.Since(start) > 10*time.Second {
+				t.Fatalf("%s not dispatched after 10 s", id)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		took = append(took, time.Since(start))
+	}
+	slices.Sort(took)
+	t.Logf("knowledge.ready dispatch with %d lead.created pending: p50 %s, slowest of 20 %s", backlog, took[10].Round(time.Millisecond), took[19].Round(time.Millisecond))
+	bound := time.Second
+	if raceEnabled {
+		bound *= 5 // the race detector's slowdown; make soak checks 1 s
+	}
+	if took[19] > bound {
+		t.Errorf("the slowest knowledge.ready of 20 took %s, want under %s", took[19], bound)
+	}
+	_ = e.client.TerminateWorkflow(t.Context(), run.GetID(), "", "test over")
+}

@@ -1,0 +1,434 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/siteops/siteops/agentsite/webhook"
+	"github.com/siteops/siteops/simulator"
+	"github.com/siteops/siteops/store"
+	"github.com/siteops/siteops/store/storetest"
+	"github.com/siteops/siteops/webhookingress"
+	"github.com/siteops/siteops/workflows"
+)
+
+// post delivers a signed event to the ingress at url and returns the
+// status and the body it sent.
+func post(t *testing.T, url, secret, id, typ, data string) (int, string) {
+	t.Helper()
+	body := fmt.Sprintf(`{"id":%q,"type":%q,"created_at":"2026-11-22T09:00:00.000Z","data":%s}`, id, typ, data)
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, url+"/webhooks", strings.NewReader(body))
+	req.Header.Set("svc-event-id", id)
+	req.Header.Set("svc-event-type", typ)
+	req.Header.Set("svc-signature", webhook.Sign(secret, time.Now(), []byte(body)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	return resp.StatusCode, body
+}
+
+// eventList is `events list -o json`.
+type eventList struct {
+	Events []struct {
+		EventID   string `json:"event_id"`
+		Type      string `json:"type"`
+		SiteID    string `json:"site_id"`
+		Status    string `json:"status"`
+		Attempts  int    `json:"attempts"`
+		Replays   int    `json:"replays"`
+		LastError string `json:"last_error"`
+	} `json:"events"`
+	NextPage         *string    `json:"next_page"`
+	OldestReceivedAt *time.Time `json:"oldest_received_at"`
+}
+
+func (l eventList) ids() []string {
+	var out []string
+	for _, e := range l.Events {
+		out = append(out, e.EventID)
+	}
+	return out
+}
+
+// eventShow is the part of `events show -o json` the tests read.
+type eventShow struct {
+	EventID      string `json:"event_id"`
+	Status       string `json:"status"`
+	Replays      int    `json:"replays"`
+	ReplayedBy   string `json:"replayed_by"`
+	Body         string `json:"body"`
+	Verification struct {
+		Receiver   string `json:"receiver"`
+		EndpointID string `json:"endpoint_id"`
+		Secret     string `json:"secret"`
+	} `json:"verification"`
+	Workflow *struct {
+		WorkflowID string `json:"workflow_id"`
+		RunID      string `json:"run_id"`
+	} `json:"workflow"`
+	History []struct {
+		Kind       string `json:"kind"`
+		Attempt    int    `json:"attempt"`
+		Replay     int    `json:"replay"`
+		Outcome    string `json:"outcome"`
+		WorkflowID string `json:"workflow_id"`
+		RunID      string `json:"run_id"`
+		Operator   string `json:"operator"`
+	} `json:"history"`
+}
+
+// replayResult is `events replay -o json`.
+type replayResult struct {
+	Replayed []struct {
+		EventID            string `json:"event_id"`
+		PreviousStatus     string `json:"previous_status"`
+		PreviousWorkflowID string `json:"previous_workflow_id"`
+		Replay             int    `json:"replay"`
+		Note               string `json:"note"`
+		Status             string `json:"status"`
+		WorkflowID         string `json:"workflow_id"`
+		RunID              string `json:"run_id"`
+	} `json:"replayed"`
+	MoreMatched bool `json:"more_matched"`
+}
+
+// siteopsJSON runs the binary with -o json and decodes its output into v.
+func (e *env) siteopsJSON(t *testing.T, v any, args ...string) {
+	t.Helper()
+	out, errOut, code := e.runSplit(t, nil, "", append(args, "-o", "json")...)
+	if code != 0 {
+		t.Fatalf("siteops %s: exit %d\n%s%s", strings.Join(args, " "), code, out, errOut)
+	}
+	if err := json.Unmarshal([]byte(out), v); err != nil {
+		t.Fatalf("siteops %s printed %s (%v)", strings.Join(args, " "), out, err)
+	}
+}
+
+func (e *env) waitOutcome(t *testing.T, id, want string) {
+	t.Helper()
+	eventually(t, 30*time.Second, id+" to be "+want, func() bool {
+		got, _, _ := e.store.InboxOutcome(t.Context(), id)
+		return got == want
+	})
+}
+
+// TestEventsReplayAfterALateStart records events through the ingress
+// process before the workflows they are for exist, then replays them with
+// the binary: knowledge.ready for a site whose onboarding started late
+// (no-target, and after the replay the onboarding publishes with both
+// sources ready: a real difference), and lead.created twice: to the lead
+// sync that already had it (it counts a duplicate: nothing changes), and
+// after that lead sync was terminated, when the replay starts a new run
+// that syncs leads the old one never saw.
+func TestEventsReplayAfterALateStart(t *testing.T) {
+	for _, d := range []store.Dialect{store.SQLite, store.Postgres} {
+		t.Run(string(d), func(t *testing.T) {
+			e := newEnv(t, d, simulator.Config{})
+			e.startWorker(t)
+			const secret = "whsec_events_e2e" //nolint:gosec // made up for the test
+			url, log := e.startIngressProcess(t, "SITEOPS_WEBHOOK_SECRETS="+secret)
+			leadSite := e.site(t, "leads") // site_1
+			// The onboarding below creates the next site and knowledge
+			// sources; the simulator numbers them in order.
+			const site, kn1, kn2 = "site_2", "kn_1", "kn_2"
+
+			var bodyK1 string
+			for _, ev := range []struct{ id, typ, data string }{
+				{"evt_k1", "knowledge.ready", `{"site_id":"` + site + `","knowledge_id":"` + kn1 + `"}`},
+				{"evt_k2", "knowledge.ready", `{"site_id":"` + site + `","knowledge_id":"` + kn2 + `"}`},
+				{"evt_l1", "lead.created", `{"site_id":"` + leadSite + `","lead_id":"lead_0"}`},
+			} {
+				code, body := post(t, url, secret, ev.id, ev.typ, ev.data)
+				if code != http.StatusOK {
+					t.Fatalf("delivering %s: %d\n%s", ev.id, code, log)
+				}
+				if ev.id == "evt_k1" {
+					bodyK1 = body
+				}
+			}
+			e.waitOutcome(t, "evt_k1", webhookingress.OutcomeNoTarget)
+			e.waitOutcome(t, "evt_k2", webhookingress.OutcomeNoTarget)
+			e.waitOutcome(t, "evt_l1", webhookingress.OutcomeSignalled)
+
+			var all eventList
+			e.siteopsJSON(t, &all, "events", "list")
+			if !slices.Equal(all.ids(), []string{"evt_l1", "evt_k2", "evt_k1"}) || all.NextPage != nil || all.OldestReceivedAt == nil {
+				t.Errorf("events list = %+v", all)
+			}
+			var noTarget eventList
+			e.siteopsJSON(t, &noTarget, "events", "list", "--outcome", "no-target", "--since", "1h")
+			if !slices.Equal(noTarget.ids(), []string{"evt_k2", "evt_k1"}) || noTarget.Events[0].SiteID != site || noTarget.Events[0].Attempts != 1 {
+				t.Errorf("events list --outcome no-target = %+v", noTarget)
+			}
+			text, code := e.run(t, nil, "events", "list", "--site", site)
+			if code != 0 || !strings.Contains(text, "evt_k1") || strings.Contains(text, "evt_l1") || !strings.Contains(text, "oldest kept event received") {
+				t.Errorf("events list --site: exit %d\n%s", code, text)
+			}
+			text, code = e.run(t, nil, "events", "show", "evt_k1")
+			if code != 0 || !strings.Contains(text, "SITEOPS_WEBHOOK_SECRETS") || !strings.Contains(text, "attempt 1  no-target") ||
+				!strings.Contains(text, bodyK1) || strings.Contains(text, secret) {
+				t.Errorf("events show evt_k1: exit %d\n%s", code, text)
+			}
+			var shown eventShow
+			e.siteopsJSON(t, &shown, "events", "show", "evt_k1")
+			if shown.Verification.Secret != "env" || shown.Verification.EndpointID != webhookingress.EnvEndpoint || shown.Body != bodyK1 ||
+				len(shown.History) != 1 || shown.Workflow != nil {
+				t.Errorf("events show -o json = %+v", shown)
+			}
+
+			// The onboarding starts late: its site is recorded now.
+			p := prepare(t, "../examples/bayside-dental.json", "bayside")
+			p.Input.WaitForKnowledge = true
+			p.Input.KnowledgeTimeout = workflows.Duration(2 * time.Minute)
+			o, err := e.starter.Onboard(t.Context(), p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, 30*time.Second, "the onboarding to wait for its knowledge", func() bool {
+				v, err := e.client.QueryWorkflow(t.Context(), o.WorkflowID, "", workflows.QueryStatus)
+				var st workflows.OnboardingStatus
+				return err == nil && v.Get(&st) == nil && st.Step == workflows.StepWaitingKnowledge && st.SiteID == site
+			})
+			var rr replayResult
+			e.siteopsJSON(t, &rr, "events", "replay", "--outcome", "no-target", "--since", "1h", "--wait")
+			if len(rr.Replayed) != 2 || rr.MoreMatched {
+				t.Fatalf("replay --outcome no-target = %+v", rr)
+			}
+			for _, r := range rr.Replayed {
+				if r.PreviousStatus != webhookingress.OutcomeNoTarget || r.Status != webhookingress.OutcomeSignalled || r.WorkflowID != o.WorkflowID || r.Replay != 1 {
+					t.Errorf("replayed %+v; want no-target, then signalled to %s", r, o.WorkflowID)
+				}
+			}
+			var res workflows.OnboardingResult
+			if err := e.starter.Wait(ctxWithin(t, time.Minute), o.Run, &res); err != nil {
+				t.Fatalf("the onboarding after the replay: %v", err)
+			}
+			if res.Status != "published" || res.KnowledgeReady != 2 || res.KnowledgeTimedOut || !slices.Equal(slices.Sorted(slices.Values(res.KnowledgeIDs)), []string{kn1, kn2}) {
+				t.Errorf("onboarding result = %+v; want both sources ready through the replayed events", res)
+			}
+
+			// A replay of an event the lead sync already had: it says so,
+			// and the lead sync counts a duplicate.
+			eventually(t, 30*time.Second, "the lead sync to count evt_l1", func() bool {
+				p, err := e.starter.LeadProgress(t.Context(), leadSite)
+				return err == nil && p.Events == 1
+			})
+			text, code = e.run(t, nil, "events", "replay", "evt_l1", "--wait")
+			if code != 0 || !strings.Contains(text, "had reached "+workflows.LeadSyncID(leadSite)) || !strings.Contains(text, "changes nothing there") ||
+				!strings.Contains(text, "now signalled → "+workflows.LeadSyncID(leadSite)) {
+				t.Errorf("events replay evt_l1: exit %d\n%s", code, text)
+			}
+			eventually(t, 30*time.Second, "the lead sync to count the replay as a duplicate", func() bool {
+				p, err := e.starter.LeadProgress(t.Context(), leadSite)
+				return err == nil && p.DuplicateEvents == 1 && p.Events == 1
+			})
+
+			// The lead sync is terminated; leads come that it does not see.
+			// A replay starts it again (SignalWithStart): the new run has
+			// not seen the event and syncs.
+			if err := e.client.TerminateWorkflow(t.Context(), workflows.LeadSyncID(leadSite), "", "events e2e: stopped"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.sim.CreateLeads(leadSite, 3); err != nil {
+				t.Fatal(err)
+			}
+			var again replayResult
+			e.siteopsJSON(t, &again, "events", "replay", "evt_l1", "--wait")
+			if len(again.Replayed) != 1 || again.Replayed[0].Replay != 2 || again.Replayed[0].Status != webhookingress.OutcomeSignalled {
+				t.Fatalf("second replay = %+v", again)
+			}
+			eventually(t, 30*time.Second, "the new lead sync to store the 3 leads", func() bool {
+				n, _ := e.store.CountLeads(t.Context(), leadSite)
+				return n == 3
+			})
+			var l1 eventShow
+			e.siteopsJSON(t, &l1, "events", "show", "evt_l1")
+			var runs []string
+			for _, h := range l1.History {
+				if h.Kind == store.HistoryAttempt {
+					runs = append(runs, h.RunID)
+				}
+			}
+			if l1.Replays != 2 || l1.ReplayedBy != "oncall-e2e" || len(l1.History) != 5 || len(runs) != 3 || runs[0] != runs[1] || runs[2] == runs[1] ||
+				l1.Workflow == nil || l1.Workflow.RunID != runs[2] {
+				t.Errorf("evt_l1's history = %+v; want attempts in one run, the replay's in the run it started", l1)
+			}
+			_ = e.client.TerminateWorkflow(t.Context(), workflows.LeadSyncID(leadSite), "", "test over")
+
+			// Mistakes: exit 3 for an id the inbox does not hold (and no
+			// replay at all), 2 for bad flags.
+			for _, tc := range []struct {
+				args []string
+				code int
+				want string
+			}{
+				{[]string{"events", "show", "evt_nope"}, 3, "not in the inbox"},
+				{[]string{"events", "replay", "evt_nope", "evt_k1"}, 3, "nothing was replayed"},
+				{[]string{"events", "replay"}, 2, "--outcome"},
+				{[]string{"events", "replay", "evt_k1", "--outcome", "dead"}, 2, "not both"},
+				{[]string{"events", "list", "--outcome", "lost"}, 2, "no-target"},
+				{[]string{"events", "list", "--since", "yesterday"}, 2, "--since"},
+				{[]string{"events", "list", "--page", "garbage!"}, 2, "page token"},
+				{[]string{"events", "list", "--pending", "--outcome", "dead"}, 2, "--pending"},
+				{[]string{"events"}, 2, "needs a subcommand"},
+			} {
+				out, code := e.run(t, nil, tc.args...)
+				if code != tc.code || !strings.Contains(out, tc.want) {
+					t.Errorf("siteops %s: exit %d, want %d with %q\n%s", strings.Join(tc.args, " "), code, tc.code, tc.want, out)
+				}
+			}
+			if d, _ := e.store.Event(t.Context(), "evt_k1"); d.Replays != 1 {
+				t.Errorf("a refused replay changed evt_k1: %d replays", d.Replays)
+			}
+		})
+	}
+}
+
+// refusingTemporal fails every signal, as a Temporal that refuses the
+// relay's calls does, until it is told to accept them.
+type refusingTemporal struct {
+	mu     sync.Mutex
+	accept bool
+}
+
+type acceptedRun struct{ client.WorkflowRun }
+
+func (acceptedRun) GetRunID() string { return "run-after-replay" }
+
+func (r *refusingTemporal) err() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.accept {
+		return nil
+	}
+	return errors.New("rpc error: code = Unavailable desc = connection refused")
+}
+
+func (r *refusingTemporal) SignalWorkflow(context.Context, string, string, string, any) error {
+	return r.err()
+}
+
+func (r *refusingTemporal) SignalWithStartWorkflow(context.Context, string, string, any, client.StartWorkflowOptions, any, ...any) (client.WorkflowRun, error) {
+	if err := r.err(); err != nil {
+		return nil, err
+	}
+	return acceptedRun{}, nil
+}
+
+// TestEventsDeadLettersAndPaging fills an inbox whose relay cannot reach
+// Temporal until its events are dead letters, then lists them page by
+// page and replays them with the binary; it needs no Temporal of its own.
+func TestEventsDeadLettersAndPaging(t *testing.T) {
+	for _, d := range []store.Dialect{store.SQLite, store.Postgres} {
+		t.Run(string(d), func(t *testing.T) {
+			dbURL := storetest.SQLiteURL(t)
+			if d == store.Postgres {
+				dbURL = storetest.PostgresSchemaURL(t)
+			}
+			// The relay's clock: moved past each backoff instead of waiting.
+			var mu sync.Mutex
+			now := time.Now()
+			clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+			st, err := store.Open(t.Context(), dbURL, store.WithClock(clock))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = st.Close() })
+			e := &env{ns: "default", store: st, dbURL: dbURL}
+			const n = 120
+			at := time.Now().Add(-time.Minute)
+			for i := range n {
+				id := fmt.Sprintf("evt_dl_%03d", i)
+				body := fmt.Sprintf(`{"id":%q,"type":"lead.created","created_at":"2026-11-22T09:00:00.000Z","data":{"site_id":"site_%d","lead_id":"lead_%d"}}`, id, i%7, i)
+				if _, err := st.RecordEvent(t.Context(), store.InboxEvent{EventID: id, EventType: "lead.created", Lane: store.LaneBulk, EndpointID: "env",
+					ReceivedAt: at.Add(time.Duration(i/2) * time.Millisecond), Body: []byte(body)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			temporal := &refusingTemporal{}
+			relay := &webhookingress.Relay{Store: st, Temporal: temporal, TaskQueue: taskQueue, MaxAttempts: 2, Now: clock}
+			for attempt := range 2 {
+				mu.Lock()
+				now = now.Add(time.Minute) // past the backoff
+				mu.Unlock()
+				if k, err := relay.DispatchOnce(t.Context(), store.LaneBulk); err != nil || k != n {
+					t.Fatalf("attempt %d claimed %d, %v", attempt+1, k, err)
+				}
+			}
+
+			// Every page of 50, by the token of the one before.
+			var seen []string
+			args := []string{"events", "list", "--outcome", "dead", "--limit", "50"}
+			for pages := 1; ; pages++ {
+				var page eventList
+				e.siteopsJSON(t, &page, args...)
+				seen = append(seen, page.ids()...)
+				for _, ev := range page.Events {
+					if ev.Status != webhookingress.OutcomeDead || ev.Attempts != 2 || !strings.Contains(ev.LastError, "connection refused") {
+						t.Fatalf("listed %+v; want a dead letter after 2 attempts", ev)
+					}
+				}
+				if page.NextPage == nil {
+					if pages != 3 {
+						t.Errorf("%d pages of 50 for %d events", pages, n)
+					}
+					break
+				}
+				args = []string{"events", "list", "--outcome", "dead", "--limit", "50", "--page", *page.NextPage}
+			}
+			if len(seen) != n || len(slices.Compact(slices.Sorted(slices.Values(seen)))) != n {
+				t.Errorf("paging listed %d events (%d distinct), want each of %d once", len(seen), len(slices.Compact(slices.Sorted(slices.Values(seen)))), n)
+			}
+			text, code := e.run(t, nil, "events", "list", "--outcome", "dead")
+			if code != 0 || !strings.Contains(text, "next page: siteops events list --outcome dead --page ") || !strings.Contains(text, "siteops events replay --outcome dead") {
+				t.Errorf("events list --outcome dead: exit %d\n%s", code, text)
+			}
+
+			text, code = e.run(t, nil, "events", "replay", "--outcome", "dead", "--dry-run")
+			if code != 0 || !strings.Contains(text, "dead letter after 2 failed attempts") || !strings.Contains(text, "dry run: 120 event(s) would be replayed") {
+				t.Errorf("replay --dry-run: exit %d\n%s", code, text)
+			}
+			if s, _ := st.InboxStatus(t.Context()); s.Dead != n {
+				t.Fatalf("a dry run changed the inbox: %+v", s)
+			}
+			// Temporal is back; replay them all, with a bound to start.
+			temporal.mu.Lock()
+			temporal.accept = true
+			temporal.mu.Unlock()
+			var rr replayResult
+			e.siteopsJSON(t, &rr, "events", "replay", "--outcome", "dead", "--limit", "100")
+			if len(rr.Replayed) != 100 || !rr.MoreMatched {
+				t.Fatalf("replay --limit 100 replayed %d (more: %v)", len(rr.Replayed), rr.MoreMatched)
+			}
+			e.siteopsJSON(t, &rr, "events", "replay", "--outcome", "dead")
+			if len(rr.Replayed) != n-100 || rr.MoreMatched {
+				t.Fatalf("the rest: replayed %d (more: %v)", len(rr.Replayed), rr.MoreMatched)
+			}
+			if k, err := relay.DispatchOnce(t.Context(), store.LaneBulk); err != nil || k != n {
+				t.Fatalf("after the replay the relay claimed %d, %v", k, err)
+			}
+			var left eventList
+			e.siteopsJSON(t, &left, "events", "list", "--outcome", "dead")
+			var shown eventShow
+			e.siteopsJSON(t, &shown, "events", "show", "evt_dl_007")
+			if len(left.Events) != 0 || shown.Status != webhookingress.OutcomeSignalled || len(shown.History) != 4 ||
+				shown.History[1].Outcome != store.OutcomeDead || shown.History[3].Replay != 1 || shown.Workflow == nil || shown.Workflow.RunID != "run-after-replay" {
+				t.Errorf("after the replay: %d dead letters left; evt_dl_007 = %+v", len(left.Events), shown)
+			}
+		})
+	}
+}

@@ -1,0 +1,237 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
+
+	"github.com/siteops/siteops/internal/devserver"
+	"github.com/siteops/siteops/nexus/api"
+	"github.com/siteops/siteops/simulator"
+	"github.com/siteops/siteops/starter"
+	"github.com/siteops/siteops/store"
+	"github.com/siteops/siteops/store/storetest"
+	"github.com/siteops/siteops/workflows"
+)
+
+// callersDoc is the README text for callers; its curl commands are run
+// here exactly as written, with the placeholders as environment variables.
+const callersDoc = "../docs/readme-callers.md"
+
+// Markers of the tested code blocks: an HTML comment on the line before
+// the block's opening fence.
+const (
+	curlStartMarker  = "<!-- e2e: curl-start -->"
+	curlStatusMarker = "<!-- e2e: curl-status -->"
+)
+
+// TestHTTPAPICurlCommands runs the README's curl commands against the
+// HTTP API of a dev server (its --http-port): they start an onboarding
+// with inline knowledge through the Nexus endpoint and read its status,
+// with no Temporal SDK and no workflow ID in any URL.
+func TestHTTPAPICurlCommands(t *testing.T) {
+	for _, tool := range []string{"bash", "curl"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("SKIP: the README's commands need %s", tool)
+		}
+	}
+	start, status := docBlock(t, callersDoc, curlStartMarker), docBlock(t, callersDoc, curlStatusMarker)
+	if readme, err := os.ReadFile("../README.md"); err == nil && bytes.Contains(readme, []byte(curlStartMarker)) {
+		// Once merged, the README must show what is tested here.
+		if docBlock(t, "../README.md", curlStartMarker) != start || docBlock(t, "../README.md", curlStatusMarker) != status {
+			t.Errorf("the README's curl commands differ from %s", callersDoc)
+		}
+	}
+
+	const ns = "siteops-http"
+	ds := startHTTPDevServer(t, ns)
+	e := envOn(t, ds.address, ns)
+	e.startWorker(t)
+	e.startNexus(t)
+	_, endpointID := createEndpoint(t, ds.address, ns)
+	vars := []string{"TEMPORAL_HTTP=" + ds.httpURL, "SITEOPS_ENDPOINT=" + endpointID}
+
+	out := runShell(t, start, vars)
+	var started struct {
+		Token string `json:"token"`
+		State string `json:"state"`
+	}
+	if err := json.Unmarshal(lastLine(out), &started); err != nil || started.Token == "" || started.State != "running" {
+		t.Fatalf("the start command answered %s (%v)", out, err)
+	}
+	var st api.Onboarding
+	eventually(t, time.Minute, "the status command to report a completed onboarding", func() bool {
+		out := runShell(t, status, vars)
+		st = api.Onboarding{}
+		return json.Unmarshal(lastLine(out), &st) == nil && st.Status == "Completed"
+	})
+	if st.WorkflowID != workflows.OnboardingID("harbor-books") || st.Result == nil || st.Result.Status != "published" || len(st.Result.KnowledgeIDs) != 1 {
+		t.Errorf("status = %+v", st)
+	}
+	// The inline text went to the store; the onboarding saw its hash.
+	in := onboardingInput(t, e, st.WorkflowID)
+	if len(in.Knowledge) != 1 || in.Knowledge[0].Text != "" || in.Knowledge[0].TextHash == "" {
+		t.Errorf("the onboarding's knowledge = %+v, want a hash", in.Knowledge)
+	}
+	if _, err := e.store.KnowledgeText(t.Context(), in.Knowledge[0].TextHash); err != nil {
+		t.Errorf("the text is not in the store: %v", err)
+	}
+	// Starting it again answers at once with the finished onboarding's
+	// result (200, not 201): a retried curl is safe.
+	again := runShell(t, start, vars)
+	var res api.OnboardResult
+	if err := json.Unmarshal(lastLine(again), &res); err != nil || res.SiteID != st.Result.SiteID {
+		t.Errorf("the start command again answered %s (%v)", again, err)
+	}
+}
+
+// docBlock returns the fenced code block that follows marker in the file.
+func docBlock(t *testing.T, path, marker string) string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	sc := bufio.NewScanner(f)
+	var block []string
+	state := 0 // 0 before the marker, 1 before the fence, 2 in the block
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case state == 0 && strings.TrimSpace(line) == marker:
+			state = 1
+		case state == 1 && strings.HasPrefix(line, "```"):
+			state = 2
+		case state == 2 && strings.HasPrefix(line, "```"):
+			return strings.Join(block, "\n") + "\n"
+		case state == 2:
+			block = append(block, line)
+		}
+	}
+	t.Fatalf("%s has no code block after %s", path, marker)
+	return ""
+}
+
+// runShell runs a documented block with bash, the placeholders set in its
+// environment, and returns its standard output.
+func runShell(t *testing.T, script string, vars []string) []byte {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), "bash", "-euo", "pipefail", "-c", script)
+	cmd.Env = append(os.Environ(), vars...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("the documented commands failed: %v\n%s%s", err, out, stderr.String())
+	}
+	return out
+}
+
+func lastLine(b []byte) []byte {
+	lines := bytes.Split(bytes.TrimSpace(b), []byte("\n"))
+	return lines[len(lines)-1]
+}
+
+type httpDevServer struct {
+	address string // gRPC HOST:PORT
+	httpURL string // the HTTP API, http://HOST:PORT
+}
+
+// startHTTPDevServer starts a dev server of its own whose HTTP API listens
+// on a known port (the shared one's is random) with namespace ns.
+func startHTTPDevServer(t *testing.T, ns string) httpDevServer {
+	t.Helper()
+	cli, err := devserver.FindCLI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, err := devserver.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	httpPort, err := devserver.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(cli, "server", "start-dev", "--ip", "127.0.0.1", "--port", strconv.Itoa(port), //nolint:gosec // the pinned CLI
+		"--http-port", strconv.Itoa(httpPort), "--headless", "--log-level", "error", "--namespace", ns,
+		"--dynamic-config-value", "history.transferProcessorMaxPollRPS=1000")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	var log bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+	})
+	s := httpDevServer{address: fmt.Sprintf("127.0.0.1:%d", port), httpURL: fmt.Sprintf("http://127.0.0.1:%d", httpPort)}
+	// Ready when the HTTP API describes the namespace.
+	eventually(t, time.Minute, "the dev server's HTTP API", func() bool {
+		select {
+		case <-done:
+			t.Fatalf("the dev server exited:\n%s", log.String())
+		default:
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.httpURL+"/api/v1/namespaces/"+ns, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	return s
+}
+
+// envOn is newEnv on another server: a simulator, a store and a client of
+// namespace ns at address.
+func envOn(t *testing.T, address, ns string) *env {
+	t.Helper()
+	sim, err := simulator.New(simulator.Config{Keys: map[string][]string{apiKey: {simulator.ScopeAll}}, TimeScale: 100, KnowledgeDelay: time.Hour, AllowLoopbackReceivers: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(sim.Handler())
+	t.Cleanup(func() { srv.Close(); sim.Close() })
+	dbURL := storetest.SQLiteURL(t)
+	st, err := store.Open(t.Context(), dbURL, store.WithSecretKey(storetest.TestKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	c, err := client.Dial(client.Options{HostPort: address, Namespace: ns, Logger: tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return &env{ns: ns, sim: sim, simURL: srv.URL, store: st, dbURL: dbURL, client: c,
+		starter: &starter.Starter{Client: c, Texts: st, TaskQueue: taskQueue, Namespace: ns}}
+}

@@ -1,0 +1,555 @@
+package e2e
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os/exec"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	tlog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/siteops/siteops/codec"
+	"github.com/siteops/siteops/internal/devserver"
+	sitenexus "github.com/siteops/siteops/nexus"
+	"github.com/siteops/siteops/nexus/api"
+	"github.com/siteops/siteops/simulator"
+	"github.com/siteops/siteops/store"
+	"github.com/siteops/siteops/worker"
+	"github.com/siteops/siteops/workflows"
+)
+
+// callerNamespace is where the callers of siteops' Nexus service run: a
+// namespace of the dev server that no siteops worker polls.
+const callerNamespace = "default"
+
+// startNexus runs siteops' Nexus service on the env's task queue in a
+// worker of its own, as worker.Run registers it beside the workflows (Options.Nexus).
+func (e *env) startNexus(t *testing.T) {
+	t.Helper()
+	w, err := worker.NewNexusWorker(e.client, taskQueue, sdkworker.Options{}, sitenexus.Options{Texts: e.store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+}
+
+var endpoints atomic.Int32
+
+// createEndpoint creates a Nexus endpoint that targets namespace ns and the
+// siteops task queue with the temporal CLI, as the README tells operators
+// to, and returns its name and id.
+func createEndpoint(t *testing.T, address, ns string) (name, id string) {
+	t.Helper()
+	cli, err := devserver.FindCLI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The server's rule for endpoint names: ^[a-zA-Z][a-zA-Z0-9-]*[a-zA-Z0-9]$.
+	name = fmt.Sprintf("siteops-%s-%d", ns, endpoints.Add(1))
+	create := exec.Command(cli, "operator", "nexus", "endpoint", "create", "--address", address,
+		"--name", name, "--target-namespace", ns, "--target-task-queue", taskQueue) //nolint:gosec // the pinned CLI
+	if out, err := create.CombinedOutput(); err != nil {
+		t.Fatalf("temporal operator nexus endpoint create: %v\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		_ = exec.Command(cli, "operator", "nexus", "endpoint", "delete", "--address", address, "--name", name).Run() //nolint:gosec // the pinned CLI
+	})
+	out, err := exec.Command(cli, "operator", "nexus", "endpoint", "get", "--address", address, "--name", name, "-o", "json").Output() //nolint:gosec // the pinned CLI
+	if err != nil {
+		t.Fatalf("temporal operator nexus endpoint get: %v", err)
+	}
+	var ep struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(out, &ep); err != nil || ep.ID == "" {
+		t.Fatalf("endpoint get answered %s (%v)", out, err)
+	}
+	return name, ep.ID
+}
+
+// caller is a system that onboards customers: a worker of its own, in
+// another namespace, whose workflows reach siteops through an endpoint.
+type caller struct {
+	client client.Client
+	queue  string
+}
+
+var callerQueues atomic.Int32
+
+func newCaller(t *testing.T, address string) *caller { return newCallerWith(t, address, nil) }
+
+// newCallerWith is a caller whose payloads go through dc (the default
+// converter when nil).
+func newCallerWith(t *testing.T, address string, dc converter.DataConverter) *caller {
+	t.Helper()
+	c, err := client.Dial(client.Options{HostPort: address, Namespace: callerNamespace, DataConverter: dc, Logger: tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	cl := &caller{client: c, queue: fmt.Sprintf("caller-%d-%d", time.Now().UnixNano(), callerQueues.Add(1))}
+	w := sdkworker.New(c, cl.queue, sdkworker.Options{})
+	w.RegisterWorkflowWithOptions(onboardThroughNexus, workflow.RegisterOptions{Name: "OnboardThroughNexus"})
+	w.RegisterWorkflowWithOptions(callNexus, workflow.RegisterOptions{Name: "CallNexus"})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	return cl
+}
+
+func (c *caller) start(t *testing.T, wf string, in any) client.WorkflowRun {
+	t.Helper()
+	run, err := c.client.ExecuteWorkflow(t.Context(), client.StartWorkflowOptions{
+		ID: fmt.Sprintf("%s-%d", strings.ToLower(wf), time.Now().UnixNano()), TaskQueue: c.queue,
+	}, wf, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return run
+}
+
+// nexusOnboarding is what the onboarding caller workflow is given.
+type nexusOnboarding struct {
+	Endpoint string
+	// Text is a knowledge source too long to pass inline to a workflow:
+	// it goes to siteops' store through store-knowledge.
+	Text string
+	Spec api.OnboardInput
+}
+
+// onboardThroughNexus stores a long knowledge text through store-knowledge
+// and onboards the site through onboard, by the text's hash.
+func onboardThroughNexus(ctx workflow.Context, in nexusOnboarding) (api.OnboardResult, error) {
+	c := workflow.NewNexusClient(in.Endpoint, api.ServiceName)
+	opts := workflow.NexusOperationOptions{ScheduleToCloseTimeout: 3 * time.Minute}
+	var stored api.StoreKnowledgeOutput
+	if err := c.ExecuteOperation(ctx, api.StoreKnowledge, api.StoreKnowledgeInput{Text: in.Text}, opts).Get(ctx, &stored); err != nil {
+		return api.OnboardResult{}, err
+	}
+	in.Spec.Knowledge = append(in.Spec.Knowledge, api.Knowledge{Name: "Complete catalogue", TextHash: stored.TextHash, Chars: stored.Chars})
+	var res api.OnboardResult
+	err := c.ExecuteOperation(ctx, api.Onboard, in.Spec, opts).Get(ctx, &res)
+	return res, err
+}
+
+// nexusCall is one operation a caller workflow runs.
+type nexusCall struct {
+	Endpoint  string
+	Operation string
+	Input     any
+	// CancelOnSignal cancels the operation once it started and the
+	// workflow is signalled "cancel".
+	CancelOnSignal bool
+}
+
+// callNexus runs one operation and returns its result.
+func callNexus(ctx workflow.Context, in nexusCall) (any, error) {
+	c := workflow.NewNexusClient(in.Endpoint, api.ServiceName)
+	opCtx, cancel := workflow.WithCancel(ctx)
+	f := c.ExecuteOperation(opCtx, in.Operation, in.Input, workflow.NexusOperationOptions{ScheduleToCloseTimeout: 2 * time.Minute})
+	if in.CancelOnSignal {
+		if err := f.GetNexusOperationExecution().Get(ctx, nil); err != nil {
+			return nil, err
+		}
+		workflow.GetSignalChannel(ctx, "cancel").Receive(ctx, nil)
+		cancel()
+	}
+	var out any
+	err := f.Get(ctx, &out)
+	return out, err
+}
+
+// call runs one operation through a caller workflow and decodes its
+// result into out.
+func (c *caller) call(t *testing.T, endpoint, op string, in, out any) error {
+	t.Helper()
+	run := c.start(t, "CallNexus", nexusCall{Endpoint: endpoint, Operation: op, Input: in})
+	var raw any
+	if err := run.Get(ctxWithin(t, 2*time.Minute), &raw); err != nil {
+		return err
+	}
+	if out == nil {
+		return nil
+	}
+	b, err := json.Marshal(raw)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, out)
+}
+
+// longText is a knowledge text of n characters whose every 200-character
+// window is unlike anything else in a history.
+func longText(n int) string {
+	var b strings.Builder
+	for i := 0; b.Len() < n; i++ {
+		fmt.Fprintf(&b, "Section %06d of the Nexus Anvils catalogue: hand-forged, heat-treated, ground flat. ", i)
+	}
+	return b.String()[:n]
+}
+
+func nexusSpec(slug string) api.OnboardInput {
+	return api.OnboardInput{
+		Site: api.Site{Title: "Nexus Anvils", Slug: slug, Type: "business", Template: "minimal",
+			Content:     api.SiteContent{Headline: "Anvils by API", Subheadline: "Onboarded through Nexus", About: "A forge whose onboarding system has no siteops database."},
+			PersonaMode: "assistant", Languages: []string{"en"}},
+		Agent:     api.Agent{DisplayName: "Nia", EmbedEnabled: true, AllowedOrigins: []string{"https://nexus-anvils.example"}},
+		Knowledge: []api.Knowledge{{Name: "Hours", Text: "Open 9 to 5, Monday to Friday."}},
+		FAQs:      []api.FAQ{{Question: "Do you ship?", Answer: "Worldwide.", Approved: true}},
+	}
+}
+
+// TestNexusOnboardingFromAnotherNamespace is the issue's caller: a workflow
+// in another namespace reaches siteops through a Nexus endpoint created with
+// the temporal CLI, stores a 150,000-character knowledge text through
+// store-knowledge and onboards a site with it through onboard. Only the
+// text's hash enters siteops' histories; the same spec again answers the
+// finished onboarding, a different one is refused with a typed error.
+func TestNexusOnboardingFromAnotherNamespace(t *testing.T) {
+	e := newEnv(t, store.SQLite, simulator.Config{})
+	e.startWorker(t)
+	e.startNexus(t)
+	endpoint, _ := createEndpoint(t, server.Address, e.ns)
+	c := newCaller(t, server.Address)
+
+	text := longText(150_000)
+	spec := nexusSpec("nexus-anvils")
+	run := c.start(t, "OnboardThroughNexus", nexusOnboarding{Endpoint: endpoint, Text: text, Spec: spec})
+	var res api.OnboardResult
+	if err := run.Get(ctxWithin(t, 2*time.Minute), &res); err != nil {
+		t.Fatalf("the caller: %v", err)
+	}
+	if res.Status != "published" || len(res.KnowledgeIDs) != 2 || len(res.FAQIDs) != 1 {
+		t.Errorf("result = %+v", res)
+	}
+	if sites := e.sim.Sites(); len(sites) != 1 || sites[0].Slug != "nexus-anvils" || sites[0].Knowledge != 2 || sites[0].Status != "published" {
+		t.Errorf("simulator holds %+v", sites)
+	}
+
+	// siteops started its own workflow, under the derived ID, with hashes
+	// instead of texts.
+	id := workflows.OnboardingID("nexus-anvils")
+	d, err := e.client.DescribeWorkflowExecution(t.Context(), id, "")
+	if err != nil || d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+		t.Fatalf("%s: %v, %v", id, d.GetWorkflowExecutionInfo().GetStatus(), err)
+	}
+	firstRun := d.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+	in := onboardingInput(t, e, id)
+	if len(in.Knowledge) != 2 || in.Knowledge[0].Text != "" || in.Knowledge[1].TextHash != store.KnowledgeHash(text) || in.Knowledge[1].Chars != 150_000 {
+		t.Errorf("the onboarding's input = %+v, want two sources by hash", in.Knowledge)
+	}
+	window := text[70_000:70_200]
+	for _, h := range histories(t, e.client) {
+		if bytes.Contains(h.events, []byte(window)) || bytes.Contains(h.events, []byte("Open 9 to 5, Monday")) {
+			t.Errorf("siteops' history of %s holds a knowledge text", h.id)
+		}
+	}
+	// The caller's own history holds it: the caller owns that.
+	if !bytes.Contains(history(t, c.client, run.GetID()), []byte(window)) {
+		t.Error("the check finds no text where one is: the caller's history")
+	}
+
+	// The same spec again answers with the finished onboarding's result
+	// and starts nothing.
+	again := c.start(t, "OnboardThroughNexus", nexusOnboarding{Endpoint: endpoint, Text: text, Spec: spec})
+	var res2 api.OnboardResult
+	if err := again.Get(ctxWithin(t, time.Minute), &res2); err != nil || res2.SiteID != res.SiteID {
+		t.Errorf("the same spec again: %+v, %v", res2, err)
+	}
+	if d, _ := e.client.DescribeWorkflowExecution(t.Context(), id, ""); d.GetWorkflowExecutionInfo().GetExecution().GetRunId() != firstRun {
+		t.Error("the same spec again started a second onboarding")
+	}
+	// A different spec for the slug is refused, naming the field.
+	other := spec
+	other.Site.Title = "Nexus Anvils and Sons"
+	err = c.start(t, "OnboardThroughNexus", nexusOnboarding{Endpoint: endpoint, Text: text, Spec: other}).Get(ctxWithin(t, time.Minute), nil)
+	if app := appError(err); app == nil || app.Type() != api.ErrTypeSpecConflict || !strings.Contains(app.Message(), "site.title") {
+		t.Errorf("a different spec for the slug: %v", err)
+	}
+	// An invalid spec is refused before anything starts, every problem at
+	// once.
+	bad := nexusSpec("nexus/bad")
+	bad.Site.Template = ""
+	err = c.call(t, endpoint, api.OnboardName, bad, nil)
+	if app := appError(err); app == nil || app.Type() != api.ErrTypeInvalidSpec || !strings.Contains(app.Message(), "site.slug") || !strings.Contains(app.Message(), "site.template") {
+		t.Errorf("an invalid spec: %v", err)
+	}
+	// onboarding-status reports the finished onboarding with its result.
+	var st api.Onboarding
+	if err := c.call(t, endpoint, api.OnboardingStatusName, api.OnboardingStatusInput{Slug: "nexus-anvils"}, &st); err != nil ||
+		st.Status != "Completed" || st.Result == nil || st.Result.SiteID != res.SiteID || st.Progress == nil || st.Progress.Step != workflows.StepDone {
+		t.Errorf("onboarding-status: %+v, %v", st, err)
+	}
+	if err := c.call(t, endpoint, api.OnboardingStatusName, api.OnboardingStatusInput{Slug: "nobody"}, nil); appError(err) == nil || appError(err).Type() != api.ErrTypeNotFound {
+		t.Errorf("onboarding-status of an unknown slug: %v", err)
+	}
+}
+
+// TestNexusThroughTheWorkerProcess reaches the service as it runs in
+// production: `siteops worker`, with Worker Versioning and encrypted
+// payloads, handles the Nexus service beside its workflows
+// (wiring.RunWorker); an onboarding with a text inline goes through, and
+// the same spec again is answered from the encrypted history.
+func TestNexusThroughTheWorkerProcess(t *testing.T) {
+	e := newEnv(t, store.SQLite, simulator.Config{})
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		t.Fatal(err)
+	}
+	cd, err := codec.New(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := e.startWorkerProcess(t, "AGENTSITE_BASE_URL="+e.simURL, "AGENTSITE_API_KEY="+apiKey, "SITEOPS_METRICS_ADDR=",
+		"SITEOPS_WORKER_VERSIONING=true", "SITEOPS_BUILD_ID=nexus-build", "SITEOPS_PAYLOAD_KEY="+base64.StdEncoding.EncodeToString(key))
+	eventually(t, 30*time.Second, "the worker's build to become current", func() bool {
+		return strings.Contains(log.String(), "this build is now current")
+	})
+	if !strings.Contains(log.String(), "Nexus service registered") {
+		t.Errorf("the worker did not say it handles the Nexus service:\n%s", log.String())
+	}
+	endpoint, _ := createEndpoint(t, server.Address, e.ns)
+	c := newCallerWith(t, server.Address, cd.DataConverter())
+	var res api.OnboardResult
+	if err := c.call(t, endpoint, api.OnboardName, nexusSpec("nexus-process"), &res); err != nil || res.Status != "published" {
+		t.Fatalf("onboard through the worker process: %+v, %v\n%s", res, err, log.String())
+	}
+	if got := e.buildOf(t, workflows.OnboardingID("nexus-process")); got != "nexus-build" {
+		t.Errorf("the onboarding ran on %q, want the worker's build", got)
+	}
+	var again api.OnboardResult
+	if err := c.call(t, endpoint, api.OnboardName, nexusSpec("nexus-process"), &again); err != nil || again.SiteID != res.SiteID {
+		t.Errorf("the same spec again: %+v, %v", again, err)
+	}
+}
+
+// TestNexusCancellationReachesOnboarding cancels a caller's onboard
+// operation while the onboarding waits for its knowledge to be processed
+// (it never is: the simulator takes an hour), and sees the onboarding
+// cancelled; a second caller of the same spec had joined that onboarding
+// and sees it end so too.
+func TestNexusCancellationReachesOnboarding(t *testing.T) {
+	e := newEnv(t, store.SQLite, simulator.Config{})
+	e.startWorker(t)
+	e.startNexus(t)
+	endpoint, _ := createEndpoint(t, server.Address, e.ns)
+	c := newCaller(t, server.Address)
+
+	spec := nexusSpec("nexus-waits")
+	spec.WaitForKnowledge, spec.KnowledgeTimeout = true, api.Duration(time.Hour)
+	run := c.start(t, "CallNexus", nexusCall{Endpoint: endpoint, Operation: api.OnboardName, Input: spec, CancelOnSignal: true})
+	id := workflows.OnboardingID("nexus-waits")
+	eventually(t, time.Minute, "the onboarding to wait for its knowledge", func() bool {
+		st, err := e.starter.Status(t.Context(), id)
+		ob, _ := st.Detail.(*workflows.OnboardingStatus)
+		return err == nil && ob != nil && ob.Step == workflows.StepWaitingKnowledge
+	})
+	d, err := e.client.DescribeWorkflowExecution(t.Context(), id, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	onboardingRun := d.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+	// A second caller with the same spec joins the running onboarding.
+	joined := c.start(t, "CallNexus", nexusCall{Endpoint: endpoint, Operation: api.OnboardName, Input: spec})
+	eventually(t, 30*time.Second, "the second caller's operation to start", func() bool {
+		d, err := c.client.DescribeWorkflowExecution(t.Context(), joined.GetID(), "")
+		ops := d.GetPendingNexusOperations()
+		return err == nil && len(ops) == 1 && ops[0].GetState() == enumspb.PENDING_NEXUS_OPERATION_STATE_STARTED
+	})
+	if d, _ := e.client.DescribeWorkflowExecution(t.Context(), id, ""); d.GetWorkflowExecutionInfo().GetExecution().GetRunId() != onboardingRun {
+		t.Fatal("the second caller started a second onboarding")
+	}
+
+	if err := c.client.SignalWorkflow(t.Context(), run.GetID(), "", "cancel", nil); err != nil {
+		t.Fatal(err)
+	}
+	var canceled *temporal.CanceledError
+	if err := run.Get(ctxWithin(t, time.Minute), nil); !errors.As(err, &canceled) {
+		t.Errorf("the caller's operation ended with %v, want cancelled", err)
+	}
+	eventually(t, 30*time.Second, "the onboarding to be cancelled", func() bool {
+		d, err := e.client.DescribeWorkflowExecution(t.Context(), id, "")
+		return err == nil && d.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED
+	})
+	// The caller that joined shares the run, and so its end.
+	if err := joined.Get(ctxWithin(t, time.Minute), nil); !errors.As(err, &canceled) {
+		t.Errorf("the joined caller's operation ended with %v, want cancelled", err)
+	}
+}
+
+// TestNexusPlaybooks runs the incident playbook, the lead sync progress and
+// a rotation through the service, with their typed refusals.
+func TestNexusPlaybooks(t *testing.T) {
+	e := newEnv(t, store.SQLite, simulator.Config{})
+	e.startWorker(t)
+	e.startNexus(t)
+	endpoint, _ := createEndpoint(t, server.Address, e.ns)
+	c := newCaller(t, server.Address)
+	site := e.site(t, "playbooks")
+
+	var off api.EmbedOffOutput
+	if err := c.call(t, endpoint, api.EmbedOffName, api.EmbedOffInput{SiteID: site, Operator: "alice", Reason: "origin leak"}, &off); err != nil ||
+		off.Joined || off.Incident.State != workflows.IncidentOff {
+		t.Fatalf("embed-off: %+v, %v", off, err)
+	}
+	if n := len(patches(e)); n != 1 {
+		t.Errorf("%d PATCHes when embed-off answered, want 1", n)
+	}
+	if err := c.call(t, endpoint, api.EmbedOffName, api.EmbedOffInput{SiteID: site, Operator: "carol", Reason: "again"}, &off); err != nil || !off.Joined {
+		t.Errorf("a second embed-off: %+v, %v", off, err)
+	}
+	var on api.EmbedIncident
+	if err := c.call(t, endpoint, api.EmbedOnName, api.EmbedOnInput{SiteID: site, Operator: "bob", AllowedOrigins: []string{"https://fixed.example"}}, &on); err != nil ||
+		on.State != workflows.IncidentRestored || on.DecidedBy != "bob" {
+		t.Errorf("embed-on: %+v, %v", on, err)
+	}
+	if ps := patches(e); len(ps) != 2 || ps[0].IdempotencyKey == ps[1].IdempotencyKey {
+		t.Errorf("PATCHes = %+v, want two with different keys", ps)
+	}
+	eventually(t, 30*time.Second, "the incident to close", func() bool {
+		d, err := e.client.DescribeWorkflowExecution(t.Context(), workflows.EmbedIncidentID(site), "")
+		return err == nil && d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+	})
+	if err := c.call(t, endpoint, api.EmbedOnName, api.EmbedOnInput{SiteID: site, Operator: "bob"}, nil); appError(err) == nil || appError(err).Type() != api.ErrTypeNotFound {
+		t.Errorf("embed-on without an open incident: %v", err)
+	}
+	if err := c.call(t, endpoint, api.EmbedOffName, api.EmbedOffInput{SiteID: site}, nil); appError(err) == nil || appError(err).Type() != api.ErrTypeInvalidInput ||
+		!strings.Contains(appError(err).Message(), "operator, reason") {
+		t.Errorf("embed-off without operator and reason: %v", err)
+	}
+
+	if err := c.call(t, endpoint, api.LeadSyncStatusName, api.LeadSyncStatusInput{SiteID: site}, nil); appError(err) == nil || appError(err).Type() != api.ErrTypeNotFound {
+		t.Errorf("lead-sync-status before any sync: %v", err)
+	}
+	if _, err := e.sim.CreateLeads(site, 7); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.starter.SyncLeads(t.Context(), site, false); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, "lead-sync-status to report 7 leads", func() bool {
+		var p api.LeadSyncProgress
+		return c.call(t, endpoint, api.LeadSyncStatusName, api.LeadSyncStatusInput{SiteID: site}, &p) == nil && p.Leads == 7 && p.CaughtUp
+	})
+	_ = e.client.CancelWorkflow(t.Context(), workflows.LeadSyncID(site), "")
+
+	// A rotation of an endpoint the API does not know runs and fails: the
+	// caller's operation fails with the root cause.
+	err := c.call(t, endpoint, api.RotateSecretName, api.RotateSecretInput{OldEndpointID: "we_missing", NewURL: "http://127.0.0.1:9/webhooks/v2"}, nil)
+	if app := appError(err); app == nil || app.Type() != "NotFound" {
+		t.Errorf("rotate-secret of an unknown endpoint: %v", err)
+	}
+	if d, err := e.client.DescribeWorkflowExecution(t.Context(), workflows.SecretRotationID("we_missing"), ""); err != nil ||
+		d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_FAILED {
+		t.Errorf("%s: %v", workflows.SecretRotationID("we_missing"), err)
+	}
+	if err := c.call(t, endpoint, api.RotateSecretName, api.RotateSecretInput{OldEndpointID: "we_1"}, nil); appError(err) == nil || appError(err).Type() != api.ErrTypeInvalidInput {
+		t.Errorf("rotate-secret without a URL: %v", err)
+	}
+	if err := c.call(t, endpoint, api.StoreKnowledgeName, api.StoreKnowledgeInput{Text: "abc"}, nil); appError(err) == nil || appError(err).Type() != api.ErrTypeInvalidInput {
+		t.Errorf("store-knowledge of a text too short: %v", err)
+	}
+}
+
+// appError is the application error at the root of a caller's error.
+func appError(err error) *temporal.ApplicationError {
+	var app *temporal.ApplicationError
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if a, ok := e.(*temporal.ApplicationError); ok {
+			app = a
+		}
+	}
+	return app
+}
+
+// onboardingInput reads an onboarding's input from its first event.
+func onboardingInput(t *testing.T, e *env, id string) workflows.OnboardingInput {
+	t.Helper()
+	it := e.client.GetWorkflowHistory(t.Context(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	ev, err := it.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var in workflows.OnboardingInput
+	payloads := ev.GetWorkflowExecutionStartedEventAttributes().GetInput().GetPayloads()
+	if len(payloads) != 1 || json.Unmarshal(payloads[0].GetData(), &in) != nil {
+		t.Fatalf("%s: the input is not one JSON payload", id)
+	}
+	return in
+}
+
+type workflowHistory struct {
+	id     string
+	events []byte
+}
+
+// histories returns the history of every workflow of c's namespace, as
+// the bytes of its events.
+func histories(t *testing.T, c client.Client) []workflowHistory {
+	t.Helper()
+	var out []workflowHistory
+	seen := map[string]bool{}
+	var token []byte
+	for {
+		page, err := c.ListWorkflow(t.Context(), &workflowservice.ListWorkflowExecutionsRequest{NextPageToken: token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ex := range page.GetExecutions() {
+			key := ex.GetExecution().GetWorkflowId() + "/" + ex.GetExecution().GetRunId()
+			if seen[key] {
+				continue
+			}
+			seen[key] = true
+			out = append(out, workflowHistory{id: key, events: historyOf(t, c, ex.GetExecution().GetWorkflowId(), ex.GetExecution().GetRunId())})
+		}
+		if token = page.GetNextPageToken(); len(token) == 0 {
+			break
+		}
+	}
+	if len(out) == 0 {
+		t.Fatal("no workflow listed")
+	}
+	return out
+}
+
+func history(t *testing.T, c client.Client, id string) []byte { return historyOf(t, c, id, "") }
+
+func historyOf(t *testing.T, c client.Client, id, runID string) []byte {
+	t.Helper()
+	var b []byte
+	it := c.GetWorkflowHistory(t.Context(), id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, err := proto.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b = append(b, raw...)
+	}
+	return b
+}

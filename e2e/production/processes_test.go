@@ -1,0 +1,171 @@
+package production
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/siteops/siteops/simulator"
+)
+
+const apiKey = "svc_live_production_e2e" //nolint:gosec // the simulator's key, made up
+
+// clusterEnv is how every siteops process of these tests reaches the
+// cluster: its address and namespace, and a client certificate for mutual
+// TLS (not the cluster's own).
+func clusterEnv() []string {
+	return append(temporal.Env(), "TEMPORAL_NAMESPACE="+namespace,
+		"TEMPORAL_TLS_CLIENT_CERT_PATH="+certs.ClientCert, "TEMPORAL_TLS_CLIENT_KEY_PATH="+certs.ClientKey)
+}
+
+// logBuffer is a process log a test reads while the process writes it.
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// proc is a siteops process the test runs, kills and restarts.
+type proc struct {
+	name string
+	args []string
+	env  []string
+	log  *logBuffer
+
+	mu  sync.Mutex
+	cmd *exec.Cmd
+}
+
+func startProc(t *testing.T, name string, env []string, args ...string) *proc {
+	t.Helper()
+	p := &proc{name: name, args: args, env: env, log: &logBuffer{}}
+	p.start(t)
+	t.Cleanup(func() { p.stop() })
+	return p
+}
+
+func (p *proc) start(t *testing.T) {
+	t.Helper()
+	cmd := exec.Command(binary, p.args...)
+	cmd.Env = append(os.Environ(), p.env...)
+	cmd.Stdout, cmd.Stderr = p.log, p.log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p.mu.Lock()
+	p.cmd = cmd
+	p.mu.Unlock()
+}
+
+// kill ends the process as a crash does.
+func (p *proc) kill() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd != nil {
+		_ = p.cmd.Process.Kill()
+		_, _ = p.cmd.Process.Wait()
+		p.cmd = nil
+	}
+}
+
+func (p *proc) stop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd != nil {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _, _ = p.cmd.Process.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(40 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-done
+		}
+		p.cmd = nil
+	}
+}
+
+// siteops runs a command of the binary and returns its output and exit
+// code.
+func siteops(t *testing.T, env []string, args ...string) (string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return string(out), 0
+	case errors.As(err, &exit):
+		return string(out), exit.ExitCode()
+	}
+	t.Fatalf("siteops %v: %v", args, err)
+	return "", 0
+}
+
+// newSimulator serves the Agent-Site simulator on loopback for the test.
+func newSimulator(t *testing.T, cfg simulator.Config) (*simulator.Simulator, string) {
+	t.Helper()
+	cfg.Keys = map[string][]string{apiKey: {simulator.ScopeAll}}
+	cfg.AllowLoopbackReceivers = true
+	if cfg.TimeScale == 0 {
+		cfg.TimeScale = 100
+	}
+	if cfg.KnowledgeDelay == 0 {
+		cfg.KnowledgeDelay = time.Hour
+	}
+	sim, err := simulator.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(sim.Handler())
+	t.Cleanup(func() { srv.Close(); sim.Close() })
+	return sim, srv.URL
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", within, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// ready polls url until it answers 200.
+func ready(t *testing.T, url string) {
+	t.Helper()
+	eventually(t, 30*time.Second, url, func() bool {
+		resp, err := http.Get(url)
+		if err != nil {
+			return false
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+}

@@ -1,0 +1,323 @@
+package e2e
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/siteops/siteops/activities"
+	"github.com/siteops/siteops/agentsite"
+	"github.com/siteops/siteops/config"
+	"github.com/siteops/siteops/simulator"
+	"github.com/siteops/siteops/starter"
+	"github.com/siteops/siteops/store"
+	"github.com/siteops/siteops/webhookingress"
+	"github.com/siteops/siteops/wiring"
+	"github.com/siteops/siteops/worker"
+	"github.com/siteops/siteops/workflows"
+)
+
+// startIngressWith is startIngress with secrets configured for POST
+// /webhooks, as SITEOPS_WEBHOOK_SECRETS sets them.
+func (e *env) startIngressWith(t *testing.T, envSecrets ...string) *ingress {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	m := webhookingress.NewMetrics(reg)
+	relay := &webhookingress.Relay{Store: e.store, Temporal: e.client, TaskQueue: taskQueue, Metrics: m, Idle: 50 * time.Millisecond, MaxBackoff: time.Second}
+	h := webhookingress.NewHandler(webhookingress.Options{Inbox: e.store, Secrets: e.store, EnvSecrets: envSecrets, Metrics: m, Recorded: relay.Wake, SecretRefresh: 200 * time.Millisecond})
+	srv := httptest.NewServer(h)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = relay.Run(ctx) })
+	t.Cleanup(func() { cancel(); wg.Wait(); srv.Close() })
+	return &ingress{url: srv.URL, metrics: reg, relay: relay}
+}
+
+// runWorker runs the worker as `siteops worker` does (worker.Run, which
+// schedules the secret reconciliation every reconcileEvery) until the test
+// ends.
+func (e *env) runWorker(t *testing.T, reconcileEvery time.Duration) {
+	t.Helper()
+	api, err := wiring.APIClient(config.AgentSite{BaseURL: e.simURL, APIKey: apiKey, AllowLoopback: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- worker.Run(ctx, worker.Options{Client: e.client, TaskQueue: taskQueue, Activities: activities.New(api, e.store),
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), SecretReconcileEvery: reconcileEvery})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("worker: %v", err)
+		}
+	})
+}
+
+func (e *env) api(t *testing.T) *agentsite.Client {
+	t.Helper()
+	api, err := agentsite.NewClient(e.simURL, apiKey, agentsite.WithLoopbackReceivers())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return api
+}
+
+// endpointOf creates an endpoint directly through the API (as a dashboard
+// would) and, when receiver is not nil, stores its secret for *receiver.
+// It returns the endpoint id and the secret, which stays in the test.
+func (e *env) endpointOf(t *testing.T, url string, receiver *string) (string, string) {
+	t.Helper()
+	created, err := e.api(t).CreateWebhookEndpoint(t.Context(), "test-"+itoa(int(time.Now().UnixNano()%1e9)), agentsite.NewWebhookEndpoint{URL: url, Events: []string{"lead.created"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if receiver != nil {
+		if err := e.store.PutSecret(t.Context(), created.Endpoint.ID, *receiver, created.Secret); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return created.Endpoint.ID, created.Secret.Reveal()
+}
+
+func (e *env) endpointCreations() int {
+	n := 0
+	for _, r := range e.sim.Requests() {
+		if r.Method == http.MethodPost && r.Path == "/api/v1/webhook-endpoints" {
+			n++
+		}
+	}
+	return n
+}
+
+func (e *env) rotationStep(t *testing.T, id string) string {
+	t.Helper()
+	v, err := e.client.QueryWorkflow(t.Context(), id, "", workflows.QueryRotation)
+	if err != nil {
+		return ""
+	}
+	var st workflows.SecretRotationStatus
+	if err := v.Get(&st); err != nil {
+		return ""
+	}
+	return st.Step
+}
+
+// TestSecretRotationReRunAfterTerminateReusesItsEndpoint terminates a
+// rotation while it waits for a verified delivery (no clean-up can run)
+// and starts it again: the second run takes over the endpoint the first
+// created, so the account never holds a third endpoint.
+func TestSecretRotationReRunAfterTerminateReusesItsEndpoint(t *testing.T) {
+	e := newEnv(t, store.SQLite, simulator.Config{})
+	e.startWorker(t)
+	in := e.startIngress(t)
+	old := e.register(t, in, "/webhooks/v1", "lead.created")
+	id := workflows.SecretRotationID(old)
+	req := starter.RotationRequest{OldEndpointID: old, NewURL: in.url + "/webhooks/v2", VerifyTimeout: time.Hour, GracePeriod: time.Hour}
+	if _, err := e.starter.RotateSecret(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the first run to wait for a verified delivery", func() bool {
+		return e.rotationStep(t, id) == workflows.RotationVerifying
+	})
+	if err := e.client.TerminateWorkflow(t.Context(), id, "", "operator terminated it"); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.endpointCreations(); n != 2 {
+		t.Fatalf("%d endpoint creations before the re-run, want 2 (the old endpoint and the first run's)", n)
+	}
+	run, err := e.starter.RotateSecret(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the re-run to wait for a verified delivery", func() bool {
+		return e.rotationStep(t, id) == workflows.RotationVerifying
+	})
+	site := e.site(t, "rerun")
+	if _, err := e.sim.CreateLeads(site, 1); err != nil {
+		t.Fatal(err)
+	}
+	var st workflows.SecretRotationStatus
+	if err := e.starter.Wait(ctxWithin(t, time.Minute), run, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Step != workflows.RotationDone || !st.NewEndpointReused || st.VerifiedEventID == "" {
+		t.Errorf("re-run = %+v, want done on the reused endpoint", st)
+	}
+	if n := e.endpointCreations(); n != 2 {
+		t.Errorf("%d endpoint creations, want 2: the re-run created another endpoint", n)
+	}
+	eps := e.endpoints(t)
+	if len(eps) != 1 || eps[0].ID != st.NewEndpointID {
+		t.Errorf("endpoints after the re-run = %+v, want only %s", eps, st.NewEndpointID)
+	}
+	_ = e.client.CancelWorkflow(t.Context(), workflows.LeadSyncID(site), "")
+}
+
+// TestSecretRetireCommand retires stored secrets by endpoint id (now) and
+// by fingerprint (later) with `siteops secret retire`, and refuses, naming
+// the variable, a secret that is not stored.
+func TestSecretRetireCommand(t *testing.T) {
+	e := newEnv(t, store.SQLite, simulator.Config{})
+	in := e.startIngressWith(t)
+	v1 := "v1"
+	a, secretA := e.endpointOf(t, in.url+"/webhooks/v1", &v1)
+	b, secretB := e.endpointOf(t, in.url+"/webhooks/v1", &v1)
+	if code := deliver(t, in.url, "/webhooks/v1", "evt_a_1", secretA); code != http.StatusOK {
+		t.Fatalf("a delivery signed with a's secret = %d, want 200", code)
+	}
+	keyEnv := []string{"SITEOPS_SECRET_KEY=" + testSecretKey()}
+
+	out, code := e.run(t, keyEnv, "secret", "retire", "--endpoint", a)
+	if code != 0 || !strings.Contains(out, "secret of endpoint "+a) || !strings.Contains(out, "retired at") {
+		t.Fatalf("secret retire --endpoint: exit %d\n%s", code, out)
+	}
+	eventually(t, 5*time.Second, "a's secret to be refused", func() bool {
+		return deliver(t, in.url, "/webhooks/v1", "evt_a_"+itoa(int(time.Now().UnixNano()%1e9)), secretA) == http.StatusUnauthorized
+	})
+	var retiredAt *time.Time
+	if err := e.store.DB().QueryRowContext(t.Context(), `SELECT retired_at FROM webhook_secrets WHERE endpoint_id = $1`, a).Scan(&retiredAt); err != nil || retiredAt == nil {
+		t.Errorf("retired_at of %s = %v, %v; want it written", a, retiredAt, err)
+	}
+
+	apiEnv := append(keyEnv, "AGENTSITE_BASE_URL="+e.simURL, "AGENTSITE_API_KEY="+apiKey, "SITEOPS_ALLOW_LOOPBACK_RECEIVERS=true")
+	if out, code := e.run(t, apiEnv, "webhook", "list"); code != 0 || !strings.Contains(out, "secret RETIRED") {
+		t.Errorf("webhook list does not show the retired secret: exit %d\n%s", code, out)
+	}
+
+	fp := agentsite.NewSigningSecret(secretB).Fingerprint()
+	out, code = e.run(t, keyEnv, "secret", "retire", "--fingerprint", fp, "--at", "1h")
+	if code != 0 || !strings.Contains(out, "secret of endpoint "+b) || !strings.Contains(out, "retires at") {
+		t.Fatalf("secret retire --fingerprint --at 1h: exit %d\n%s", code, out)
+	}
+	if code := deliver(t, in.url, "/webhooks/v1", "evt_b_1", secretB); code != http.StatusOK {
+		t.Errorf("b's secret, retiring in an hour, answered %d; want 200 until then", code)
+	}
+
+	out, code = e.run(t, keyEnv, "secret", "retire", "--endpoint", "we_not_stored")
+	if code != 3 || !strings.Contains(out, "SITEOPS_WEBHOOK_SECRETS") {
+		t.Errorf("retiring a secret that is not stored: exit %d\n%s", code, out)
+	}
+	out, code = e.run(t, keyEnv, "secret", "retire")
+	if code != 2 {
+		t.Errorf("retire without a name: exit %d\n%s", code, out)
+	}
+}
+
+// TestDeletedEndpointSecretRefusedWithinOneReconcilePeriod deletes an
+// endpoint through the API, as a dashboard would: the worker's scheduled
+// reconciliation retires its stored secret, and the ingress refuses it
+// within one period. Another endpoint's secret and the configured
+// SITEOPS_WEBHOOK_SECRETS stay accepted.
+func TestDeletedEndpointSecretRefusedWithinOneReconcilePeriod(t *testing.T) {
+	const period = 2 * time.Second
+	e := newEnv(t, store.Postgres, simulator.Config{})
+	const envSecret = "whsec_configured_for_default" //nolint:gosec // made up for the test
+	in := e.startIngressWith(t, envSecret)
+	v1 := "v1"
+	gone, goneSecret := e.endpointOf(t, in.url+"/webhooks/v1", &v1)
+	_, keptSecret := e.endpointOf(t, in.url+"/webhooks/v1", &v1)
+	e.runWorker(t, period)
+	// A second worker starting finds the schedule and leaves it as it is.
+	e.runWorker(t, period)
+	eventually(t, 10*time.Second, "the schedule to exist", func() bool {
+		d, err := e.client.ScheduleClient().GetHandle(t.Context(), workflows.SecretReconcileScheduleID).Describe(t.Context())
+		return err == nil && len(d.Schedule.Spec.Intervals) == 1 && d.Schedule.Spec.Intervals[0].Every == period
+	})
+	if code := deliver(t, in.url, "/webhooks/v1", "evt_gone_1", goneSecret); code != http.StatusOK {
+		t.Fatalf("before the deletion: %d, want 200", code)
+	}
+	if err := e.api(t).DeleteWebhookEndpoint(t.Context(), "dashboard-delete", gone); err != nil {
+		t.Fatal(err)
+	}
+	deleted := time.Now()
+	n := 0
+	eventually(t, 3*period, "the deleted endpoint's secret to be refused", func() bool {
+		n++
+		return deliver(t, in.url, "/webhooks/v1", "evt_gone_"+itoa(n+1), goneSecret) == http.StatusUnauthorized
+	})
+	// One period, plus the reconciliation's own run and the ingress's
+	// secret refresh (200 ms here).
+	if took := time.Since(deleted); took > period+1500*time.Millisecond {
+		t.Errorf("the deleted endpoint's secret was refused %s after the deletion; want within one period (%s) and a margin", took, period)
+	}
+	t.Logf("deleted endpoint's secret refused %s after the deletion (period %s)", time.Since(deleted).Round(time.Millisecond), period)
+	if code := deliver(t, in.url, "/webhooks/v1", "evt_kept_1", keptSecret); code != http.StatusOK {
+		t.Errorf("a live endpoint's secret answered %d, want 200", code)
+	}
+	if code := deliver(t, in.url, "/webhooks", "evt_env_1", envSecret); code != http.StatusOK {
+		t.Errorf("the configured secret answered %d, want 200", code)
+	}
+	var retiredAt *time.Time
+	if err := e.store.DB().QueryRowContext(t.Context(), `SELECT retired_at FROM webhook_secrets WHERE endpoint_id = $1`, gone).Scan(&retiredAt); err != nil || retiredAt == nil {
+		t.Errorf("retired_at of the deleted endpoint = %v, %v", retiredAt, err)
+	}
+	// The schedule is the one the worker made: the reconciliation runs.
+	h := e.client.ScheduleClient().GetHandle(t.Context(), workflows.SecretReconcileScheduleID)
+	d, err := h.Describe(t.Context())
+	if err != nil || d.Info.NumActions == 0 {
+		t.Fatalf("schedule %s: %+v, %v", workflows.SecretReconcileScheduleID, d, err)
+	}
+	// A worker started with another period brings the schedule to it;
+	// the same period again changes nothing.
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	for _, every := range []time.Duration{time.Hour, time.Hour} {
+		if err := worker.EnsureSecretReconcileSchedule(t.Context(), e.client, taskQueue, every, logger); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d, err := h.Describe(t.Context()); err != nil || len(d.Schedule.Spec.Intervals) != 1 || d.Schedule.Spec.Intervals[0].Every != time.Hour {
+		t.Errorf("schedule after a worker with a 1h period: %+v, %v", d, err)
+	}
+}
+
+// TestRotateOutputIsTruthfulForAConfiguredSecret rotates an endpoint whose
+// secret comes from SITEOPS_WEBHOOK_SECRETS (not stored): the CLI does not
+// claim the old secret retires; it says to remove it from the variable.
+func TestRotateOutputIsTruthfulForAConfiguredSecret(t *testing.T) {
+	e := newEnv(t, store.SQLite, simulator.Config{})
+	e.startWorker(t)
+	oldID, oldSecret := e.endpointOf(t, "http://127.0.0.1:9/webhooks", nil)
+	in := e.startIngressWith(t, oldSecret)
+	site := e.site(t, "truthful")
+	done := make(chan struct{})
+	go func() {
+		// Events keep coming until the rotation's new endpoint verifies.
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for range 300 {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				_, _ = e.sim.CreateLeads(site, 1)
+			}
+		}
+	}()
+	out, code := e.run(t, []string{"SITEOPS_SECRET_KEY=" + testSecretKey()}, "secret", "rotate", "--endpoint", oldID, "--url", in.url+"/webhooks/v2", "--wait", "--grace", "1m")
+	close(done)
+	if code != 0 || !strings.Contains(out, "deleted") {
+		t.Fatalf("secret rotate --wait: exit %d\n%s", code, out)
+	}
+	if strings.Contains(out, "retires at") || !strings.Contains(out, "SITEOPS_WEBHOOK_SECRETS") {
+		t.Errorf("the CLI is not truthful about a configured secret:\n%s", out)
+	}
+	if strings.Contains(out, oldSecret) {
+		t.Errorf("the CLI printed a secret")
+	}
+	out, code = e.run(t, nil, "status", workflows.SecretRotationID(oldID))
+	if code != 0 || strings.Contains(out, "retires at") {
+		t.Errorf("status of the rotation: exit %d\n%s", code, out)
+	}
+	_ = e.client.CancelWorkflow(t.Context(), workflows.LeadSyncID(site), "")
+}
