@@ -51,11 +51,16 @@ func (s signalInRequest) RecordEvent(ctx context.Context, ev store.InboxEvent) (
 		client.StartWorkflowOptions{ID: id, TaskQueue: taskQueue}, workflows.LeadSyncWorkflowName, workflows.LeadSyncInput{SiteID: site})
 	return err == nil, err
 }
-func (signalInRequest) MarkEndpointVerified(context.Context, string, string) (bool, error) {
+func (signalInRequest) MarkEndpointVerified(context.Context, string, string, store.Lane) (bool, error) {
 	return false, nil
 }
-func (signalInRequest) ReceiverPending(context.Context, string) (bool, error) { return false, nil }
-func (signalInRequest) Ping(context.Context) error                            { return nil }
+func (signalInRequest) SecretExpectation(context.Context, string) (store.Expectation, error) {
+	return store.Expectation{}, nil
+}
+func (signalInRequest) RecordHandled(context.Context, store.InboxEvent, string, string) (bool, error) {
+	return true, nil
+}
+func (signalInRequest) Ping(context.Context) error { return nil }
 
 // BenchmarkIngressAccept sends b.N signed, distinct lead.created deliveries
 // over loopback HTTP from 32 concurrent senders and reports the accept rate

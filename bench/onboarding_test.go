@@ -1,0 +1,436 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/siteops/siteops/activities"
+	"github.com/siteops/siteops/config"
+	"github.com/siteops/siteops/examples"
+	"github.com/siteops/siteops/simulator"
+	"github.com/siteops/siteops/starter"
+	"github.com/siteops/siteops/store"
+	"github.com/siteops/siteops/store/storetest"
+	"github.com/siteops/siteops/wiring"
+	"github.com/siteops/siteops/worker"
+	"github.com/siteops/siteops/workflows"
+)
+
+// onboardings is how many onboardings BenchmarkOnboarding runs at once;
+// SITEOPS_BENCH_ONBOARDINGS lowers it for a quick check.
+const onboardings = 50
+
+// BenchmarkOnboarding runs batches of 50 onboardings at once, alternating
+// the specs in examples/, through starter.Onboard to a published site on an
+// in-process worker (PostgreSQL store, simulator over HTTP), and batches of
+// 50 no-op workflows at once on the same dev server and a worker of their
+// own, each with as many no-op activities as the onboarding of the same
+// spec and in the same shape: two in sequence (create the site, configure
+// the agent), the knowledge and FAQs eight at a time, then one (publish).
+// The batches run in the order onboardings, no-ops, no-ops, onboardings.
+// The specs' wait_for_knowledge is turned off: there is no ingress here to
+// relay knowledge.ready. It reports throughput and p50 latency (start to
+// result) of both and their ratios (goal: ≥ 0.8 for both), and, from the
+// histories of the second round, the median time a workflow's tasks waited
+// in the task queue, the time its activities ran, and its history length.
+// Use -benchtime 1x.
+func BenchmarkOnboarding(b *testing.B) {
+	for range b.N {
+		onb, noop := onboardingRun(b, benchSize(b, "SITEOPS_BENCH_ONBOARDINGS", onboardings))
+		b.ReportMetric(onb.rate(), "onboardings/s")
+		b.ReportMetric(noop.rate(), "noop-workflows/s")
+		b.ReportMetric(onb.p50().Seconds()*1000, "p50-ms")
+		b.ReportMetric(noop.p50().Seconds()*1000, "noop-p50-ms")
+		b.ReportMetric(onb.rate()/noop.rate(), "throughput-ratio")
+		b.ReportMetric(noop.p50().Seconds()/onb.p50().Seconds(), "p50-ratio")
+		onbSteps, noopSteps := medianSteps(onb.steps), medianSteps(noop.steps)
+		b.ReportMetric(ms(p50(onb.starts)), "start-p50-ms")
+		b.ReportMetric(ms(p50(noop.starts)), "noop-start-p50-ms")
+		b.ReportMetric(onb.perWorkflow(onb.storingTexts), "storing-texts-ms/wf")
+		b.ReportMetric(ms(onbSteps.span), "server-span-ms")
+		b.ReportMetric(ms(noopSteps.span), "noop-server-span-ms")
+		b.ReportMetric(ms(onbSteps.queued), "queued-ms")
+		b.ReportMetric(ms(noopSteps.queued), "noop-queued-ms")
+		b.ReportMetric(ms(onbSteps.ran), "activities-ms")
+		b.ReportMetric(ms(noopSteps.ran), "noop-activities-ms")
+		b.ReportMetric(float64(onbSteps.events), "events")
+		b.ReportMetric(float64(noopSteps.events), "noop-events")
+		b.ReportMetric(onb.perWorkflow(onb.serverCPU), "server-cpu-ms/wf")
+		b.ReportMetric(noop.perWorkflow(noop.serverCPU), "noop-server-cpu-ms/wf")
+		b.ReportMetric(onb.perWorkflow(onb.selfCPU), "process-cpu-ms/wf")
+		b.ReportMetric(noop.perWorkflow(noop.selfCPU), "noop-process-cpu-ms/wf")
+	}
+}
+
+// batchTimes are the latencies of a batch of workflows started at once and
+// the time until the last one ended.
+type batchTimes struct {
+	lat     []time.Duration
+	elapsed time.Duration
+	steps   []steps
+	// starts are the times until each workflow was started: for an
+	// onboarding, starter.Onboard (validation, the texts stored, the
+	// start); for a no-op, the start.
+	starts []time.Duration
+	// storingTexts is the time starter.Onboard spent storing knowledge
+	// texts, all onboardings together.
+	storingTexts time.Duration
+	// serverCPU is the CPU time the dev server used during the batches,
+	// selfCPU this process's (starter, worker, simulator).
+	serverCPU, selfCPU time.Duration
+}
+
+func (t batchTimes) add(u batchTimes) batchTimes {
+	return batchTimes{lat: append(t.lat, u.lat...), elapsed: t.elapsed + u.elapsed, serverCPU: t.serverCPU + u.serverCPU, selfCPU: t.selfCPU + u.selfCPU}
+}
+
+// perWorkflow is d divided among the batches' workflows, in milliseconds.
+func (t batchTimes) perWorkflow(d time.Duration) float64 { return ms(d) / float64(len(t.lat)) }
+
+// steps sums the time a workflow's tasks waited in their task queue
+// (scheduled to started, workflow and activity tasks) and the time its
+// activities ran (started to completed), and counts its history events;
+// span is from its start to its end as the server recorded them.
+type steps struct {
+	queued, ran, span time.Duration
+	events            int
+}
+
+// medianSteps is the median of each field over ss.
+func medianSteps(ss []steps) steps {
+	var q, r, sp []time.Duration
+	var e []int
+	for _, s := range ss {
+		q, r, sp, e = append(q, s.queued), append(r, s.ran), append(sp, s.span), append(e, s.events)
+	}
+	slices.Sort(e)
+	return steps{queued: p50(q), ran: p50(r), span: p50(sp), events: e[len(e)/2]}
+}
+
+func (t batchTimes) rate() float64 { return float64(len(t.lat)) / t.elapsed.Seconds() }
+
+func (t batchTimes) p50() time.Duration { return p50(t.lat) }
+
+// noopShape is the shape of an onboarding's activities: Content of them
+// run at most eight at a time between two first and one last.
+type noopShape struct {
+	Content int `json:"content"`
+}
+
+const (
+	noopOnboardingName = "BenchNoopOnboarding"
+	noopActivityName   = "BenchNoopActivity"
+)
+
+// noopOnboarding runs 3 + Content no-op activities in an onboarding's
+// shape, with the onboarding's activity optionoopSteps.
+func noopOnboarding(ctx workflow.Context, in noopShape) error {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 20 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute, MaximumAttempts: 12},
+	})
+	for range 2 {
+		if err := workflow.ExecuteActivity(ctx, noopActivityName).Get(ctx, nil); err != nil {
+			return err
+		}
+	}
+	const inFlight = 8
+	var fs []workflow.Future
+	for range in.Content {
+		if len(fs) == inFlight {
+			if err := fs[0].Get(ctx, nil); err != nil {
+				return err
+			}
+			fs = fs[1:]
+		}
+		fs = append(fs, workflow.ExecuteActivity(ctx, noopActivityName))
+	}
+	for _, f := range fs {
+		if err := f.Get(ctx, nil); err != nil {
+			return err
+		}
+	}
+	return workflow.ExecuteActivity(ctx, noopActivityName).Get(ctx, nil)
+}
+
+func noopActivity(context.Context) error { return nil }
+
+func onboardingRun(b *testing.B, n int) (onb, noop batchTimes) {
+	b.Helper()
+	const apiKey = "svc_live_bench"
+	sim, err := simulator.New(simulator.Config{Keys: map[string][]string{apiKey: {simulator.ScopeAll}}, Seed: 11})
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := httptest.NewServer(sim.Handler())
+	defer func() { srv.Close(); sim.Close() }()
+	api, err := wiring.APIClient(config.AgentSite{BaseURL: srv.URL, APIKey: apiKey}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	st := storetest.Open(b, store.Postgres)
+	c := dial(b)
+	run := time.Now().UnixNano()
+
+	queue := fmt.Sprintf("bench-onboarding-%d", run)
+	w := sdkworker.New(c, queue, sdkworker.Options{})
+	worker.Register(w, activities.New(api, st))
+	if err := w.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer w.Stop()
+	noopQueue := fmt.Sprintf("bench-noop-%d", run)
+	nw := sdkworker.New(c, noopQueue, sdkworker.Options{})
+	nw.RegisterWorkflowWithOptions(noopOnboarding, workflow.RegisterOptions{Name: noopOnboardingName})
+	nw.RegisterActivityWithOptions(noopActivity, activity.RegisterOptions{Name: noopActivityName})
+	if err := nw.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer nw.Stop()
+	var storingTexts atomic.Int64
+	s := &starter.Starter{Client: c, Texts: timedTexts{TextStore: st, spent: &storingTexts}, TaskQueue: queue}
+
+	specs := make([]starter.Spec, len(examples.Specs))
+	for i, name := range examples.Specs {
+		if specs[i], err = starter.LoadSpecFS(examples.FS, name); err != nil {
+			b.Fatal(err)
+		}
+		specs[i].WaitForKnowledge = false
+	}
+	prepare := func(i int, prefix string) starter.Prepared {
+		sp := specs[i%len(specs)]
+		sp.Site.Slug = fmt.Sprintf("%s-%d-%03d", prefix, run, i)
+		p, problems := starter.Prepare(sp)
+		if len(problems) > 0 {
+			b.Fatal(problems)
+		}
+		return p
+	}
+	// started records how long a start took: until the workflow was
+	// started.
+	var mu sync.Mutex
+	started := func(t *[]time.Duration, since time.Time) {
+		mu.Lock()
+		*t = append(*t, time.Since(since))
+		mu.Unlock()
+	}
+	var onbStarts, noopStarts []time.Duration
+	onboard := func(ctx context.Context, p starter.Prepared) error {
+		began := time.Now()
+		o, err := s.Onboard(ctx, p)
+		started(&onbStarts, began)
+		if err != nil {
+			return err
+		}
+		var res workflows.OnboardingResult
+		if err := s.Wait(ctx, o.Run, &res); err != nil {
+			return err
+		}
+		if res.Status != "published" {
+			return fmt.Errorf("%s ended %q, want published", o.WorkflowID, res.Status)
+		}
+		return nil
+	}
+	noopFor := func(ctx context.Context, p starter.Prepared, id string) error {
+		shape := noopShape{Content: len(p.Input.Knowledge) + len(p.Input.FAQs)}
+		began := time.Now()
+		r, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: noopQueue}, noopOnboardingName, shape)
+		started(&noopStarts, began)
+		if err != nil {
+			return err
+		}
+		return r.Get(ctx, nil)
+	}
+
+	// One of each before the clock starts: connections, pollers, caches.
+	for i := range len(specs) {
+		if err := onboard(b.Context(), prepare(i, "warm")); err != nil {
+			b.Fatal(err)
+		}
+		if err := noopFor(b.Context(), prepare(i, "warm"), fmt.Sprintf("bench-noop-warm-%d-%d", run, i)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// The no-op has as many activities as the onboarding it stands for:
+	// count them in the history of each spec's warm-up onboarding.
+	for i := range len(specs) {
+		p := prepare(i, "warm")
+		want := 3 + len(p.Input.Knowledge) + len(p.Input.FAQs)
+		if got := countActivities(b, c, workflows.OnboardingID(p.Input.Site.Slug)); got != want {
+			b.Fatalf("the onboarding of %s scheduled %d activities; the no-op stands for %d", examples.Specs[i], got, want)
+		}
+	}
+
+	// ABBA: the onboardings, the no-ops, the no-ops again, the
+	// onboardings again, so that a load that drifts during the run weighs
+	// on both alike.
+	onbStarts, noopStarts = nil, nil
+	storingTexts.Store(0)
+	b.ResetTimer()
+	for round, first := range []bool{true, false} {
+		batch := func(onboarding bool) {
+			prefix := fmt.Sprintf("r%d-%d", round, run)
+			if onboarding {
+				onb = onb.add(runBatch(b, n, func(ctx context.Context, i int) error { return onboard(ctx, prepare(i, "onb-"+prefix)) }))
+				return
+			}
+			noop = noop.add(runBatch(b, n, func(ctx context.Context, i int) error {
+				return noopFor(ctx, prepare(i, "noop"), fmt.Sprintf("bench-noop-%s-%03d", prefix, i))
+			}))
+		}
+		batch(first)
+		batch(!first)
+	}
+	b.StopTimer()
+	onb.starts, noop.starts = onbStarts, noopStarts
+	onb.storingTexts = time.Duration(storingTexts.Load())
+	// Where the time went, from the histories of the last round.
+	for i := range n {
+		prefix := fmt.Sprintf("r1-%d", run)
+		onb.steps = append(onb.steps, historySteps(b, c, workflows.OnboardingID(prepare(i, "onb-"+prefix).Input.Site.Slug)))
+		noop.steps = append(noop.steps, historySteps(b, c, fmt.Sprintf("bench-noop-%s-%03d", prefix, i)))
+	}
+	return onb, noop
+}
+
+// runBatch runs f for 0..n-1 at once and times each call and the batch.
+func runBatch(b *testing.B, n int, f func(ctx context.Context, i int) error) (t batchTimes) {
+	b.Helper()
+	t = batchTimes{lat: make([]time.Duration, n)}
+	pid := devServerPID(b)
+	server0, self0 := procCPU(b, pid), procCPU(b, os.Getpid())
+	defer func() {
+		t.serverCPU, t.selfCPU = procCPU(b, pid)-server0, procCPU(b, os.Getpid())-self0
+	}()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			began := time.Now()
+			if err := f(b.Context(), i); err != nil {
+				b.Error(err)
+			}
+			t.lat[i] = time.Since(began)
+		})
+	}
+	wg.Wait()
+	t.elapsed = time.Since(start)
+	if b.Failed() {
+		b.FailNow()
+	}
+	return t
+}
+
+// timedTexts adds up the time spent storing knowledge texts.
+type timedTexts struct {
+	starter.TextStore
+	spent *atomic.Int64
+}
+
+func (t timedTexts) PutKnowledgeText(ctx context.Context, text string) (string, error) {
+	start := time.Now()
+	defer func() { t.spent.Add(int64(time.Since(start))) }()
+	return t.TextStore.PutKnowledgeText(ctx, text)
+}
+
+// devServerPID finds the dev server TestMain started, by its port.
+func devServerPID(b *testing.B) int {
+	b.Helper()
+	_, port, _ := strings.Cut(server.Address, ":")
+	dirs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, d := range dirs {
+		cmd, err := os.ReadFile(d)
+		if err != nil {
+			continue
+		}
+		if bytes.Contains(cmd, []byte("start-dev\x00")) && bytes.Contains(cmd, []byte("--port\x00"+port+"\x00")) {
+			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(d)))
+			return pid
+		}
+	}
+	b.Fatalf("no dev server process with port %s", port)
+	return 0
+}
+
+// procCPU is the user and system CPU time a process has used, from
+// /proc/PID/stat (in clock ticks of 10 ms).
+func procCPU(b *testing.B, pid int) time.Duration {
+	b.Helper()
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The command name (field 2) may hold spaces; fields count from the
+	// last ')'.
+	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+2:]))
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond
+}
+
+// historySteps reads where a workflow's time went from its history.
+func historySteps(b *testing.B, c client.Client, id string) steps {
+	b.Helper()
+	it := c.GetWorkflowHistory(b.Context(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	at := map[int64]time.Time{}
+	var s steps
+	var first time.Time
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			b.Fatal(err)
+		}
+		s.events++
+		t := ev.GetEventTime().AsTime()
+		if first.IsZero() {
+			first = t
+		}
+		s.span = t.Sub(first)
+		at[ev.GetEventId()] = t
+		if a := ev.GetWorkflowTaskStartedEventAttributes(); a != nil {
+			s.queued += t.Sub(at[a.GetScheduledEventId()])
+		}
+		if a := ev.GetActivityTaskStartedEventAttributes(); a != nil {
+			s.queued += t.Sub(at[a.GetScheduledEventId()])
+		}
+		if a := ev.GetActivityTaskCompletedEventAttributes(); a != nil {
+			s.ran += t.Sub(at[a.GetStartedEventId()])
+		}
+	}
+	return s
+}
+
+// countActivities counts the activities a workflow scheduled.
+func countActivities(b *testing.B, c client.Client, id string) int {
+	b.Helper()
+	it := c.GetWorkflowHistory(b.Context(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	n := 0
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if ev.GetEventType() == enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED {
+			n++
+		}
+	}
+	return n
+}
