@@ -11,29 +11,34 @@ GOLANGCI_LINT_VERSION := v2.15.0
 WORKFLOWCHECK_VERSION := v0.6.0
 # Later CLI versions carry replace directives and cannot be built with go install.
 TEMPORAL_CLI_VERSION  := v1.5.1
+# The Temporal server (and its SQL tool) of `make cluster` and internal/cluster.
+TEMPORAL_SERVER_VERSION := v1.29.1
 
 # Fuzz targets as package:target pairs.
 FUZZ_TARGETS := ./agentsite/webhook:FuzzParseHeader ./agentsite/webhook:FuzzVerify ./webhookingress:FuzzHandler
 
-.PHONY: all build tools test unit fuzz-short fuzz lint bench demo clean histories
+.PHONY: all build tools test unit fuzz-short fuzz lint bench soak demo clean histories
 
 all: build
 
 build:
 	$(GO) build -o bin/siteops ./cmd/siteops
 
-## tools: the pinned temporal CLI (the tests start its dev server).
-tools: $(TOOLS)/temporal
+## tools: the pinned temporal CLI (the tests start its dev server) and the pinned
+## Temporal server and SQL tool (the production-shape tests start a cluster).
+tools: $(TOOLS)/temporal $(TOOLS)/temporal-server $(TOOLS)/temporal-sql-tool
 
 $(TOOLS)/temporal:
 	@echo "building the temporal CLI $(TEMPORAL_CLI_VERSION) from the Go module proxy (a few minutes, once)"
 	GOBIN=$(TOOLS) $(GO) install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_CLI_VERSION)
 
 ## test: formatting and vet checks, every test with the race detector (end to end on a
-## real Temporal dev server, SQLite and PostgreSQL), then short fuzz runs.
+## real Temporal dev server and, when PostgreSQL is reachable, on a Temporal cluster
+## on PostgreSQL with several workers and ingress replicas; SQLite and PostgreSQL
+## stores), then short fuzz runs.
 test: unit fuzz-short
 
-unit: $(TOOLS)/temporal
+unit: tools
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt would change: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
@@ -67,13 +72,22 @@ lint: $(TOOLS)/staticcheck $(TOOLS)/golangci-lint $(TOOLS)/workflowcheck
 	$(TOOLS)/golangci-lint run ./...
 	$(TOOLS)/workflowcheck ./workflows/...
 
-## histories: re-record the workflow histories the replay tests use.
+## histories: record this release's workflow histories for the replay check, after a
+## deliberate workflow change (RELEASE names the folder; the older folders stay and must replay).
 histories: $(TOOLS)/temporal
-	SITEOPS_RECORD_HISTORIES=1 $(GO) test -count=1 -run 'TestOnboardingReachesPublished|TestOnboardingSurvivesFaults|TestTenThousandLeadSync|TestEmbedOffThenRestore|TestRotationUnderContinuousDeliveries' ./e2e/
+	@test -n "$(RELEASE)" || (echo "make histories RELEASE=<release name, e.g. release-3>"; exit 2)
+	SITEOPS_RECORD_HISTORIES=$(RELEASE) $(GO) test -count=1 -run 'TestOnboardingReachesPublished|TestOnboardingSurvivesFaults|TestTenThousandLeadSync|TestEmbedOffThenRestore|TestRotationUnderContinuousDeliveries|TestWebhookCreateKeepsItsKeyAcrossRetries|TestBurstKeepsLeadSyncHistoriesSmall' ./e2e/
 
 ## bench: the benchmarks whose numbers bench/README.md records.
-bench: $(TOOLS)/temporal
+bench: tools
 	$(GO) test -p 1 -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...
+
+## soak: the long scenarios at full size (SITEOPS_SOAK=1): the scale-out run on the
+## cluster (100 onboardings, 20,000 lead events, workers and replicas killed), the
+## 20,000-event burst, lead syncs under 30 % and 50 % 429 with 200-lead pages.
+soak: tools
+	SITEOPS_SOAK=1 SITEOPS_REQUIRE_TEMPORAL=1 $(GO) test -count=1 -timeout 80m -v \
+	  -run 'TestScaleOut|TestBurstKeepsLeadSyncHistoriesSmall|TestLeadSyncSurvivesThrottling|TestWaitedForEventsPassBulkOnes' ./e2e/ ./e2e/production/
 
 ## demo: build the pinned temporal CLI and siteops, then run everything on this machine and show it
 ## working (DEMO_FLAGS=--keep leaves it running; Ctrl-C stops it all).
@@ -82,3 +96,34 @@ demo: $(TOOLS)/temporal build
 
 clean:
 	rm -rf bin
+
+.PHONY: cluster-tools cluster cluster-down
+
+## cluster-tools: the pinned Temporal server and its SQL tool, for `make cluster` and the cluster tests.
+cluster-tools: $(TOOLS)/temporal-server $(TOOLS)/temporal-sql-tool
+
+# go install names the binaries server and sql: install into a scratch GOBIN, then rename.
+$(TOOLS)/temporal-server:
+	@echo "building the Temporal server $(TEMPORAL_SERVER_VERSION) from the Go module proxy (a few minutes, once)"
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	  GOBIN=$$tmp $(GO) install go.temporal.io/server/cmd/server@$(TEMPORAL_SERVER_VERSION) && \
+	  mkdir -p $(TOOLS) && mv "$$tmp/server" $@
+
+$(TOOLS)/temporal-sql-tool:
+	@echo "building temporal-sql-tool $(TEMPORAL_SERVER_VERSION) from the Go module proxy"
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	  GOBIN=$$tmp $(GO) install go.temporal.io/server/cmd/tools/sql@$(TEMPORAL_SERVER_VERSION) && \
+	  mkdir -p $(TOOLS) && mv "$$tmp/sql" $@
+
+CLUSTER_RUN = SITEOPS_TEMPORAL_SERVER=$(TOOLS)/temporal-server SITEOPS_TEMPORAL_SQL_TOOL=$(TOOLS)/temporal-sql-tool \
+	SITEOPS_TEMPORAL_CLI=$(TOOLS)/temporal $(GO) run ./internal/cluster/cmd/localcluster
+
+## cluster: a real Temporal cluster (frontend, history, matching and worker processes) on the
+## PostgreSQL at 127.0.0.1:5432 (or SITEOPS_TEST_POSTGRES_URL), left running in the background
+## with state and logs in .cluster/; prints the addresses and the variables to export.
+cluster: cluster-tools $(TOOLS)/temporal
+	@$(CLUSTER_RUN) up --dir .cluster
+
+## cluster-down: stop the cluster of `make cluster` and drop its databases.
+cluster-down:
+	@$(CLUSTER_RUN) down --dir .cluster

@@ -13,23 +13,22 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
 
-	"go.temporal.io/sdk/client"
-
-	"github.com/siteops/siteops/agentsite"
+	"github.com/siteops/siteops/codec"
 	"github.com/siteops/siteops/config"
 	"github.com/siteops/siteops/internal/devserver"
-	"github.com/siteops/siteops/internal/telemetry"
+	"github.com/siteops/siteops/internal/ports"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"
-	"github.com/siteops/siteops/webhookingress"
-	"github.com/siteops/siteops/worker"
+	"github.com/siteops/siteops/telemetry"
+	"github.com/siteops/siteops/wiring"
 )
 
 // Options tune a demo run.
@@ -106,9 +105,11 @@ type run struct {
 	tty     bool // progress lines redraw in place
 
 	temporal   *devserver.Server
+	codecURL   string // the codec server of the Web UI, when SITEOPS_PAYLOAD_KEY is set
 	sim        *simulator.Simulator
 	simURL     string
 	ingressURL string
+	adminURL   string // the ingress's /metrics and /readyz
 	dbURL      string
 	secretKey  []byte
 
@@ -117,10 +118,9 @@ type run struct {
 	wg     sync.WaitGroup
 	errs   chan error
 
-	client  client.Client
 	store   *store.Store
-	api     *agentsite.Client
 	starter *starter.Starter
+	closers []func()
 
 	facts []fact
 }
@@ -139,12 +139,25 @@ func (d *run) start(ctx context.Context) error {
 	d.say("siteops demo: every part runs on this machine; state and logs in %s\n\n", d.o.Dir)
 
 	d.stepf("starting the Temporal dev server (pinned temporal CLI %s)", devserver.CLIVersion)
+	dsOpts := devserver.Options{UI: true, Log: d.logFile, DBFile: filepath.Join(d.o.Dir, "temporal.db")}
+	// With the payload key set, every siteops component encrypts, and the
+	// Web UI reads the payloads through a codec server of the demo's own.
+	payloadKey := os.Getenv("SITEOPS_PAYLOAD_KEY")
+	var keyID string
 	var err error
-	d.temporal, err = devserver.Start(ctx, devserver.Options{UI: true, Log: d.logFile, DBFile: filepath.Join(d.o.Dir, "temporal.db")})
+	if payloadKey != "" {
+		if keyID, err = d.startCodecServer(payloadKey, &dsOpts); err != nil {
+			return err
+		}
+	}
+	d.temporal, err = devserver.Start(ctx, dsOpts)
 	if err != nil {
 		return err
 	}
 	d.say("    frontend %s, Web UI %s\n", d.temporal.Address, d.temporal.UIAddress)
+	if d.codecURL != "" {
+		d.say("    codec server %s: the Web UI decodes the payloads encrypted with SITEOPS_PAYLOAD_KEY (key %s)\n", d.codecURL, keyID)
+	}
 
 	d.tel, err = telemetry.Setup(ctx, telemetry.Options{Service: "siteops-demo", StdoutTraces: d.o.Traces})
 	if err != nil {
@@ -174,41 +187,88 @@ func (d *run) start(ctx context.Context) error {
 		return err
 	}
 	d.dbURL = "sqlite://" + filepath.Join(d.o.Dir, "siteops.db")
-	tcfg := config.Temporal{Address: d.temporal.Address, Namespace: "default", TaskQueue: taskQueue}
+	tcfg := config.Temporal{Address: d.temporal.Address, Namespace: "default", TaskQueue: taskQueue, PayloadKey: payloadKey}
 	dcfg := config.Database{URL: d.dbURL, SecretKey: base64.StdEncoding.EncodeToString(d.secretKey)}
 	// Open the store once first, so that the worker and the ingress start
 	// on a migrated schema.
-	d.store, err = store.Open(ctx, d.dbURL, store.WithSecretKey(d.secretKey))
+	d.store, _, err = wiring.OpenStore(ctx, dcfg)
 	if err != nil {
 		return err
 	}
+	api := config.AgentSite{BaseURL: d.simURL, APIKey: apiKey, AllowLoopback: true}
 	d.goRun("worker", func() error {
-		return worker.Run(compCtx, worker.Config{Temporal: tcfg, Database: dcfg, AgentSite: config.AgentSite{BaseURL: d.simURL, APIKey: apiKey}, AllowLoopback: true}, d.log, d.tel)
+		return wiring.RunWorker(compCtx, wiring.WorkerConfig{Temporal: tcfg, Database: dcfg, AgentSite: api,
+			Worker: config.Worker{WorkflowCacheSize: 2000, SecretReconcileEvery: 5 * time.Minute}}, d.log, d.tel, wiring.Preflight{})
 	})
-	port, err := devserver.FreePort()
+	ps, err := ports.FreeN(2)
 	if err != nil {
 		return err
 	}
+	port, adminPort := ps[0], ps[1]
 	d.ingressURL = "http://127.0.0.1:" + strconv.Itoa(port)
+	d.adminURL = "http://127.0.0.1:" + strconv.Itoa(adminPort)
 	d.goRun("ingress", func() error {
-		return webhookingress.Run(compCtx, webhookingress.Config{Temporal: tcfg, Database: dcfg,
-			Ingress: config.Ingress{Addr: "127.0.0.1:" + strconv.Itoa(port), ReplayWindow: 5 * time.Minute}}, d.log, d.tel)
+		return wiring.RunIngress(compCtx, wiring.IngressConfig{Temporal: tcfg, Database: dcfg,
+			Ingress: config.Ingress{Addr: "127.0.0.1:" + strconv.Itoa(port), AdminAddr: "127.0.0.1:" + strconv.Itoa(adminPort),
+				ReplayWindow: 5 * time.Minute, InboxRetention: 720 * time.Hour}}, d.log, d.tel, wiring.Preflight{})
 	})
 
-	d.client, err = tcfg.Dial(ctx, d.log, d.tel)
+	var closeStarter func()
+	d.starter, closeStarter, err = wiring.Starter(ctx, tcfg, &dcfg, d.log)
 	if err != nil {
 		return err
 	}
-	d.api, err = agentsite.NewClient(d.simURL, apiKey, agentsite.WithLoopbackReceivers())
-	if err != nil {
-		return err
-	}
-	d.starter = &starter.Starter{Client: d.client, Texts: d.store, TaskQueue: taskQueue}
-	if err := d.waitFor(ctx, 20*time.Second, "the ingress to be ready", func() bool { return d.get(ctx, d.ingressURL+"/readyz") == nil }); err != nil {
+	d.closers = append(d.closers, closeStarter)
+	if err := d.waitFor(ctx, 20*time.Second, "the ingress to be ready", func() bool { return d.get(ctx, d.adminURL+"/readyz") == nil }); err != nil {
 		return err
 	}
 	d.say("    simulator %s/api/v1, ingress %s, log %s\n", d.simURL, d.ingressURL, d.logFile.Name())
 	return nil
+}
+
+// startCodecServer serves the codec server of `siteops codec-server` on a
+// free loopback port for the Web UI that opts will start: the browser
+// calls it from the UI's page, without a token (the dev server's UI does
+// not pass one on), so it serves only its own loopback Host names and the
+// UI's origin (by address and as localhost). It returns the key's ID.
+func (d *run) startCodecServer(payloadKey string, opts *devserver.Options) (string, error) {
+	key, err := codec.ParseKey(payloadKey)
+	if err != nil {
+		return "", err
+	}
+	cd, err := codec.New(key)
+	if err != nil {
+		return "", err
+	}
+	if opts.UIPort, err = ports.Free(); err != nil {
+		return "", err
+	}
+	origins := []string{fmt.Sprintf("http://127.0.0.1:%d", opts.UIPort), fmt.Sprintf("http://localhost:%d", opts.UIPort)}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	h, err := codec.Handler(cd, codec.Options{Hosts: codec.LocalHosts(ln.Addr().String()), Origins: origins, Logger: d.log})
+	if err != nil {
+		_ = ln.Close()
+		return "", err
+	}
+	srv := codec.NewServer(h)
+	// Not in d.wg: stop waits for d.wg before the closers, and Shutdown,
+	// a closer, is what ends Serve.
+	go func() {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			d.log.Error("codec server failed", "error", err)
+		}
+	}()
+	d.closers = append(d.closers, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	})
+	d.codecURL = "http://" + ln.Addr().String()
+	opts.UICodecEndpoint = d.codecURL
+	return cd.KeyID(), nil
 }
 
 // goRun runs a component until the demo stops; its failure ends the demo.
@@ -230,8 +290,8 @@ func (d *run) stop() {
 		d.cancel()
 	}
 	d.wg.Wait()
-	if d.client != nil {
-		d.client.Close()
+	for _, f := range d.closers {
+		f()
 	}
 	if d.store != nil {
 		_ = d.store.Close()

@@ -1,14 +1,15 @@
 package demo
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/siteops/siteops/agentsite/webhook"
 	"github.com/siteops/siteops/examples"
@@ -24,11 +25,12 @@ func (d *run) story(ctx context.Context) error {
 	for _, t := range webhook.EventTypes() {
 		events = append(events, string(t))
 	}
-	ep, fp, err := starter.CreateEndpoint(ctx, d.api, d.store, "demo/register-endpoint", d.ingressURL+"/webhooks/demo", events, "demo")
+	reg, err := d.starter.RegisterEndpoint(ctx, starter.EndpointRequest{URL: d.ingressURL + "/webhooks/demo", Events: events, Receiver: "demo", Operator: "demo-oncall"})
 	if err != nil {
 		return err
 	}
-	d.say("    endpoint %s → %s; its one-time secret is stored encrypted (fingerprint %s)\n", ep.ID, ep.URL, fp)
+	ep := reg.Status
+	d.say("    endpoint %s → %s; its one-time secret is stored encrypted (fingerprint %s)\n", ep.EndpointID, ep.URL, ep.Fingerprint)
 
 	// 4. Onboard the two sample sites.
 	d.stepf("onboarding the two sample sites from examples/ (knowledge.ready arrives by webhook)")
@@ -44,22 +46,27 @@ func (d *run) story(ctx context.Context) error {
 			return fmt.Errorf("%s: %v", name, problems)
 		}
 		start := time.Now()
-		run, err := d.starter.Onboard(ctx, p)
+		o, err := d.starter.Onboard(ctx, p)
 		if err != nil {
 			return err
 		}
 		var res workflows.OnboardingResult
-		if err := run.Get(ctx, &res); err != nil {
-			return fmt.Errorf("%s: %w", run.GetID(), err)
+		if err := d.starter.Wait(ctx, o.Run, &res); err != nil {
+			return err
 		}
 		sites = append(sites, res.SiteID)
 		ready := "published without waiting for processing"
 		if spec.WaitForKnowledge {
 			ready = fmt.Sprintf("%d ready (knowledge.ready by webhook) before publishing", res.KnowledgeReady)
 		}
-		d.say("    %-26s site %s %s: %d knowledge sources %s, %d FAQs  %s\n", run.GetID(), res.SiteID, res.Status,
+		d.say("    %-26s site %s %s: %d knowledge sources %s, %d FAQs  %s\n", o.WorkflowID, res.SiteID, res.Status,
 			len(res.KnowledgeIDs), ready, len(res.FAQIDs), time.Since(start).Round(time.Millisecond))
 		d.facts = append(d.facts, fact{"onboarded " + spec.Site.Slug, fmt.Sprintf("%s %s, %d sources, %d FAQs", res.SiteID, res.Status, len(res.KnowledgeIDs), len(res.FAQIDs))})
+	}
+
+	// 4b. A third site, onboarded by another system through the Nexus service.
+	if err := d.onboardThroughNexus(ctx); err != nil {
+		return err
 	}
 
 	// 5. Visitor leads, each a lead.created webhook that wakes the lead sync.
@@ -79,17 +86,11 @@ func (d *run) story(ctx context.Context) error {
 	// 6. The embed incident playbook.
 	site := sites[0]
 	d.stepf("incident on %s: embed off, then restored with corrected origins", site)
-	if _, _, err := d.starter.EmbedOff(ctx, site, "demo-oncall", "widget found on an unknown site"); err != nil {
+	off, err := d.starter.EmbedOff(ctx, site, "demo-oncall", "widget found on an unknown site")
+	if err != nil {
 		return err
 	}
-	if err := d.waitFor(ctx, 30*time.Second, "the embed to go off", func() bool {
-		st, err := d.starter.Status(ctx, workflows.EmbedIncidentID(site))
-		inc, ok := st.Detail.(*workflows.EmbedIncidentStatus)
-		return err == nil && ok && inc.State == workflows.IncidentOff
-	}); err != nil {
-		return err
-	}
-	d.say("    embed off (%s)\n", workflows.EmbedIncidentID(site))
+	d.say("    embed %s (%s), acknowledged by the API\n", off.Status.State, workflows.EmbedIncidentID(site))
 	st, err := d.starter.EmbedOn(ctx, site, []string{"https://acme-anvils.example"}, "demo-oncall")
 	if err != nil {
 		return err
@@ -104,7 +105,7 @@ func (d *run) story(ctx context.Context) error {
 	d.facts = append(d.facts, fact{"embed incident", fmt.Sprintf("off → %s, %d PATCHes, distinct keys", st.State, len(keys))})
 
 	// 7. Rotate the signing secret while deliveries keep flowing.
-	d.stepf("rotating the signing secret of %s while visitors keep leaving leads", ep.ID)
+	d.stepf("rotating the signing secret of %s while visitors keep leaving leads", ep.EndpointID)
 	stop := make(chan struct{})
 	var producer sync.WaitGroup
 	produced := 0
@@ -121,7 +122,7 @@ func (d *run) story(ctx context.Context) error {
 			}
 		}
 	})
-	rot, err := d.starter.RotateSecret(ctx, starter.RotationRequest{OldEndpointID: ep.ID, NewURL: d.ingressURL + "/webhooks/demo-v2", VerifyTimeout: 2 * time.Minute, GracePeriod: time.Hour, Operator: "demo-oncall"})
+	rot, err := d.starter.RotateSecret(ctx, starter.RotationRequest{OldEndpointID: ep.EndpointID, NewURL: d.ingressURL + "/webhooks/demo-v2", VerifyTimeout: 2 * time.Minute, GracePeriod: time.Hour, Operator: "demo-oncall"})
 	if err != nil {
 		close(stop)
 		return err
@@ -130,7 +131,7 @@ func (d *run) story(ctx context.Context) error {
 	// Deliveries flow the whole time, so a verified delivery comes within
 	// seconds; the bound turns a stuck rotation into an error, not a hang.
 	rotCtx, cancelRot := context.WithTimeout(ctx, 3*time.Minute)
-	err = rot.Get(rotCtx, &rs)
+	err = d.starter.Wait(rotCtx, rot, &rs)
 	cancelRot()
 	time.Sleep(300 * time.Millisecond) // let deliveries flow on the new endpoint alone
 	close(stop)
@@ -205,38 +206,33 @@ func (d *run) summary() {
 	}
 }
 
-// metrics reads the ingress's own /metrics.
+// metrics reads the ingress's own /metrics (on its admin address): deliveries by outcome, events
+// dispatched and dispatches retried.
 func (d *run) metrics() map[string]int {
 	out := map[string]int{}
-	req, _ := http.NewRequest(http.MethodGet, d.ingressURL+"/metrics", nil)
+	req, _ := http.NewRequest(http.MethodGet, d.adminURL+"/metrics", nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return out
 	}
 	defer func() { _ = resp.Body.Close() }()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		fields := strings.Fields(line)
-		if len(fields) != 2 {
-			continue
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return out
+	}
+	for _, m := range mfs["siteops_webhook_deliveries_total"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "outcome" {
+				out[l.GetValue()] += int(m.GetCounter().GetValue())
+			}
 		}
-		v, err := strconv.ParseFloat(fields[1], 64)
-		if err != nil {
-			continue
-		}
-		switch {
-		case strings.HasPrefix(line, `siteops_webhook_deliveries_total{outcome="accepted"`):
-			out["accepted"] += int(v)
-		case strings.HasPrefix(line, `siteops_webhook_deliveries_total{outcome="duplicate"`):
-			out["duplicate"] += int(v)
-		case strings.HasPrefix(line, `siteops_webhook_deliveries_total{outcome="rejected"`):
-			out["rejected"] += int(v)
-		case strings.HasPrefix(line, `siteops_relay_dispatched_total`):
-			out["dispatched"] += int(v)
-		case strings.HasPrefix(line, `siteops_relay_retries_total`):
-			out["retries"] += int(v)
-		}
+	}
+	for _, m := range mfs["siteops_relay_dispatched_total"].GetMetric() {
+		out["dispatched"] += int(m.GetCounter().GetValue())
+	}
+	for _, m := range mfs["siteops_relay_retries_total"].GetMetric() {
+		out["retries"] += int(m.GetCounter().GetValue())
 	}
 	return out
 }
