@@ -30,6 +30,7 @@ var _ API = (*agentsite.Client)(nil)
 // Store is the part of the store the activities use.
 type Store interface {
 	UpsertLeads(ctx context.Context, siteID string, leads []agentsite.Lead) (int, error)
+	CountLeads(ctx context.Context, siteID string) (int, error)
 	KnowledgeText(ctx context.Context, hash string) (string, error)
 	SetSiteWorkflow(ctx context.Context, siteID, workflowID string) error
 	CheckSecretKey(ctx context.Context) error

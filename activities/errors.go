@@ -25,9 +25,10 @@ const (
 	ErrTypeUnexpected     = "UnexpectedAnswer"
 	ErrTypeMissingKey     = "MissingIdempotencyKey"
 	ErrTypeMissingText    = "KnowledgeTextMissing"
-	ErrTypeSecretKey      = "SecretKey"       // SITEOPS_SECRET_KEY missing or not the stored secrets' key
-	ErrTypeStalled        = "LeadSyncStalled" // no page read for the stall timeout
-	ErrTypeRetryable      = "Retryable"       // a transient failure, retried after a delay the service asked for
+	ErrTypeSecretKey      = "SecretKey"         // SITEOPS_SECRET_KEY missing or not the stored secrets' key
+	ErrTypeStalled        = "LeadSyncStalled"   // no page read for the stall timeout
+	ErrTypeContract       = "ContractViolation" // a 2xx answer that breaks the API contract: retrying gets the same answer
+	ErrTypeRetryable      = "Retryable"         // a transient failure, retried after a delay the service asked for
 	defaultInFlightRetry  = time.Second
 	defaultThrottledRetry = 5 * time.Second
 )
@@ -49,6 +50,12 @@ func classify(err error) error {
 		return nonRetryable(ErrTypeInvalidInput, err)
 	case errors.Is(err, agentsite.ErrMissingIdempotencyKey):
 		return nonRetryable(ErrTypeMissingKey, err)
+	case errors.Is(err, agentsite.ErrContractViolation):
+		// A body that does not decode, a lead without an id, a cursor
+		// that loops: the same request gets the same answer, so fail at
+		// once rather than retry until the stall timeout (or for ever,
+		// when each attempt stores a page again).
+		return nonRetryable(ErrTypeContract, err)
 	case errors.As(err, &openErr):
 		return retryAfter(err, openErr.RetryAfter)
 	case errors.As(err, &throttled):

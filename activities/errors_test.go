@@ -42,6 +42,8 @@ func TestClassify(t *testing.T) {
 		{"302", apiErr(http.StatusFound, "", 0), true, ErrTypeUnexpected, 0, false},
 		{"validation", &agentsite.ValidationError{Field: "text", Reason: "short"}, true, ErrTypeInvalidInput, 0, false},
 		{"missing key", agentsite.ErrMissingIdempotencyKey, true, ErrTypeMissingKey, 0, false},
+		{"contract: stuck cursor", fmt.Errorf("page 3: %w", &agentsite.ContractError{Method: "GET", Path: "/api/v1/sites/s/leads", Problem: "next_cursor repeats", Err: agentsite.ErrCursorStuck}), true, ErrTypeContract, 0, false},
+		{"contract: undecodable page", &agentsite.ContractError{Method: "GET", Path: "/api/v1/sites/s/leads", Problem: "not valid JSON"}, true, ErrTypeContract, 0, false},
 		{"breaker open", &agentsite.BreakerOpenError{RetryAfter: 12 * time.Second}, false, "Retryable", 12 * time.Second, false},
 		{"transport", &agentsite.TransportError{Method: "POST", Path: "/x", Err: errors.New("connection reset")}, false, "", 0, true},
 		{"store", errors.New("database is locked"), false, "", 0, true},

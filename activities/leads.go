@@ -32,21 +32,35 @@ type SyncLeadsInput struct {
 	// before the sync fails (DefaultStallTimeout when zero). Every stored
 	// page starts it again: progress resets the retry budget.
 	StallTimeout time.Duration `json:"stall_timeout,omitempty"`
+	// StallSince is when the stall clock started, for a sync that goes on
+	// where one cut short left off (its result's LastPageAt); zero starts
+	// the clock now. It keeps a sync that is cut short again and again
+	// from never reaching its stall timeout.
+	StallSince time.Time `json:"stall_since,omitzero"`
 }
 
 // SyncLeadsResult carries counts and the resume point, never lead records.
 type SyncLeadsResult struct {
 	Pages int `json:"pages"`
 	// Leads is how many lead records were read (a re-read page counts
-	// again); New is how many of them were not stored before.
+	// again); New is how many of them this run's attempts found not stored
+	// before (a page stored by an attempt that died before it heartbeated
+	// is not new to the next one, so New can fall short).
 	Leads int `json:"leads"`
 	New   int `json:"new"`
+	// Stored is how many distinct leads of the site the store holds at the
+	// end of the run, counted there: the number to report, right whatever
+	// attempts failed or re-read. nil when counting failed.
+	Stored *int `json:"stored,omitempty"`
 	// Resume is the cursor to read from next time: the cursor of the last
 	// page read, so that leads appended to that page later are picked up.
 	// nil means the start of the collection.
 	Resume *agentsite.Cursor `json:"resume,omitempty"`
 	// CaughtUp is true when the last page read had no next_cursor.
 	CaughtUp bool `json:"caught_up"`
+	// LastPageAt is when the run last stored a page (or its stall clock
+	// started): what a run cut short hands on as StallSince.
+	LastPageAt time.Time `json:"last_page_at,omitzero"`
 }
 
 // syncProgress is heartbeated after each stored page and while waiting; a
@@ -64,7 +78,15 @@ type syncProgress struct {
 }
 
 func (p syncProgress) result(caughtUp bool) SyncLeadsResult {
-	return SyncLeadsResult{Pages: p.Pages, Leads: p.Leads, New: p.New, Resume: p.Resume, CaughtUp: caughtUp}
+	return SyncLeadsResult{Pages: p.Pages, Leads: p.Leads, New: p.New, Resume: p.Resume, CaughtUp: caughtUp, LastPageAt: p.LastPageAt}
+}
+
+// paused is the result of a run that stops before the end of the
+// collection: the next one starts at the first page not read.
+func (p syncProgress) paused() SyncLeadsResult {
+	r := p.result(false)
+	r.Resume = p.Next
+	return r
 }
 
 // SyncLeads reads pages of leads and upserts each page into the store in one
@@ -77,6 +99,10 @@ func (p syncProgress) result(caughtUp bool) SyncLeadsResult {
 // on an error no retry can fix (401, 403, 404, a broken contract), or when
 // no page was stored for StallTimeout, and then it says so with the last
 // error.
+//
+// When the workflow cancels it (to continue as new while it runs), it
+// returns a *temporal.CanceledError whose details are the SyncLeadsResult
+// so far, paused at the first page not stored.
 func (a *Activities) SyncLeads(ctx context.Context, in SyncLeadsInput) (SyncLeadsResult, error) {
 	stall := in.StallTimeout
 	if stall <= 0 {
@@ -84,6 +110,9 @@ func (a *Activities) SyncLeads(ctx context.Context, in SyncLeadsInput) (SyncLead
 	}
 	log := activity.GetLogger(ctx)
 	p := syncProgress{Resume: in.From, Next: in.From, LastPageAt: a.Now()}
+	if !in.StallSince.IsZero() {
+		p.LastPageAt = in.StallSince
+	}
 	if activity.HasHeartbeatDetails(ctx) {
 		var saved syncProgress
 		if err := activity.GetHeartbeatDetails(ctx, &saved); err == nil {
@@ -92,18 +121,18 @@ func (a *Activities) SyncLeads(ctx context.Context, in SyncLeadsInput) (SyncLead
 		}
 	}
 	if p.Done {
-		return p.result(true), nil
+		return a.counted(ctx, in.SiteID, p.result(true)), nil
 	}
 	hb := startHeartbeat(ctx, p)
 	defer hb.stop()
 	started := time.Now()
 	for page, err := range a.API.LeadPages(ctx, in.SiteID, agentsite.ListLeadsOptions{Limit: in.Limit, Cursor: p.Next}) {
 		if err != nil {
-			return SyncLeadsResult{}, a.stalled(classify(err), hb.get(), stall)
+			return SyncLeadsResult{}, a.failed(ctx, in.SiteID, err, hb.get(), stall)
 		}
 		fresh, err := a.Store.UpsertLeads(ctx, in.SiteID, page.Leads)
 		if err != nil {
-			return SyncLeadsResult{}, a.stalled(classify(err), hb.get(), stall)
+			return SyncLeadsResult{}, a.failed(ctx, in.SiteID, err, hb.get(), stall)
 		}
 		p.Pages++
 		p.Leads += len(page.Leads)
@@ -119,14 +148,45 @@ func (a *Activities) SyncLeads(ctx context.Context, in SyncLeadsInput) (SyncLead
 		}
 		if in.MaxPages > 0 && p.Pages >= in.MaxPages {
 			log.Info("lead sync paused at the page budget", "site_id", in.SiteID, "pages", p.Pages)
-			r := p.result(false)
-			r.Resume = p.Next
-			return r, nil
+			return a.counted(ctx, in.SiteID, p.paused()), nil
 		}
 	}
 	log.Info("lead sync caught up", "site_id", in.SiteID, "pages", p.Pages, "new_leads", p.New, "took", time.Since(started).Round(time.Millisecond))
-	return p.result(true), nil
+	return a.counted(ctx, in.SiteID, p.result(true)), nil
 }
+
+// failed turns the error that ended an attempt into what the activity
+// returns: the progress so far when the workflow cancelled the run, the
+// classified error otherwise.
+func (a *Activities) failed(ctx context.Context, siteID string, err error, p syncProgress, stall time.Duration) error {
+	// Only a cancel the server sent has a *temporal.CanceledError cause; a
+	// worker shutting down cancels with another, and its attempt must fail
+	// as retryable so that another worker goes on from the heartbeat.
+	if ctx.Err() != nil && temporal.IsCanceledError(context.Cause(ctx)) {
+		r := a.counted(context.WithoutCancel(ctx), siteID, p.paused())
+		activity.GetLogger(ctx).Info("lead sync cut short by its workflow", "site_id", siteID, "pages", p.Pages)
+		return temporal.NewCanceledError(r)
+	}
+	return a.stalled(classify(err), p, stall)
+}
+
+// counted sets r.Stored to the store's count of the site's leads. A count
+// that fails leaves it nil (the workflow adds New instead, as before it
+// had the count) rather than failing a run whose pages are stored.
+func (a *Activities) counted(ctx context.Context, siteID string, r SyncLeadsResult) SyncLeadsResult {
+	cctx, cancel := context.WithTimeout(ctx, countTimeout)
+	defer cancel()
+	n, err := a.Store.CountLeads(cctx, siteID)
+	if err != nil {
+		activity.GetLogger(ctx).Warn("counting the stored leads failed; the sync's lead count stays as it was", "site_id", siteID, "error", err)
+		return r
+	}
+	r.Stored = &n
+	return r
+}
+
+// countTimeout bounds counting a site's stored leads at the end of a run.
+const countTimeout = 10 * time.Second
 
 // stalled turns a transient error into a permanent one when no page was
 // stored for the stall timeout.

@@ -9,7 +9,9 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"reflect"
 	"strconv"
+	"strings"
 )
 
 // Lead is one lead record. The contract does not show its fields, so the
@@ -116,8 +118,17 @@ func (c *Client) ListLeads(ctx context.Context, siteID string, opts ListLeadsOpt
 		Data       []Lead  `json:"data"`
 		NextCursor *string `json:"next_cursor"`
 	}
-	if _, err := c.do(ctx, r, &out); err != nil {
+	meta, err := c.do(ctx, r, &out)
+	if err != nil {
+		if isDecodeError(err) {
+			return nil, c.contractError(r, meta, "the page is not { data: [lead, ...], next_cursor: string or null }: "+decodeProblem(err), err)
+		}
 		return nil, err
+	}
+	for i, l := range out.Data {
+		if l.ID == "" {
+			return nil, c.contractError(r, meta, fmt.Sprintf("lead %d of the page has no id, so it cannot be stored or told apart from the others", i), nil)
+		}
 	}
 	page := &LeadPage{Leads: out.Data}
 	if out.NextCursor != nil && *out.NextCursor != "" {
@@ -126,15 +137,23 @@ func (c *Client) ListLeads(ctx context.Context, siteID string, opts ListLeadsOpt
 	return page, nil
 }
 
-// ErrCursorStuck is returned by LeadPages when the server hands back the
-// cursor it was just given, which would loop for ever.
-var ErrCursorStuck = errors.New("agentsite: the leads API returned the same next_cursor it was sent; stopping instead of looping")
+// ErrCursorStuck is wrapped by the *ContractError LeadPages returns when
+// the server hands back a cursor the iteration has already followed, which
+// would read the same pages for ever.
+var ErrCursorStuck = errors.New("agentsite: the leads API returned a next_cursor it had already returned; stopping instead of looping")
 
 // LeadPages iterates over the pages of a site's leads from opts.Cursor,
 // following next_cursor until it is null. It stops after yielding the first
 // error.
 func (c *Client) LeadPages(ctx context.Context, siteID string, opts ListLeadsOptions) iter.Seq2[*LeadPage, error] {
 	return func(yield func(*LeadPage, error) bool) {
+		// followed holds the tokens of this iteration, so that a cursor
+		// that leads back to any earlier page, not only to the last one,
+		// stops it: a few dozen bytes per page read.
+		followed := map[string]bool{}
+		if opts.Cursor != nil {
+			followed[opts.Cursor.token] = true
+		}
 		for {
 			page, err := c.ListLeads(ctx, siteID, opts)
 			if err != nil {
@@ -144,11 +163,91 @@ func (c *Client) LeadPages(ctx context.Context, siteID string, opts ListLeadsOpt
 			if !yield(page, nil) || page.Next == nil {
 				return
 			}
-			if opts.Cursor != nil && *opts.Cursor == *page.Next {
-				yield(nil, ErrCursorStuck)
+			if followed[page.Next.token] {
+				r := newRequest(http.MethodGet, "/sites/{site_id}/leads", siteID)
+				yield(nil, c.contractError(r, nil, "next_cursor repeats a cursor this iteration already followed, so following it would read the same pages for ever", ErrCursorStuck))
 				return
 			}
+			followed[page.Next.token] = true
 			opts.Cursor = page.Next
 		}
 	}
+}
+
+// ErrContractViolation matches every *ContractError with errors.Is.
+var ErrContractViolation = errors.New("agentsite: the answer breaks the API contract")
+
+// ContractError is a 2xx answer that breaks the API contract: a body that
+// does not decode into what the contract says, a record without the id
+// the client keys it by, a cursor that leads back to a page already read.
+// Sending the same request again gets the same answer, so it is not worth
+// retrying; Problem says what the API did wrong, for a report to
+// Agent-Site. It never holds the body, which may carry personal data.
+type ContractError struct {
+	Method    string
+	Path      string // the request path, e.g. /api/v1/sites/site_1/leads
+	RequestID string
+	Problem   string
+	// Err is the decoding error or sentinel behind Problem, when there is one.
+	Err error
+}
+
+func (e *ContractError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "agentsite: %s %s: the answer breaks the API contract: %s", e.Method, e.Path, e.Problem)
+	if e.RequestID != "" {
+		fmt.Fprintf(&b, " [request id %s]", e.RequestID)
+	}
+	b.WriteString("; retrying gets the same answer: report it to Agent-Site")
+	return b.String()
+}
+
+// Unwrap returns the error behind Problem.
+func (e *ContractError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrContractViolation) true.
+func (e *ContractError) Is(target error) bool { return target == ErrContractViolation }
+
+func (c *Client) contractError(r *request, meta *Response, problem string, err error) *ContractError {
+	ce := &ContractError{Method: r.method, Path: c.base.EscapedPath() + apiPrefix + r.path, Problem: problem, Err: err}
+	if meta != nil {
+		ce.RequestID = meta.RequestID
+	}
+	return ce
+}
+
+// isDecodeError reports whether err is do's failure to decode a 2xx body:
+// only decoding makes these (building a request body fails with others).
+func isDecodeError(err error) bool {
+	var (
+		syntax *json.SyntaxError
+		typ    *json.UnmarshalTypeError
+	)
+	return errors.As(err, &syntax) || errors.As(err, &typ)
+}
+
+// decodeProblem says where decoding failed without quoting the body.
+func decodeProblem(err error) string {
+	var typ *json.UnmarshalTypeError
+	if errors.As(err, &typ) {
+		field := typ.Field
+		if field == "" {
+			field = "the body"
+		}
+		want := typ.Type.Kind().String()
+		switch typ.Type.Kind() {
+		case reflect.Struct, reflect.Map:
+			want = "an object"
+		case reflect.Slice, reflect.Array:
+			want = "an array"
+		case reflect.String:
+			want = "a string"
+		}
+		return fmt.Sprintf("%s is a JSON %s where %s belongs", field, typ.Value, want)
+	}
+	var syntax *json.SyntaxError
+	if errors.As(err, &syntax) {
+		return fmt.Sprintf("the body is not valid JSON (at byte %d)", syntax.Offset)
+	}
+	return err.Error()
 }

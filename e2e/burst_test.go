@@ -9,8 +9,10 @@ import (
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/store"
@@ -186,4 +188,99 @@ func TestWaitedForEventsPassBulkOnes(t *testing.T) {
 		t.Errorf("the slowest knowledge.ready of 20 took %s, want under %s", took[19], bound)
 	}
 	_ = e.client.TerminateWorkflow(t.Context(), run.GetID(), "", "test over")
+}
+
+// TestLeadSyncCutShortCarriesItsProgress fills a lead sync's history with
+// signals while its activity reads a slow collection: the run cancels the
+// activity, the activity answers with the progress it stored (the
+// cancel's details), and the next run goes on from that page with that
+// progress; every lead is stored once, every event counted, and no run's
+// history reaches 2,000 events.
+func TestLeadSyncCutShortCarriesItsProgress(t *testing.T) {
+	// 200 pages of 10 at 200 ms each: the activity runs for 40 s or more,
+	// longer than the 24 s it can take to hear of a cancel (the SDK sends
+	// heartbeats, whose answers carry it, at most every 80 % of the
+	// heartbeat timeout).
+	const leads = 2000
+	e := newEnv(t, store.SQLite, simulator.Config{})
+	e.startWorker(t)
+	site := e.site(t, "cut")
+	if _, err := e.sim.CreateLeads(site, leads); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.sim.SetFaults(simulator.Faults{Latency: simulator.Duration(200 * time.Millisecond)}); err != nil {
+		t.Fatal(err)
+	}
+	id := workflows.LeadSyncID(site)
+	run, err := e.client.ExecuteWorkflow(t.Context(), client.StartWorkflowOptions{ID: id, TaskQueue: taskQueue}, workflows.LeadSyncWorkflowName,
+		workflows.LeadSyncInput{SiteID: site, PageLimit: 10, PagesPerRun: 1000, PollInterval: workflows.Duration(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := run.GetRunID()
+	// Signal until the first run's history is past the bound (and a few
+	// more, for the workflow task that sees it).
+	sent := 0
+	for ; ; sent++ {
+		if sent%50 == 0 {
+			d, err := e.client.DescribeWorkflowExecution(t.Context(), id, first)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.GetWorkflowExecutionInfo().GetHistoryLength() > workflows.MaxHistoryEvents+20 {
+				break
+			}
+		}
+		if err := e.client.SignalWorkflow(t.Context(), id, "", workflows.SignalLeadsCreated,
+			workflows.LeadsCreatedSignal{EventIDs: []string{fmt.Sprintf("evt_cut_%05d", sent)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var status enumspb.WorkflowExecutionStatus
+	eventually(t, 2*time.Minute, "the first run to end", func() bool {
+		d, err := e.client.DescribeWorkflowExecution(t.Context(), id, first)
+		status = d.GetWorkflowExecutionInfo().GetStatus()
+		return err == nil && status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+	})
+	var next workflows.LeadSyncInput
+	if status != enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW || !continuedWith(t, e, id, first, &next) {
+		t.Fatalf("the first run ended %s, want continued as new", status)
+	}
+	if p := next.Progress; p.Syncs != 0 || p.Pages == 0 || p.Pages >= leads/10 || p.Leads != p.Pages*10 || next.Resume == nil || next.StallSince.IsZero() {
+		t.Fatalf("the first run handed on %+v (resume %v, stall clock %s); want a sync cut short with the pages it stored", p, next.Resume, next.StallSince)
+	}
+	t.Logf("%d signals; the sync was cut after %d of %d pages", sent, next.Progress.Pages, leads/10)
+	var p workflows.LeadSyncProgress
+	eventually(t, 2*time.Minute, "the next run to finish the sync", func() bool {
+		p, err = e.starter.LeadProgress(t.Context(), site)
+		return err == nil && p.CaughtUp && !p.Syncing
+	})
+	assertStoreEqualsSim(t, e, site)
+	if p.Leads != leads || p.Events != sent || p.Pages != leads/10 {
+		t.Errorf("progress %+v; want %d leads, %d events, %d pages (none read twice)", p, leads, sent, leads/10)
+	}
+	if runs := leadSyncRuns(t, e, site); slices.Max(runs) >= 2000 {
+		t.Errorf("history lengths %v; want each under 2,000", runs)
+	}
+	_ = e.client.CancelWorkflow(t.Context(), id, "")
+}
+
+// continuedWith reads the input a run continued as new with; false when
+// it did not.
+func continuedWith(t *testing.T, e *env, workflowID, runID string, next any) bool {
+	t.Helper()
+	it := e.client.GetWorkflowHistory(t.Context(), workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a := ev.GetWorkflowExecutionContinuedAsNewEventAttributes(); a != nil {
+			if err := converter.GetDefaultDataConverter().FromPayloads(a.GetInput(), next); err != nil {
+				t.Fatal(err)
+			}
+			return true
+		}
+	}
+	return false
 }

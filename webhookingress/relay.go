@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -68,7 +69,10 @@ const DefaultMaxAttempts = 20
 // a workflow waits on, and endpoint verifications) is never queued behind
 // the bulk lane (lead.created and events nothing waits on). In the bulk
 // lane, the lead.created events of one site claimed together wake its lead
-// sync with one signal that carries all their ids.
+// sync with one signal that carries all their ids, and those claimed within
+// LeadCoalesce of the site's last signal are held back and go together in
+// the next one: a steady trickle costs a lead sync one signal per interval,
+// not one per event.
 //
 // Each attempt is recorded in the inbox's history with the workflow (and
 // run) it reached or tried. An event whose dispatch fails MaxAttempts times
@@ -109,8 +113,15 @@ type Relay struct {
 	Retention time.Duration
 	// DispatchTimeout bounds one dispatch (10 s).
 	DispatchTimeout time.Duration
-	Now             func() time.Time
+	// LeadCoalesce is how long after signalling a site's lead sync the
+	// relay holds back further lead.created for that site (1 s; at most
+	// half the Lease; negative for never). Held events stay claimed and
+	// undispatched in the inbox, so a relay that dies holding them loses
+	// nothing: their lease runs out and they are claimed again.
+	LeadCoalesce time.Duration
+	Now          func() time.Time
 
+	coalesce coalescer
 	wake     [2]chan struct{} // by lane
 	slots    [2]chan struct{} // by lane: Parallel signals in flight
 	initOnce sync.Once
@@ -148,6 +159,12 @@ func (r *Relay) init() {
 		if r.DispatchTimeout == 0 {
 			r.DispatchTimeout = 10 * time.Second
 		}
+		if r.LeadCoalesce == 0 {
+			r.LeadCoalesce = time.Second
+		}
+		// A held event must go out while its lease still hides it from
+		// other replicas.
+		r.LeadCoalesce = min(r.LeadCoalesce, r.Lease/2)
 		if r.Now == nil {
 			r.Now = time.Now
 		}
@@ -220,7 +237,15 @@ func (r *Relay) loop(ctx context.Context, lane store.Lane) {
 		if n == r.batch(lane) {
 			continue // more may be waiting
 		}
-		t := time.NewTimer(r.Idle)
+		wait := r.Idle
+		if lane == store.LaneBulk {
+			// Held lead.created go when their interval is up, with or
+			// without new events to claim.
+			if due, ok := r.coalesce.nextDue(); ok {
+				wait = min(wait, max(due.Sub(r.Now()), 0))
+			}
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 		case <-r.wake[laneIndex(lane)]:
@@ -289,12 +314,21 @@ func jobs(evs []store.InboxEvent) []*job {
 
 // DispatchOnce claims one batch of lane and dispatches it, then records
 // what became of every event (marks and history) in one transaction; it
-// returns how many events it claimed.
+// returns how many events it claimed. In the bulk lane it holds back the
+// lead.created of sites signalled within LeadCoalesce, and dispatches
+// those held before whose interval is up.
 func (r *Relay) DispatchOnce(ctx context.Context, lane store.Lane) (int, error) {
 	r.init()
 	evs, err := r.Store.ClaimEvents(ctx, lane, r.batch(lane), r.Lease)
-	if err != nil || len(evs) == 0 {
+	if err != nil {
 		return 0, err
+	}
+	js := jobs(evs)
+	if lane == store.LaneBulk && r.LeadCoalesce > 0 {
+		js = r.coalesce.hold(js, r.Now(), r.LeadCoalesce, r.BulkBatch)
+	}
+	if len(js) == 0 {
+		return len(evs), nil
 	}
 	sem := r.slots[laneIndex(lane)]
 	var (
@@ -302,7 +336,13 @@ func (r *Relay) DispatchOnce(ctx context.Context, lane store.Lane) (int, error) 
 		mu   sync.Mutex
 		done []store.Dispatch
 	)
-	for _, j := range jobs(evs) {
+	typ := map[string]string{}
+	for _, j := range js {
+		for _, ev := range j.evs {
+			typ[ev.EventID] = typeLabel(ev)
+		}
+	}
+	for _, j := range js {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
@@ -319,10 +359,6 @@ func (r *Relay) DispatchOnce(ctx context.Context, lane store.Lane) (int, error) 
 		// workflows deduplicate by event id.
 		return len(evs), err
 	}
-	typ := make(map[string]string, len(evs))
-	for _, ev := range evs {
-		typ[ev.EventID] = typeLabel(ev)
-	}
 	for _, d := range done {
 		switch {
 		case d.Outcome != "":
@@ -334,6 +370,93 @@ func (r *Relay) DispatchOnce(ctx context.Context, lane store.Lane) (int, error) 
 		}
 	}
 	return len(evs), nil
+}
+
+// coalescer holds back the lead.created of sites whose lead sync was
+// signalled within the interval. Its memory is bounded: a site is
+// remembered only for one interval after its last signal, and it holds
+// fewer than a batch of events in all: at a batch it releases held events
+// early, rather than claim batch after batch only to hold them.
+type coalescer struct {
+	mu       sync.Mutex
+	signaled map[string]time.Time // site → its last signal, for one interval
+	held     map[string]*job      // site → events held back
+	due      map[string]time.Time // site → when its held events go
+	count    int                  // events held
+}
+
+// hold takes the jobs of a claim and returns those to dispatch now: every
+// job but the lead.created of a site signalled within interval, which are
+// held (with any held before) until its interval is up; and the held jobs
+// that are due, or that must go to hold fewer than limit events. It counts
+// the lead syncs it returns as signalled now.
+func (c *coalescer) hold(js []*job, now time.Time, interval time.Duration, limit int) []*job {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.signaled == nil {
+		c.signaled, c.held, c.due = map[string]time.Time{}, map[string]*job{}, map[string]time.Time{}
+	}
+	for site, at := range c.signaled {
+		if now.Sub(at) >= interval && c.held[site] == nil {
+			delete(c.signaled, site)
+		}
+	}
+	var out []*job
+	for _, j := range js {
+		if j.site == "" {
+			out = append(out, j)
+			continue
+		}
+		h := c.held[j.site]
+		if h == nil {
+			at, ok := c.signaled[j.site]
+			if !ok || now.Sub(at) >= interval {
+				c.signaled[j.site] = now
+				out = append(out, j)
+				continue
+			}
+			h = &job{site: j.site}
+			c.held[j.site], c.due[j.site] = h, at.Add(interval)
+		}
+		c.count += h.add(j.evs)
+	}
+	for site, h := range c.held {
+		if now.Before(c.due[site]) && c.count < limit {
+			continue
+		}
+		delete(c.held, site)
+		delete(c.due, site)
+		c.count -= len(h.evs)
+		c.signaled[site] = now
+		out = append(out, h)
+	}
+	return out
+}
+
+// add appends the events not already in j and says how many it added: a
+// held event whose lease ran out (a slow relay) may be claimed again.
+func (j *job) add(evs []store.InboxEvent) int {
+	n := 0
+	for _, ev := range evs {
+		if !slices.ContainsFunc(j.evs, func(o store.InboxEvent) bool { return o.EventID == ev.EventID }) {
+			j.evs = append(j.evs, ev)
+			n++
+		}
+	}
+	return n
+}
+
+// nextDue is when the earliest held events go; false when none are held.
+func (c *coalescer) nextDue() (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var first time.Time
+	for _, at := range c.due {
+		if first.IsZero() || at.Before(first) {
+			first = at
+		}
+	}
+	return first, !first.IsZero()
 }
 
 // typeLabel is the metrics label of a record: its event type, or its kind

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -25,6 +26,8 @@ type fakeTemporal struct {
 	fail    error
 	gone    map[string]bool
 	signals map[string]int // by workflow ID
+	// batches holds the event ids of each lead-sync signal, by workflow ID.
+	batches map[string][][]string
 	run     int
 }
 
@@ -48,13 +51,19 @@ func (f *fakeTemporal) SignalWorkflow(_ context.Context, wf, _, _ string, _ any)
 	return nil
 }
 
-func (f *fakeTemporal) SignalWithStartWorkflow(_ context.Context, wf, _ string, _ any, _ client.StartWorkflowOptions, _ any, _ ...any) (client.WorkflowRun, error) {
+func (f *fakeTemporal) SignalWithStartWorkflow(_ context.Context, wf, _ string, arg any, _ client.StartWorkflowOptions, _ any, _ ...any) (client.WorkflowRun, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.fail != nil {
 		return nil, f.fail
 	}
 	f.signals[wf]++
+	if sig, ok := arg.(workflows.LeadsCreatedSignal); ok {
+		if f.batches == nil {
+			f.batches = map[string][][]string{}
+		}
+		f.batches[wf] = append(f.batches[wf], sig.EventIDs)
+	}
 	f.run++
 	return fakeRun{id: fmt.Sprintf("run-%d", f.run)}, nil
 }
@@ -264,4 +273,130 @@ func gather(t *testing.T, reg *prometheus.Registry) string {
 	t.Helper()
 	h := NewHandler(Options{Inbox: downInbox{}, EnvSecrets: []string{envSecret}, Registry: reg})
 	return scrape(t, h)
+}
+
+// TestRelayCoalescesLeadCreatedPerSite sends a trickle of lead.created for
+// one site: after a signal, the site's events are held back (undispatched
+// in the inbox) for LeadCoalesce and then go in one signal, other sites and
+// the priority lane are not held, and a relay that dies holding events
+// loses none: another claims them when their lease runs out.
+func TestRelayCoalescesLeadCreatedPerSite(t *testing.T) {
+	eachDialect(t, func(t *testing.T, d store.Dialect) {
+		f := newRelayFixture(t, d, 0)
+		ctx := t.Context()
+		if err := f.st.SetSiteWorkflow(ctx, "site_2", "onboarding/two"); err != nil {
+			t.Fatal(err)
+		}
+		sync1 := workflows.LeadSyncID("site_1")
+		lead := func(id, site string) {
+			t.Helper()
+			f.record(t, id, "lead.created", fmt.Sprintf(`{"site_id":%q,"lead_id":"lead_%s"}`, site, id))
+		}
+		outcome := func(id string) string {
+			t.Helper()
+			ev, err := f.st.Event(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ev.Status()
+		}
+
+		lead("evt_1", "site_1")
+		f.dispatchAll(t)
+		f.advance(200 * time.Millisecond)
+		lead("evt_2", "site_1")
+		lead("evt_9", "site_9")
+		f.record(t, "evt_k", "knowledge.ready", `{"site_id":"site_2","knowledge_id":"kn_1"}`)
+		f.dispatchAll(t)
+		f.advance(300 * time.Millisecond)
+		lead("evt_3", "site_1")
+		f.dispatchAll(t)
+
+		if got := f.tmp.batches[sync1]; len(got) != 1 || !slices.Equal(got[0], []string{"evt_1"}) {
+			t.Errorf("within the interval, lead-sync/site_1 got signals %v, want one for evt_1", got)
+		}
+		for _, id := range []string{"evt_2", "evt_3"} {
+			if got := outcome(id); got != store.StatusPending {
+				t.Errorf("%s is %s while held, want %s in the inbox", id, got, store.StatusPending)
+			}
+		}
+		if got := f.tmp.batches[workflows.LeadSyncID("site_9")]; len(got) != 1 {
+			t.Errorf("site_9, not signalled before, got %d signals, want 1 at once", len(got))
+		}
+		if got := outcome("evt_k"); got != OutcomeSignalled {
+			t.Errorf("knowledge.ready is %s, want %s at once: the priority lane is never held", got, OutcomeSignalled)
+		}
+
+		// The interval since the first signal is up: one signal carries
+		// both held events, with nothing new to claim.
+		f.advance(500 * time.Millisecond)
+		if n := f.dispatchAll(t); n != 0 {
+			t.Errorf("claimed %d events, want none (the held ones are claimed already)", n)
+		}
+		if got := f.tmp.batches[sync1]; len(got) != 2 || !slices.Equal(sortedCopy(got[1]), []string{"evt_2", "evt_3"}) {
+			t.Fatalf("lead-sync/site_1 got signals %v, want a second one carrying evt_2 and evt_3", got)
+		}
+		for _, id := range []string{"evt_2", "evt_3"} {
+			if got := outcome(id); got != OutcomeSignalled {
+				t.Errorf("%s is %s after the interval, want %s", id, got, OutcomeSignalled)
+			}
+		}
+
+		// A relay that dies holding an event: a fresh one claims it once
+		// its lease has run out.
+		lead("evt_4", "site_1")
+		f.dispatchAll(t)
+		if got := outcome("evt_4"); got != store.StatusPending {
+			t.Fatalf("evt_4 is %s, want held", got)
+		}
+		other := &Relay{Store: f.st, Temporal: f.tmp, TaskQueue: "q", Now: f.clock, Metrics: NewMetrics(prometheus.NewRegistry())}
+		f.advance(f.relay.Lease)
+		if n, err := other.DispatchOnce(ctx, store.LaneBulk); err != nil || n != 1 {
+			t.Fatalf("the other relay claimed %d events (%v), want evt_4", n, err)
+		}
+		if got := outcome("evt_4"); got != OutcomeSignalled {
+			t.Errorf("evt_4 is %s after the other relay's claim, want %s", got, OutcomeSignalled)
+		}
+
+		// Memory is bounded: a site is forgotten an interval after its
+		// last signal. (The first relay, still alive here, sends evt_4 a
+		// second time first: at least once, as after any lease that ran
+		// out.)
+		for range 2 {
+			f.advance(time.Minute)
+			f.dispatchAll(t)
+		}
+		f.relay.coalesce.mu.Lock()
+		remembered, held, count := len(f.relay.coalesce.signaled), len(f.relay.coalesce.held), f.relay.coalesce.count
+		f.relay.coalesce.mu.Unlock()
+		if remembered != 0 || held != 0 || count != 0 {
+			t.Errorf("a minute later the relay remembers %d sites and holds %d groups of %d events, want none", remembered, held, count)
+		}
+	})
+}
+
+// TestRelayReleasesAFullBatchAtOnce holds back less than a batch of
+// events: at a batch they go at once, not when their interval is up, so
+// that the relay neither claims without end nor holds without bound.
+func TestRelayReleasesAFullBatchAtOnce(t *testing.T) {
+	f := newRelayFixture(t, store.SQLite, 0)
+	f.relay.BulkBatch = 3
+	for i := range 4 {
+		f.record(t, fmt.Sprintf("evt_%d", i), "lead.created", `{"site_id":"site_1","lead_id":"lead_1"}`)
+	}
+	f.dispatchAll(t) // evt_0..2 at once
+	f.dispatchAll(t) // evt_3 held
+	for i := 4; i < 6; i++ {
+		f.record(t, fmt.Sprintf("evt_%d", i), "lead.created", `{"site_id":"site_1","lead_id":"lead_1"}`)
+	}
+	f.dispatchAll(t) // evt_3..5 make a batch: at once
+	if got := f.tmp.batches[workflows.LeadSyncID("site_1")]; len(got) != 2 || len(got[1]) != 3 {
+		t.Errorf("signals %v, want two of three events each", got)
+	}
+}
+
+func sortedCopy(s []string) []string {
+	out := slices.Clone(s)
+	slices.Sort(out)
+	return out
 }

@@ -51,10 +51,23 @@ type Options struct {
 	SecretReconcileEvery time.Duration
 }
 
+// HeartbeatThrottle is the longest the worker holds back an activity's
+// heartbeats, and so the longest a cancellation waits to reach it.
+const HeartbeatThrottle = 2 * time.Second
+
 // Run runs a worker until ctx is done, then stops it gracefully.
 func Run(ctx context.Context, o Options) error {
 	if o.Worker.WorkerStopTimeout == 0 {
 		o.Worker.WorkerStopTimeout = StopTimeout
+	}
+	if o.Worker.MaxHeartbeatThrottleInterval == 0 {
+		// A cancellation reaches an activity only with the answer to a
+		// heartbeat, and the SDK holds heartbeats back for up to 80 % of
+		// the heartbeat timeout (24 s for the lead sync). The lead sync
+		// cancels its page loop when its history fills, and on-call cancels
+		// workflows: both should take effect in seconds. One heartbeat
+		// call every 2 s per running activity is cheap.
+		o.Worker.MaxHeartbeatThrottleInterval = HeartbeatThrottle
 	}
 	if d := o.Deployment; d != nil {
 		o.Worker.DeploymentOptions = sdkworker.DeploymentOptions{

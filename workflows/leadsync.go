@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"errors"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -52,6 +53,20 @@ const (
 // replay as they ran.
 const versionBoundedHistory = "bounded-history"
 
+// versionCutSync marks runs that wait for the sync activity together with
+// their signals and, when the history passes its bound while the activity
+// runs, cancel it and continue as new from the page it had reached. Runs
+// started before it wait for the activity alone, as they ran.
+//
+// Why cancel rather than bound each run in time as well as in pages: the
+// history grows by the signals that arrive while an activity runs, and an
+// activity whose attempts fail runs for as long as Temporal retries it —
+// up to the stall timeout, an hour by default — so only a bound the
+// workflow enforces while it waits holds under throttling, and a cancel
+// loses nothing: the activity hands back the progress it has stored, and
+// every page it stored is an idempotent upsert if it is read again.
+const versionCutSync = "cut-sync-at-history-bound"
+
 // LeadSyncInput starts or continues a site's lead sync. The fields after
 // PollInterval carry state across continue-as-new; callers leave them empty.
 //
@@ -75,6 +90,9 @@ type LeadSyncInput struct {
 	Resume       *agentsite.Cursor `json:"resume,omitempty"`
 	Progress     LeadSyncProgress  `json:"progress"`
 	RecentEvents []string          `json:"recent_events,omitempty"`
+	// StallSince is when the stall clock of a sync cut short started
+	// (its last stored page), so that the next run's sync goes on with it.
+	StallSince time.Time `json:"stall_since,omitzero"`
 }
 
 // LeadCreatedSignal is a lead.created event relayed to the workflow.
@@ -133,6 +151,7 @@ type leadSync struct {
 	pending  bool // a trigger arrived since the last sync
 	fullNext bool
 	bounded  bool // versionBoundedHistory
+	cuts     bool // versionCutSync
 	leadCh   workflow.ReceiveChannel
 	leadsCh  workflow.ReceiveChannel
 	syncCh   workflow.ReceiveChannel
@@ -227,6 +246,9 @@ func (s *leadSync) drain() {
 
 func (s *leadSync) run(ctx workflow.Context) error {
 	s.bounded = workflow.GetVersion(ctx, versionBoundedHistory, workflow.DefaultVersion, 1) == 1
+	// Only bounded runs ask, so that a run that predates both records no
+	// marker for this change.
+	s.cuts = s.bounded && workflow.GetVersion(ctx, versionCutSync, workflow.DefaultVersion, 1) == 1
 	policy := &temporal.RetryPolicy{
 		InitialInterval:    time.Second,
 		BackoffCoefficient: 2,
@@ -242,8 +264,10 @@ func (s *leadSync) run(ctx workflow.Context) error {
 		StartToCloseTimeout: leadSyncActivityBudget,
 		HeartbeatTimeout:    leadSyncHeartbeat,
 		RetryPolicy:         policy,
+		// A run that cuts its sync short waits for the activity's answer,
+		// which carries the progress it stored.
+		WaitForCancellation: s.cuts,
 	})
-	var a *activities.Activities
 	for syncs := 0; ; syncs++ {
 		s.drain()
 		if s.bounded && syncs > 0 && s.historyFull(ctx) {
@@ -255,11 +279,11 @@ func (s *leadSync) run(ctx workflow.Context) error {
 			from, s.fullNext = nil, false
 		}
 		s.p.Syncing = true
-		var res activities.SyncLeadsResult
-		err := workflow.ExecuteActivity(actx, a.SyncLeads, activities.SyncLeadsInput{
+		in := activities.SyncLeadsInput{
 			SiteID: s.in.SiteID, From: from, Limit: s.in.PageLimit, MaxPages: s.in.PagesPerRun,
-			StallTimeout: s.in.StallTimeout.D(),
-		}).Get(ctx, &res)
+			StallTimeout: s.in.StallTimeout.D(), StallSince: s.in.StallSince,
+		}
+		res, cut, err := s.sync(ctx, actx, in)
 		s.p.Syncing = false
 		if err != nil {
 			return err
@@ -267,7 +291,20 @@ func (s *leadSync) run(ctx workflow.Context) error {
 		s.in.Resume = res.Resume
 		s.p.Pages += res.Pages
 		s.p.LeadsRead += res.Leads
-		s.p.Leads += res.New
+		if res.Stored != nil {
+			// The store's count: right whatever attempts re-read or a
+			// lost heartbeat forgot.
+			s.p.Leads = *res.Stored
+		} else {
+			s.p.Leads += res.New
+		}
+		if cut {
+			s.in.StallSince = res.LastPageAt
+			s.pending = true // the next run goes on with the sync
+			s.drain()
+			return s.continueAsNew(ctx)
+		}
+		s.in.StallSince = time.Time{}
 		s.p.Syncs++
 		s.p.LastSyncAt = workflow.Now(ctx)
 		s.p.CaughtUp = res.CaughtUp
@@ -283,6 +320,81 @@ func (s *leadSync) run(ctx workflow.Context) error {
 	}
 }
 
+// sync runs one SyncLeads activity. Runs with versionCutSync wait for it
+// together with their signals, so that the history bound is checked as
+// each signal arrives; when it is passed, they cancel the activity and
+// report the sync cut short (cut), with the progress the activity
+// stored.
+func (s *leadSync) sync(ctx, actx workflow.Context, in activities.SyncLeadsInput) (res activities.SyncLeadsResult, cut bool, err error) {
+	var a *activities.Activities
+	if !s.cuts {
+		err = workflow.ExecuteActivity(actx, a.SyncLeads, in).Get(ctx, &res)
+		return res, false, err
+	}
+	started := workflow.Now(ctx)
+	actx, cancel := workflow.WithCancel(actx)
+	defer cancel()
+	f := workflow.ExecuteActivity(actx, a.SyncLeads, in)
+	for !f.IsReady() {
+		sel := workflow.NewSelector(ctx)
+		sel.AddFuture(f, func(workflow.Future) {})
+		s.addSignals(ctx, sel)
+		sel.Select(ctx)
+		if !cut && !f.IsReady() && s.historyFull(ctx) {
+			workflow.GetLogger(ctx).Info("lead sync history full while syncing; cutting the sync short", "site_id", s.in.SiteID,
+				"history_length", workflow.GetInfo(ctx).GetCurrentHistoryLength())
+			cut = true
+			cancel()
+		}
+	}
+	err = f.Get(ctx, &res)
+	if err == nil || !cut || ctx.Err() != nil {
+		// Done before the cancel reached it, or not cut: as it came. (A
+		// finished sync that was cut continues as new after it anyway.)
+		return res, false, err
+	}
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) && app.NonRetryable() {
+		return res, false, err // it failed for good before it saw the cancel
+	}
+	res = activities.SyncLeadsResult{}
+	var canceled *temporal.CanceledError
+	if !errors.As(err, &canceled) || !canceled.HasDetails() || canceled.Details(&res) != nil {
+		// Cancelled between attempts (the server answers for an activity
+		// waiting to be retried, without its progress), or an attempt
+		// that failed once the cancel was asked, which Temporal does not
+		// retry: go on from where this sync began, reading again at worst
+		// the pages it stored, with the stall clock it began with. That
+		// clock never runs late, so a sync that keeps being cut during an
+		// outage still stalls out; it runs early only if the attempts it
+		// could not report stored pages.
+		res = activities.SyncLeadsResult{Resume: in.From, LastPageAt: in.StallSince}
+		if res.LastPageAt.IsZero() {
+			res.LastPageAt = started
+		}
+	}
+	return res, true, nil
+}
+
+// addSignals adds the run's signal channels to sel.
+func (s *leadSync) addSignals(ctx workflow.Context, sel workflow.Selector) {
+	sel.AddReceive(s.leadCh, func(c workflow.ReceiveChannel, _ bool) {
+		var sig LeadCreatedSignal
+		c.Receive(ctx, &sig)
+		s.onEvent(sig.EventID)
+	})
+	sel.AddReceive(s.leadsCh, func(c workflow.ReceiveChannel, _ bool) {
+		var sig LeadsCreatedSignal
+		c.Receive(ctx, &sig)
+		s.onLeadsCreated(sig)
+	})
+	sel.AddReceive(s.syncCh, func(c workflow.ReceiveChannel, _ bool) {
+		var req SyncRequest
+		c.Receive(ctx, &req)
+		s.onSync(req)
+	})
+}
+
 // wait blocks until a new lead.created event, a sync request, or the poll
 // interval — or, in bounded runs, until the history is full, so that the
 // run continues as new instead of growing while it waits.
@@ -296,21 +408,7 @@ func (s *leadSync) wait(ctx workflow.Context) {
 	timer := workflow.NewTimer(timerCtx, s.in.PollInterval.D())
 	for !s.pending {
 		sel := workflow.NewSelector(ctx)
-		sel.AddReceive(s.leadCh, func(c workflow.ReceiveChannel, _ bool) {
-			var sig LeadCreatedSignal
-			c.Receive(ctx, &sig)
-			s.onEvent(sig.EventID)
-		})
-		sel.AddReceive(s.leadsCh, func(c workflow.ReceiveChannel, _ bool) {
-			var sig LeadsCreatedSignal
-			c.Receive(ctx, &sig)
-			s.onLeadsCreated(sig)
-		})
-		sel.AddReceive(s.syncCh, func(c workflow.ReceiveChannel, _ bool) {
-			var req SyncRequest
-			c.Receive(ctx, &req)
-			s.onSync(req)
-		})
+		s.addSignals(ctx, sel)
 		fired := false
 		sel.AddFuture(timer, func(workflow.Future) { fired = true })
 		sel.Select(ctx)

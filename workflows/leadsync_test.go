@@ -2,20 +2,25 @@ package workflows_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
-	"github.com/siteops/siteops/simulator"
-	"go.temporal.io/sdk/temporal"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/siteops/siteops/activities"
 	"github.com/siteops/siteops/agentsite"
+	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/workflows"
 )
 
@@ -288,4 +293,154 @@ func sortedCopy(s []string) []string {
 	out := slices.Clone(s)
 	slices.Sort(out)
 	return out
+}
+
+// TestLeadSyncFailsAtOnceOnABrokenContract answers the lead list with pages
+// that break the contract: the sync fails on the first attempt, as a
+// ContractViolation that says what the API did wrong, instead of retrying
+// (a stuck cursor stores a page on every attempt, so the stall timeout
+// would never end it).
+func TestLeadSyncFailsAtOnceOnABrokenContract(t *testing.T) {
+	tests := []struct {
+		name     string
+		page     func(cursor string) string
+		requests int
+		says     string
+	}{
+		{"stuck cursor", func(string) string { return `{"data":[{"id":"lead_1"}],"next_cursor":"same"}` }, 2, "next_cursor repeats a cursor"},
+		{"cursor cycle", func(c string) string {
+			next := map[string]string{"": "a", "a": "b", "b": "a"}[c]
+			return `{"data":[{"id":"lead_` + c + `"}],"next_cursor":"` + next + `"}`
+		}, 3, "next_cursor repeats a cursor"},
+		{"lead without id", func(string) string { return `{"data":[{"id":"lead_1"},{"name":"x"}],"next_cursor":null}` }, 1, "lead 1 of the page has no id"},
+		{"not JSON", func(string) string { return `<html>maintenance</html>` }, 1, "not valid JSON"},
+		{"data not an array", func(string) string { return `{"data":{"id":"lead_1"},"next_cursor":null}` }, 1, "data is a JSON object where an array belongs"},
+		{"lead id a number", func(string) string { return `{"data":[{"id":7}],"next_cursor":null}` }, 1, "data.id is a JSON number where a string belongs"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			var mu sync.Mutex
+			requests := 0
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				requests++
+				mu.Unlock()
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = io.WriteString(w, tc.page(r.URL.Query().Get("cursor")))
+			}))
+			t.Cleanup(srv.Close)
+			api, err := agentsite.NewClient(srv.URL, apiKey, agentsite.WithTimeout(5*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.acts.API = api
+			f.env.ExecuteWorkflow(workflows.LeadSyncWorkflowName, workflows.LeadSyncInput{SiteID: "site_1", PollInterval: workflows.Duration(time.Hour)})
+			err = f.env.GetWorkflowError()
+			var app *temporal.ApplicationError
+			if !errors.As(err, &app) || app.Type() != activities.ErrTypeContract || !app.NonRetryable() || !strings.Contains(app.Message(), tc.says) {
+				t.Fatalf("error = %v; want a non-retryable %s saying %q", err, activities.ErrTypeContract, tc.says)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if requests != tc.requests {
+				t.Errorf("%d requests, want %d: one attempt, no retry", requests, tc.requests)
+			}
+		})
+	}
+}
+
+// TestLeadSyncCutsItsSyncShortWhenTheHistoryFills fills the history while
+// the sync activity runs (it would take ten minutes): the run cancels it
+// and continues as new at once, counting the signal that arrived and
+// resuming where the sync began, since the test environment's cancel
+// carries no progress (the way the server answers for an activity waiting
+// to be retried).
+func TestLeadSyncCutsItsSyncShortWhenTheHistoryFills(t *testing.T) {
+	f := newFixture(t)
+	var from, elsewhere agentsite.Cursor
+	if err := json.Unmarshal([]byte(`{"site_id":"site_1","token":"page_7"}`), &from); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(`{"site_id":"site_1","token":"page_57"}`), &elsewhere); err != nil {
+		t.Fatal(err)
+	}
+	stored := 10_000
+	f.env.OnActivity("SyncLeads", mock.Anything, mock.Anything).After(10*time.Minute).
+		Return(activities.SyncLeadsResult{Pages: 50, Leads: 10_000, New: 10_000, Stored: &stored, Resume: &elsewhere}, nil)
+	start := f.env.Now()
+	f.env.RegisterDelayedCallback(func() {
+		f.env.SetCurrentHistoryLength(workflows.MaxHistoryEvents + 1)
+		f.env.SignalWorkflow(workflows.SignalLeadsCreated, workflows.LeadsCreatedSignal{EventIDs: []string{"evt_1"}})
+	}, time.Second)
+	f.env.ExecuteWorkflow(workflows.LeadSyncWorkflowName, workflows.LeadSyncInput{
+		SiteID: "site_1", Resume: &from, PollInterval: workflows.Duration(time.Hour),
+		Progress: workflows.LeadSyncProgress{Leads: 1400, Pages: 7, Syncs: 3},
+	})
+	var can *workflow.ContinueAsNewError
+	if err := f.env.GetWorkflowError(); !errors.As(err, &can) {
+		t.Fatalf("error = %v, want continue-as-new", err)
+	}
+	if took := f.env.Now().Sub(start); took >= 10*time.Minute {
+		t.Errorf("continued as new after %s, when the activity ended; want as soon as the history filled", took)
+	}
+	var next workflows.LeadSyncInput
+	if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
+		t.Fatal(err)
+	}
+	if next.Resume == nil || *next.Resume != from {
+		t.Errorf("the next run resumes at %v, want where the cut sync began", next.Resume)
+	}
+	if p := next.Progress; p.Syncs != 3 || p.Pages != 7 || p.Leads != 1400 || p.Events != 1 || p.Syncing {
+		t.Errorf("carried progress = %+v; want the counts from before the cut sync and the signal's event", p)
+	}
+	if !next.StallSince.Equal(start) {
+		t.Errorf("carried stall clock = %s, want %s (the cut sync's start): a sync cut again and again must still stall out", next.StallSince, start)
+	}
+	if !slices.Equal(next.RecentEvents, []string{"evt_1"}) {
+		t.Errorf("carried events %v, want evt_1", next.RecentEvents)
+	}
+}
+
+// storeThenFail stores the n-th page and then fails, as a worker that dies
+// after the page's transaction commits and before it heartbeats.
+type storeThenFail struct {
+	activities.Store
+	mu     sync.Mutex
+	calls  int
+	failOn int
+}
+
+func (s *storeThenFail) UpsertLeads(ctx context.Context, siteID string, leads []agentsite.Lead) (int, error) {
+	n, err := s.Store.UpsertLeads(ctx, siteID, leads)
+	s.mu.Lock()
+	s.calls++
+	fail := s.calls == s.failOn
+	s.mu.Unlock()
+	if err == nil && fail {
+		return 0, errors.New("connection reset after commit")
+	}
+	return n, err
+}
+
+// TestLeadSyncCountsLeadsStoredNotLeadsNew loses the fourth page's count:
+// stored, then the attempt fails before it heartbeats, and the retry finds
+// the page stored already. Progress still says 1,000 leads: the store's
+// count, not the sum of what attempts found new.
+func TestLeadSyncCountsLeadsStoredNotLeadsNew(t *testing.T) {
+	f := newFixture(t)
+	site := f.siteWithLeads(t, 1000)
+	f.acts.Store = &storeThenFail{Store: f.store, failOn: 4}
+	var p workflows.LeadSyncProgress
+	f.env.RegisterDelayedCallback(func() { p = f.progress(t); f.env.CancelWorkflow() }, time.Minute)
+	f.env.ExecuteWorkflow(workflows.LeadSyncWorkflowName, workflows.LeadSyncInput{SiteID: site, PageLimit: 100, PollInterval: workflows.Duration(time.Hour)})
+	n, err := f.store.CountLeads(t.Context(), site)
+	if err != nil || n != 1000 {
+		t.Fatalf("store holds %d leads (%v), want 1000", n, err)
+	}
+	// The retry went on from the heartbeat after page three: the fourth
+	// page's leads were not new to it, yet they are counted.
+	if p.Leads != 1000 || p.Pages != 10 || p.LeadsRead != 1000 || !p.CaughtUp {
+		t.Errorf("progress = %+v; want 1000 leads stored, 10 pages and 1000 records read", p)
+	}
 }
