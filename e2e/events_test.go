@@ -350,7 +350,9 @@ func TestEventsDeadLettersAndPaging(t *testing.T) {
 			t.Cleanup(func() { _ = st.Close() })
 			e := &env{ns: "default", store: st, dbURL: dbURL}
 			const n = 120
-			at := time.Now().Add(-time.Minute)
+			// Received two hours ago: older than the retention the ingress
+			// is started with at the end.
+			at := time.Now().Add(-2 * time.Hour)
 			for i := range n {
 				id := fmt.Sprintf("evt_dl_%03d", i)
 				body := fmt.Sprintf(`{"id":%q,"type":"lead.created","created_at":"2026-11-22T09:00:00.000Z","data":{"site_id":"site_%d","lead_id":"lead_%d"}}`, id, i%7, i)
@@ -359,6 +361,10 @@ func TestEventsDeadLettersAndPaging(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			// --pending lists what the relay has not handled: every event
+			// before its first attempt (pending), after a failed one
+			// (failing), and none once they are dead letters.
+			e.expectPending(t, n, store.StatusPending)
 			temporal := &refusingTemporal{}
 			relay := &webhookingress.Relay{Store: st, Temporal: temporal, TaskQueue: taskQueue, MaxAttempts: 2, Now: clock}
 			for attempt := range 2 {
@@ -368,7 +374,11 @@ func TestEventsDeadLettersAndPaging(t *testing.T) {
 				if k, err := relay.DispatchOnce(t.Context(), store.LaneBulk); err != nil || k != n {
 					t.Fatalf("attempt %d claimed %d, %v", attempt+1, k, err)
 				}
+				if attempt == 0 {
+					e.expectPending(t, n, store.StatusFailing)
+				}
 			}
+			e.expectPending(t, 0, "")
 
 			// Every page of 50, by the token of the one before.
 			var seen []string
@@ -398,9 +408,14 @@ func TestEventsDeadLettersAndPaging(t *testing.T) {
 				t.Errorf("events list --outcome dead: exit %d\n%s", code, text)
 			}
 
+			// A dry run only reads: it answers while another connection
+			// holds the write lock (SQLite) and the events' row locks
+			// (PostgreSQL) that a replay would wait for.
+			release := holdWriteLock(t, st)
 			text, code = e.run(t, nil, "events", "replay", "--outcome", "dead", "--dry-run")
+			release()
 			if code != 0 || !strings.Contains(text, "dead letter after 2 failed attempts") || !strings.Contains(text, "dry run: 120 event(s) would be replayed") {
-				t.Errorf("replay --dry-run: exit %d\n%s", code, text)
+				t.Errorf("replay --dry-run while the store is locked for writing: exit %d\n%s", code, text)
 			}
 			if s, _ := st.InboxStatus(t.Context()); s.Dead != n {
 				t.Fatalf("a dry run changed the inbox: %+v", s)
@@ -418,6 +433,9 @@ func TestEventsDeadLettersAndPaging(t *testing.T) {
 			if len(rr.Replayed) != n-100 || rr.MoreMatched {
 				t.Fatalf("the rest: replayed %d (more: %v)", len(rr.Replayed), rr.MoreMatched)
 			}
+			mu.Lock()
+			now = now.Add(time.Minute) // past the interval a relay may hold a site's lead.created for
+			mu.Unlock()
 			if k, err := relay.DispatchOnce(t.Context(), store.LaneBulk); err != nil || k != n {
 				t.Fatalf("after the replay the relay claimed %d, %v", k, err)
 			}
@@ -429,6 +447,91 @@ func TestEventsDeadLettersAndPaging(t *testing.T) {
 				shown.History[1].Outcome != store.OutcomeDead || shown.History[3].Replay != 1 || shown.Workflow == nil || shown.Workflow.RunID != "run-after-replay" {
 				t.Errorf("after the replay: %d dead letters left; evt_dl_007 = %+v", len(left.Events), shown)
 			}
+
+			// Retention, as the ingress process reads it: an old dead
+			// letter and a recent handled event stay, the 120 handled
+			// events received two hours ago go.
+			record := func(id string, at time.Time) {
+				t.Helper()
+				body := `{"id":"` + id + `","type":"lead.created","created_at":"2026-11-22T09:00:00.000Z","data":{"site_id":"site_r","lead_id":"lead_r"}}`
+				if _, err := st.RecordEvent(t.Context(), store.InboxEvent{EventID: id, EventType: "lead.created", Lane: store.LaneBulk, EndpointID: "env",
+					ReceivedAt: at, Body: []byte(body)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			oldDeadAt := time.Now().Add(-3 * time.Hour).UTC().Truncate(time.Millisecond)
+			record("evt_old_dead", oldDeadAt)
+			temporal.mu.Lock()
+			temporal.accept = false
+			temporal.mu.Unlock()
+			for range 2 {
+				mu.Lock()
+				now = now.Add(time.Minute)
+				mu.Unlock()
+				if k, err := relay.DispatchOnce(t.Context(), store.LaneBulk); err != nil || k != 1 {
+					t.Fatalf("the old event's attempt claimed %d, %v", k, err)
+				}
+			}
+			temporal.mu.Lock()
+			temporal.accept = true
+			temporal.mu.Unlock()
+			record("evt_recent", time.Now())
+			mu.Lock()
+			now = now.Add(time.Minute)
+			mu.Unlock()
+			if k, err := relay.DispatchOnce(t.Context(), store.LaneBulk); err != nil || k != 1 {
+				t.Fatalf("the recent event's attempt claimed %d, %v", k, err)
+			}
+			if out, code := e.run(t, []string{"SITEOPS_INBOX_RETENTION=0s"}, "ingress"); code == 0 || !strings.Contains(out, "SITEOPS_INBOX_RETENTION=0s must be a positive duration") {
+				t.Errorf("an ingress with SITEOPS_INBOX_RETENTION=0s: exit %d\n%s", code, out)
+			}
+			_, ingressLog := e.startIngressProcess(t, "SITEOPS_INBOX_RETENTION=1h", "SITEOPS_WEBHOOK_SECRETS=whsec_retention_e2e")
+			eventually(t, 30*time.Second, "the ingress to purge the handled events older than an hour", func() bool {
+				_, code := e.run(t, nil, "events", "show", "evt_dl_007")
+				return code == 3
+			})
+			var kept eventList
+			e.siteopsJSON(t, &kept, "events", "list")
+			if !slices.Equal(kept.ids(), []string{"evt_recent", "evt_old_dead"}) || kept.Events[1].Status != store.OutcomeDead ||
+				kept.OldestReceivedAt == nil || !kept.OldestReceivedAt.Equal(oldDeadAt) {
+				t.Errorf("after the purge, events list = %+v (oldest %v); want the recent event and the old dead letter, oldest %v\n%s",
+					kept.ids(), kept.OldestReceivedAt, oldDeadAt, ingressLog)
+			}
+			if !strings.Contains(ingressLog.String(), "purged old inbox events") || !strings.Contains(ingressLog.String(), "count="+itoa(n)) {
+				t.Errorf("the ingress did not say it purged %d events:\n%s", n, ingressLog)
+			}
 		})
 	}
+}
+
+// expectPending checks that `events list --pending` lists want events,
+// each in state status.
+func (e *env) expectPending(t *testing.T, want int, status string) {
+	t.Helper()
+	var l eventList
+	e.siteopsJSON(t, &l, "events", "list", "--pending", "--limit", "1000")
+	if len(l.Events) != want {
+		t.Fatalf("events list --pending listed %d events, want %d", len(l.Events), want)
+	}
+	for _, ev := range l.Events {
+		if ev.Status != status {
+			t.Fatalf("events list --pending listed %+v, want %s", ev, status)
+		}
+	}
+}
+
+// holdWriteLock opens a transaction on st that writes every inbox row, so
+// that it holds SQLite's write lock and PostgreSQL's row locks until the
+// returned function rolls it back.
+func holdWriteLock(t *testing.T, st *store.Store) func() {
+	t.Helper()
+	tx, err := st.DB().BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.ExecContext(t.Context(), `UPDATE inbox SET replays = replays`); err != nil {
+		_ = tx.Rollback()
+		t.Fatal(err)
+	}
+	return func() { _ = tx.Rollback() }
 }

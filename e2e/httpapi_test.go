@@ -30,9 +30,9 @@ import (
 	"github.com/siteops/siteops/workflows"
 )
 
-// callersDoc is the README text for callers; its curl commands are run
+// readme holds the curl commands for callers without an SDK; they are run
 // here exactly as written, with the placeholders as environment variables.
-const callersDoc = "../docs/readme-callers.md"
+const readme = "../README.md"
 
 // Markers of the tested code blocks: an HTML comment on the line before
 // the block's opening fence.
@@ -44,20 +44,18 @@ const (
 // TestHTTPAPICurlCommands runs the README's curl commands against the
 // HTTP API of a dev server (its --http-port): they start an onboarding
 // with inline knowledge through the Nexus endpoint and read its status,
-// with no Temporal SDK and no workflow ID in any URL.
+// with no Temporal SDK and no workflow ID in any URL. It checks the
+// answers and the status codes the README promises: 400 for an input that
+// breaks a rule (and nothing started), 201 for the start, 200 for the
+// status and for the same start again, 404 for the status of an unknown
+// slug.
 func TestHTTPAPICurlCommands(t *testing.T) {
 	for _, tool := range []string{"bash", "curl"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("SKIP: the README's commands need %s", tool)
 		}
 	}
-	start, status := docBlock(t, callersDoc, curlStartMarker), docBlock(t, callersDoc, curlStatusMarker)
-	if readme, err := os.ReadFile("../README.md"); err == nil && bytes.Contains(readme, []byte(curlStartMarker)) {
-		// Once merged, the README must show what is tested here.
-		if docBlock(t, "../README.md", curlStartMarker) != start || docBlock(t, "../README.md", curlStatusMarker) != status {
-			t.Errorf("the README's curl commands differ from %s", callersDoc)
-		}
-	}
+	start, status := docBlock(t, readme, curlStartMarker), docBlock(t, readme, curlStatusMarker)
 
 	const ns = "siteops-http"
 	ds := startHTTPDevServer(t, ns)
@@ -66,22 +64,38 @@ func TestHTTPAPICurlCommands(t *testing.T) {
 	e.startNexus(t)
 	_, endpointID := createEndpoint(t, ds.address, ns)
 	vars := []string{"TEMPORAL_HTTP=" + ds.httpURL, "SITEOPS_ENDPOINT=" + endpointID}
+	id := workflows.OnboardingID("harbor-books")
 
-	out := runShell(t, start, vars)
+	// The same command with an input that breaks a rule: 400, the rule in
+	// the message, and no onboarding.
+	invalid := replaceOnce(t, start, `"title": "Harbor Books", `, `"title": "", `)
+	code, body := runCurl(t, invalid, vars)
+	var refused struct {
+		Message string `json:"message"`
+	}
+	if err := json.Unmarshal(body, &refused); err != nil || code != http.StatusBadRequest ||
+		!strings.HasPrefix(refused.Message, "the onboarding breaks 1 rule(s): site.title: is required") {
+		t.Errorf("an invalid input answered %d %s (%v); the README promises 400 with the rules", code, body, err)
+	}
+	if _, err := e.client.DescribeWorkflowExecution(t.Context(), id, ""); err == nil {
+		t.Errorf("an invalid input started %s", id)
+	}
+
+	code, body = runCurl(t, start, vars)
 	var started struct {
 		Token string `json:"token"`
 		State string `json:"state"`
 	}
-	if err := json.Unmarshal(lastLine(out), &started); err != nil || started.Token == "" || started.State != "running" {
-		t.Fatalf("the start command answered %s (%v)", out, err)
+	if err := json.Unmarshal(body, &started); err != nil || code != http.StatusCreated || started.Token == "" || started.State != "running" {
+		t.Fatalf("the start command answered %d %s (%v); the README promises 201 with a token, running", code, body, err)
 	}
 	var st api.Onboarding
 	eventually(t, time.Minute, "the status command to report a completed onboarding", func() bool {
-		out := runShell(t, status, vars)
+		code, body := runCurl(t, status, vars)
 		st = api.Onboarding{}
-		return json.Unmarshal(lastLine(out), &st) == nil && st.Status == "Completed"
+		return code == http.StatusOK && json.Unmarshal(body, &st) == nil && st.Status == "Completed"
 	})
-	if st.WorkflowID != workflows.OnboardingID("harbor-books") || st.Result == nil || st.Result.Status != "published" || len(st.Result.KnowledgeIDs) != 1 {
+	if st.WorkflowID != id || st.Result == nil || st.Result.Status != "published" || len(st.Result.KnowledgeIDs) != 1 {
 		t.Errorf("status = %+v", st)
 	}
 	// The inline text went to the store; the onboarding saw its hash.
@@ -94,11 +108,40 @@ func TestHTTPAPICurlCommands(t *testing.T) {
 	}
 	// Starting it again answers at once with the finished onboarding's
 	// result (200, not 201): a retried curl is safe.
-	again := runShell(t, start, vars)
+	code, body = runCurl(t, start, vars)
 	var res api.OnboardResult
-	if err := json.Unmarshal(lastLine(again), &res); err != nil || res.SiteID != st.Result.SiteID {
-		t.Errorf("the start command again answered %s (%v)", again, err)
+	if err := json.Unmarshal(body, &res); err != nil || code != http.StatusOK || res.SiteID != st.Result.SiteID {
+		t.Errorf("the start command again answered %d %s (%v); the README promises 200 with the result", code, body, err)
 	}
+	// An unknown slug: 404.
+	code, body = runCurl(t, replaceOnce(t, status, `"slug": "harbor-books"`, `"slug": "nobody-here"`), vars)
+	if code != http.StatusNotFound {
+		t.Errorf("the status of an unknown slug answered %d %s; the README promises 404", code, body)
+	}
+}
+
+// replaceOnce returns s with old, which must occur exactly once, replaced.
+func replaceOnce(t *testing.T, s, old, new string) string {
+	t.Helper()
+	if n := strings.Count(s, old); n != 1 {
+		t.Fatalf("the README's command holds %q %d times, want once:\n%s", old, n, s)
+	}
+	return strings.Replace(s, old, new, 1)
+}
+
+// runCurl runs a documented block as runShell does, with curl made to
+// print the HTTP status on a line of its own after the body, and returns
+// the status and the body of its last request.
+func runCurl(t *testing.T, script string, vars []string) (int, []byte) {
+	t.Helper()
+	const status = "curl() { command curl -w '\\n%{http_code}\\n' \"$@\"; }\n"
+	out := bytes.TrimSpace(runShell(t, status+script, vars))
+	i := bytes.LastIndexByte(out, '\n')
+	code, err := strconv.Atoi(string(out[i+1:]))
+	if i < 0 || err != nil {
+		t.Fatalf("no status after the answer:\n%s", out)
+	}
+	return code, lastLine(out[:i])
 }
 
 // docBlock returns the fenced code block that follows marker in the file.

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os/exec"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -25,6 +26,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/codec"
 	"github.com/siteops/siteops/internal/devserver"
 	sitenexus "github.com/siteops/siteops/nexus"
@@ -470,6 +472,80 @@ func TestNexusPlaybooks(t *testing.T) {
 	if err := c.call(t, endpoint, api.StoreKnowledgeName, api.StoreKnowledgeInput{Text: "abc"}, nil); appError(err) == nil || appError(err).Type() != api.ErrTypeInvalidInput {
 		t.Errorf("store-knowledge of a text too short: %v", err)
 	}
+}
+
+// TestNexusRotatesASecret rotates a webhook endpoint's signing secret
+// through the service while leads keep being delivered: siteops starts
+// secret-rotation/<endpoint> with the receiver derived from the new URL,
+// the new endpoint gets a delivery that verifies with its new secret, and
+// the caller's operation completes with the finished rotation; only the
+// new endpoint is left, and no delivery was refused.
+func TestNexusRotatesASecret(t *testing.T) {
+	e := newEnv(t, store.SQLite, simulator.Config{})
+	e.startWorker(t)
+	e.startNexus(t)
+	in := e.startIngress(t)
+	old := e.register(t, in, "/webhooks/v1", "lead.created")
+	site := e.site(t, "nexus-rotating")
+	endpoint, _ := createEndpoint(t, server.Address, e.ns)
+	c := newCaller(t, server.Address)
+
+	// Leads keep coming until the rotation is over (a minute at most), so
+	// that the new endpoint has deliveries to verify.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for range 6000 {
+			select {
+			case <-stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+				_, _ = e.sim.CreateLeads(site, 1)
+			}
+		}
+	})
+	var rot api.SecretRotation
+	err := c.call(t, endpoint, api.RotateSecretName,
+		api.RotateSecretInput{OldEndpointID: old, NewURL: in.url + "/webhooks/v2", VerifyTimeout: api.Duration(time.Minute), Operator: "partner"}, &rot)
+	close(stop)
+	wg.Wait()
+	if err != nil || rot.Step != workflows.RotationDone || rot.OldEndpointID != old || rot.NewEndpointID == "" || rot.NewEndpointID == old ||
+		rot.VerifiedEventID == "" || !rot.OldSecretStored {
+		t.Fatalf("rotate-secret: %+v, %v; want a finished rotation verified by a delivery", rot, err)
+	}
+	id := workflows.SecretRotationID(old)
+	if d, err := e.client.DescribeWorkflowExecution(t.Context(), id, ""); err != nil ||
+		d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+		t.Errorf("%s: %v, %v", id, d.GetWorkflowExecutionInfo().GetStatus(), err)
+	}
+	// The verified event came in on the new endpoint's receiver, v2,
+	// derived from the URL, whose secret siteops stored.
+	if _, _, err := e.store.InboxOutcome(t.Context(), rot.VerifiedEventID); err != nil {
+		t.Errorf("the verified event %s is not in the inbox: %v", rot.VerifiedEventID, err)
+	}
+	secrets, err := e.store.Secrets(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := false
+	for _, s := range secrets {
+		stored = stored || (s.EndpointID == rot.NewEndpointID && s.Receiver == "v2" && s.Fingerprint == rot.NewFingerprint)
+	}
+	if !stored {
+		t.Errorf("no secret of %s stored for receiver v2 with fingerprint %s: %+v", rot.NewEndpointID, rot.NewFingerprint, secrets)
+	}
+	ac, _ := agentsite.NewClient(e.simURL, apiKey)
+	eps, err := ac.ListWebhookEndpoints(t.Context())
+	if err != nil || len(eps) != 1 || eps[0].ID != rot.NewEndpointID || !strings.HasSuffix(eps[0].URL, "/webhooks/v2") {
+		t.Errorf("endpoints after the rotation = %+v, %v; want only %s", eps, err, rot.NewEndpointID)
+	}
+	for _, d := range e.sim.Deliveries() {
+		if d.Outcome != "succeeded" {
+			t.Errorf("a delivery was refused during the rotation: %+v", d)
+			break
+		}
+	}
+	_ = e.client.CancelWorkflow(t.Context(), workflows.LeadSyncID(site), "")
 }
 
 // appError is the application error at the root of a caller's error.

@@ -49,6 +49,11 @@ import (
 // of the usual places.
 const ChromiumEnv = "SITEOPS_CHROMIUM"
 
+// RequireBrowserEnv, set to 1, makes the tests that drive a browser fail
+// instead of skipping when none is found: CI sets it (.ci/run installs
+// Debian's chromium), so that the Web UI test always runs there.
+const RequireBrowserEnv = "SITEOPS_REQUIRE_BROWSER"
+
 // ScreenshotEnv, set to 1, makes the Web UI test write the README's
 // screenshot, docs/webui-decoded.png; normal runs leave it alone.
 const ScreenshotEnv = "SITEOPS_UPDATE_SCREENSHOT"
@@ -402,7 +407,7 @@ func TestDemoWithPayloadKeyServesTheCodec(t *testing.T) {
 		}
 		t.Logf("%5.1fs  the demo's Web UI shows %s decoded", time.Since(began).Seconds(), wfID)
 	} else {
-		t.Log("no Chromium: the demo's Web UI was checked over HTTP only; install Debian's chromium package to see it decode")
+		noBrowser(t, "the demo's Web UI was checked over HTTP only")
 	}
 }
 
@@ -455,7 +460,7 @@ func onboardEncrypted(t *testing.T, address, payloadKey string) workflowRun {
 }
 
 // findChromium returns the browser to drive, or skips the test naming the
-// package to install.
+// package to install (fails it, with SITEOPS_REQUIRE_BROWSER=1).
 func findChromium(t *testing.T) string {
 	t.Helper()
 	if p := os.Getenv(ChromiumEnv); p != "" {
@@ -466,9 +471,25 @@ func findChromium(t *testing.T) string {
 	}
 	p, ok := chromium()
 	if !ok {
-		t.Skipf("SKIP: no Chromium or Chrome found for the Web UI test; install Debian's chromium package (apt-get install chromium; .ci/run does) or set %s", ChromiumEnv)
+		noBrowser(t, "") // ends the test
 	}
 	return p
+}
+
+// noBrowser says that no browser was found, naming the package to install:
+// a failure when RequireBrowserEnv is 1, else a skip (or, when instead is
+// given, a note that the test did only that).
+func noBrowser(t *testing.T, instead string) {
+	t.Helper()
+	const msg = "no Chromium or Chrome found for the Web UI test; install Debian's chromium package (apt-get install chromium; .ci/run does) or set " + ChromiumEnv
+	switch {
+	case os.Getenv(RequireBrowserEnv) == "1":
+		t.Fatalf("%s (%s=1 requires a browser)", msg, RequireBrowserEnv)
+	case instead != "":
+		t.Logf("%s: %s", msg, instead)
+	default:
+		t.Skipf("SKIP: %s", msg)
+	}
 }
 
 // chromium looks for a browser: $SITEOPS_CHROMIUM, then Debian's

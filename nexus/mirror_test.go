@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/siteops/siteops/duration"
 	"github.com/siteops/siteops/nexus/api"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/workflows"
@@ -26,6 +27,7 @@ func TestAPITypesMirrorTheWorkflowTypes(t *testing.T) {
 		{workflows.LeadSyncProgress{}, api.LeadSyncProgress{}},
 		{workflows.SecretRotationInput{}, api.RotateSecretInput{}},
 		{workflows.SecretRotationStatus{}, api.SecretRotation{}},
+		{workflows.Duration(0), api.Duration(0)},
 	} {
 		for _, dir := range [][2]reflect.Type{
 			{reflect.TypeOf(pair.siteops), reflect.TypeOf(pair.mirror)},
@@ -52,6 +54,31 @@ func TestAPITypesMirrorTheWorkflowTypes(t *testing.T) {
 	}
 	if api.ServiceName == "" || api.Onboard.Name() != api.OnboardName {
 		t.Error("the operation references do not carry their names")
+	}
+}
+
+// TestAPIDurationIsSiteopsDuration checks that api.Duration, which package
+// api keeps to itself so that callers import nothing of siteops, reads and
+// writes JSON exactly as siteops' duration.Duration does: the same values,
+// the same refusals.
+func TestAPIDurationIsSiteopsDuration(t *testing.T) {
+	for _, in := range []string{`"90s"`, `"10m"`, `"1h30m"`, `"1.5h"`, `"300ms"`, `"-5m"`, `"0"`, `1.5`, `0`, `-2`, `90`,
+		`"ninety"`, `"5 min"`, `""`, `true`, `null`, `{}`, `"10"`} {
+		var want duration.Duration
+		wantErr := json.Unmarshal([]byte(in), &want)
+		var got api.Duration
+		gotErr := json.Unmarshal([]byte(in), &got)
+		if (gotErr == nil) != (wantErr == nil) || got.D() != want.D() {
+			t.Errorf("%s: api.Duration reads %s (%v), duration.Duration %s (%v)", in, got, gotErr, want, wantErr)
+		}
+		if wantErr != nil {
+			continue
+		}
+		g, _ := json.Marshal(got)
+		w, _ := json.Marshal(want)
+		if string(g) != string(w) || got.String() != want.String() {
+			t.Errorf("%s: api.Duration writes %s (%s), duration.Duration %s (%s)", in, g, got, w, want)
+		}
 	}
 }
 

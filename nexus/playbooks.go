@@ -126,7 +126,8 @@ func (s *Service) rotateSecret(ctx context.Context, in api.RotateSecretInput, op
 	h, err := temporalnexus.ExecuteUntypedWorkflow[api.SecretRotation](ctx, opts, st.StartOptions(workflows.SecretRotationKind, id),
 		workflows.SecretRotationWorkflowName, workflows.SecretRotationInput{
 			OldEndpointID: in.OldEndpointID, NewURL: in.NewURL, Receiver: in.Receiver,
-			VerifyTimeout: in.VerifyTimeout, DecisionTimeout: in.DecisionTimeout, GracePeriod: in.GracePeriod, Operator: in.Operator,
+			VerifyTimeout: workflows.Duration(in.VerifyTimeout), DecisionTimeout: workflows.Duration(in.DecisionTimeout),
+			GracePeriod: workflows.Duration(in.GracePeriod), Operator: in.Operator,
 		})
 	if err != nil {
 		return nil, handlerError(err)

@@ -3,6 +3,7 @@ package schemas_test
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -11,11 +12,13 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/siteops/siteops/nexus/api"
 	"github.com/siteops/siteops/schemas"
 	"github.com/siteops/siteops/schemas/internal/generate"
+	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/workflows"
 )
 
@@ -248,4 +251,223 @@ func filled(t reflect.Type) reflect.Value {
 		}
 	}
 	return v
+}
+
+// TestRequiredIsWhatTheCodeRequires drops each field of a complete, valid
+// document in turn and checks that the schema says "is required" exactly
+// when the code that reads the document refuses it without that field:
+// the spec through starter.ParseSpec and Prepare (what `siteops onboard`
+// runs), the Onboarding input through workflows.Validate (what the
+// workflow runs). Every field the schema describes is in the document, so
+// a field added to the types is checked too.
+func TestRequiredIsWhatTheCodeRequires(t *testing.T) {
+	const site = `"site": {"title": "Acme", "slug": "acme", "type": "business", "template": "minimal",
+		"content": {"headline": "Anvils", "subheadline": "Since 1949", "about": "A forge."},
+		"persona_mode": "assistant", "languages": ["en"]},
+	"agent": {"display_name": "Ava", "persona_mode": "assistant", "instructions": "Be brief.", "languages": ["en"],
+		"embed_enabled": false, "allowed_origins": ["https://acme.example"]},
+	"faqs": [{"id": "faq_1", "question": "Do you ship?", "answer": "Worldwide.", "approved": true}],
+	"wait_for_knowledge": true, "knowledge_timeout": "10m", "on_knowledge_timeout": "fail", "skip_publish": true`
+	hash := strings.Repeat("ab", 32)
+	for _, c := range []struct {
+		schema string
+		doc    string
+		// refused returns what the code says of doc: nil when it takes it.
+		refused func(doc []byte) []string
+		// oneOf are fields the code needs one of; the schema cannot say
+		// so, and leaves them to the code.
+		oneOf []string
+	}{
+		{
+			schema: schemas.OnboardingSpec,
+			doc:    `{` + site + `, "knowledge": [{"name": "Hours", "text": "Open 9 to 5."}, {"name": "Guide", "file": "guide.md"}]}`,
+			refused: func(doc []byte) []string {
+				spec, err := starter.ParseSpec("spec.json", doc, fstest.MapFS{"guide.md": {Data: []byte("The guide to our anvils.")}}, ".")
+				if err != nil {
+					return []string{err.Error()}
+				}
+				_, problems := starter.Prepare(spec)
+				return problemStrings(problems)
+			},
+			oneOf: []string{"knowledge[0].text", "knowledge[1].file"},
+		},
+		{
+			schema: schemas.OnboardingInput,
+			doc:    `{` + site + `, "knowledge": [{"name": "Hours", "text": "Open 9 to 5.", "chars": 12}, {"name": "Guide", "text_hash": "` + hash + `", "chars": 24}]}`,
+			refused: func(doc []byte) []string {
+				var in workflows.OnboardingInput
+				dec := json.NewDecoder(bytes.NewReader(doc))
+				dec.DisallowUnknownFields()
+				if err := dec.Decode(&in); err != nil {
+					return []string{err.Error()}
+				}
+				return problemStrings(workflows.Validate(in))
+			},
+			oneOf: []string{"knowledge[0].text", "knowledge[1].text_hash"},
+		},
+	} {
+		t.Run(c.schema, func(t *testing.T) {
+			var full map[string]any
+			if err := json.Unmarshal([]byte(c.doc), &full); err != nil {
+				t.Fatal(err)
+			}
+			if got := c.refused([]byte(c.doc)); got != nil {
+				t.Fatalf("the complete document is refused: %v", got)
+			}
+			if problems, err := schemas.Validate(c.schema, []byte(c.doc)); err != nil || len(problems) > 0 {
+				t.Fatalf("the complete document breaks the schema: %v %v", problems, err)
+			}
+			s, err := schemas.Load(c.schema)
+			if err != nil {
+				t.Fatal(err)
+			}
+			covered := map[string]bool{}
+			for _, path := range fieldPaths(full, "") {
+				covered[anyIndex.ReplaceAllString(path, "[]")] = true
+				b, err := json.Marshal(without(full, path))
+				if err != nil {
+					t.Fatal(err)
+				}
+				refused := c.refused(b)
+				problems, err := schemas.Validate(c.schema, b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				required := slices.ContainsFunc(problems, func(p schemas.Problem) bool { return p.Field == path && p.Message == "is required" })
+				switch {
+				case slices.Contains(c.oneOf, path):
+					if refused == nil {
+						t.Errorf("without %s: the code takes the document; drop it from oneOf", path)
+					}
+				case required && refused == nil:
+					t.Errorf("without %s: the schema says it is required, but the code takes the document (siteops would refuse what it accepts)", path)
+				case !required && refused != nil:
+					t.Errorf("without %s: the code refuses the document (%v), but the schema does not require it; add it to required in internal/generate", path, refused)
+				}
+			}
+			for _, p := range schemaPaths(s, "") {
+				if !covered[p] {
+					t.Errorf("the document lacks %s, which the schema describes; add it so that its rule is checked", p)
+				}
+			}
+		})
+	}
+}
+
+var anyIndex = regexp.MustCompile(`\[[0-9]+\]`)
+
+func problemStrings(ps []workflows.Problem) []string {
+	var out []string
+	for _, p := range ps {
+		out = append(out, p.String())
+	}
+	return out
+}
+
+// fieldPaths lists the path of every object field in v, as Validate names
+// them: site.title, knowledge[1].name.
+func fieldPaths(v any, prefix string) []string {
+	var out []string
+	switch v := v.(type) {
+	case map[string]any:
+		for _, k := range slices.Sorted(maps.Keys(v)) {
+			p := k
+			if prefix != "" {
+				p = prefix + "." + k
+			}
+			out = append(out, p)
+			out = append(out, fieldPaths(v[k], p)...)
+		}
+	case []any:
+		for i, item := range v {
+			out = append(out, fieldPaths(item, prefix+"["+strconv.Itoa(i)+"]")...)
+		}
+	}
+	return out
+}
+
+// schemaPaths lists the path of every property a schema describes, with
+// [] for any element of a list.
+func schemaPaths(s *schemas.Schema, prefix string) []string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(s.Properties)) {
+		p := k
+		if prefix != "" {
+			p = prefix + "." + k
+		}
+		out = append(out, p)
+		out = append(out, schemaPaths(s.Properties[k], p)...)
+	}
+	if s.Items != nil {
+		out = append(out, schemaPaths(s.Items, prefix+"[]")...)
+	}
+	return out
+}
+
+// without returns a deep copy of doc with the field at path removed.
+func without(doc map[string]any, path string) map[string]any {
+	b, _ := json.Marshal(doc)
+	var cp map[string]any
+	_ = json.Unmarshal(b, &cp)
+	parts := strings.Split(path, ".")
+	var cur any = cp
+	for i, part := range parts {
+		name, index, hasIndex := strings.Cut(part, "[")
+		m := cur.(map[string]any)
+		if i == len(parts)-1 && !hasIndex {
+			delete(m, name)
+			return cp
+		}
+		cur = m[name]
+		for hasIndex {
+			var n string
+			n, index, _ = strings.Cut(index, "]")
+			k, _ := strconv.Atoi(n)
+			cur = cur.([]any)[k]
+			_, index, hasIndex = strings.Cut(index, "[")
+		}
+	}
+	return cp
+}
+
+// TestTheREADMEInputsValidate checks the inputs the README shows against
+// their schemas: the Onboarding input, the lead sync and embed incident
+// inputs, and the body of the curl command that onboards over HTTP.
+func TestTheREADMEInputsValidate(t *testing.T) {
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(b)
+	// after returns the text that follows the first line starting with
+	// intro, up to end (exclusive), from the first from on.
+	after := func(intro, from, end string) string {
+		t.Helper()
+		i := strings.Index(readme, "\n"+intro)
+		if i < 0 {
+			t.Fatalf("the README has no line starting with %q", intro)
+		}
+		rest := readme[i+1:]
+		j := strings.Index(rest, from)
+		if j < 0 {
+			t.Fatalf("the README has no %q after %q", from, intro)
+		}
+		rest = rest[j+len(from):]
+		k := strings.Index(rest, end)
+		if k < 0 {
+			t.Fatalf("the README has no %q after %q", end, intro)
+		}
+		return rest[:k]
+	}
+	for _, c := range []struct{ what, schema, doc string }{
+		{"Onboarding input", schemas.OnboardingInput, after("Onboarding input", "```json\n", "```")},
+		{"Lead sync input", schemas.LeadSyncInput, after("Lead sync input:", "`", "`")},
+		{"Embed incident input", schemas.EmbedIncidentInput, after("Embed incident input:", "`", "`")},
+		{"the curl command's onboard body", schemas.NexusOnboardInput, after("<!-- e2e: curl-start -->", "-d '", "'")},
+	} {
+		problems, err := schemas.Validate(c.schema, []byte(c.doc))
+		if err != nil || len(problems) > 0 {
+			t.Errorf("the README's %s breaks %s: %v %v\n%s", c.what, c.schema, problems, err, c.doc)
+		}
+	}
 }

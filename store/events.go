@@ -339,15 +339,6 @@ const maxListPage = 500
 // recorded with who asked and when. It returns the events as they were, or
 // ErrNotFound naming the ids the inbox does not hold (and replays none).
 func (s *Store) ReplayEvents(ctx context.Context, ids []string, operator string) ([]Replayed, error) {
-	return s.replay(ctx, ids, operator, true)
-}
-
-// PreviewReplay returns what ReplayEvents would, and changes nothing.
-func (s *Store) PreviewReplay(ctx context.Context, ids []string) ([]Replayed, error) {
-	return s.replay(ctx, ids, "", false)
-}
-
-func (s *Store) replay(ctx context.Context, ids []string, operator string, commit bool) ([]Replayed, error) {
 	ids = slices.Compact(slices.Sorted(slices.Values(ids)))
 	if len(ids) == 0 {
 		return nil, nil
@@ -361,27 +352,52 @@ func (s *Store) replay(ctx context.Context, ids []string, operator string, commi
 	if err != nil {
 		return nil, err
 	}
-	if len(out) < len(ids) {
-		found := map[string]bool{}
-		for _, r := range out {
-			found[r.EventID] = true
-		}
-		var missing []string
-		for _, id := range ids {
-			if !found[id] {
-				missing = append(missing, id)
-			}
-		}
-		return nil, fmt.Errorf("%w: %s not in the inbox (never received, or purged after SITEOPS_INBOX_RETENTION); nothing was replayed",
-			ErrNotFound, plural(len(missing), "event", "events")+" "+strings.Join(missing, ", "))
-	}
-	if !commit {
-		return sortReplayed(out), nil // the deferred rollback undoes it
+	if err := notInInbox(ids, out); err != nil {
+		return nil, err
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("store: recording the replay: %w", err)
 	}
 	return sortReplayed(out), nil
+}
+
+// PreviewReplay returns what ReplayEvents would, and changes nothing. It
+// only reads, in no transaction of its own: a dry run takes neither
+// SQLite's write lock (which every transaction of this store takes at its
+// start) nor row locks, so the ingress and the relay never wait for it.
+func (s *Store) PreviewReplay(ctx context.Context, ids []string) ([]Replayed, error) {
+	ids = slices.Compact(slices.Sorted(slices.Values(ids)))
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	out, err := s.readReplayed(ctx, s.db, ids, "")
+	if err != nil {
+		return nil, err
+	}
+	if err := notInInbox(ids, out); err != nil {
+		return nil, err
+	}
+	return sortReplayed(out), nil
+}
+
+// notInInbox is ErrNotFound naming the ids that found does not hold, or
+// nil.
+func notInInbox(ids []string, found []Replayed) error {
+	if len(found) == len(ids) {
+		return nil
+	}
+	held := map[string]bool{}
+	for _, r := range found {
+		held[r.EventID] = true
+	}
+	var missing []string
+	for _, id := range ids {
+		if !held[id] {
+			missing = append(missing, id)
+		}
+	}
+	return fmt.Errorf("%w: %s not in the inbox (never received, or purged after SITEOPS_INBOX_RETENTION); nothing was replayed",
+		ErrNotFound, plural(len(missing), "event", "events")+" "+strings.Join(missing, ", "))
 }
 
 // sortReplayed orders replayed events as ListEvents does, newest first.
@@ -395,38 +411,49 @@ func sortReplayed(out []Replayed) []Replayed {
 	return out
 }
 
-func (s *Store) replayIn(ctx context.Context, tx *sql.Tx, ids []string, operator string, now time.Time) ([]Replayed, error) {
-	lock := ""
-	if s.dialect == Postgres {
-		lock = " FOR UPDATE"
-	}
+// querier is what readReplayed reads through: the store's pool, or a
+// transaction.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// readReplayed reads the events ids as a replay would queue them, with
+// the workflow their latest attempt reached; lock is appended to the query
+// (" FOR UPDATE" inside a replay's transaction on PostgreSQL).
+func (s *Store) readReplayed(ctx context.Context, q querier, ids []string, lock string) ([]Replayed, error) {
 	last := func(col string) string {
 		return `COALESCE((SELECT ` + col + ` FROM inbox_history h WHERE h.event_id = inbox.event_id AND h.kind = '` + HistoryAttempt +
 			`' AND h.workflow_id <> '' ORDER BY h.id DESC LIMIT 1), '')`
 	}
 	// Only column names and placeholders are concatenated; every value is
 	// a bound argument.
-	q := `SELECT ` + s.recordColumns() + `, ` + last("workflow_id") + `, ` + last("run_id") + //nolint:gosec // see above
+	query := `SELECT ` + s.recordColumns() + `, ` + last("workflow_id") + `, ` + last("run_id") + //nolint:gosec // see above
 		` FROM inbox WHERE ` + s.inJSON("event_id", 1) + lock
-	rows, err := tx.QueryContext(ctx, q, jsonArg(ids))
+	rows, err := q.QueryContext(ctx, query, jsonArg(ids))
 	if err != nil {
 		return nil, fmt.Errorf("store: reading the events to replay: %w", err)
 	}
+	defer func() { _ = rows.Close() }()
 	var out []Replayed
 	for rows.Next() {
 		var r Replayed
 		rec, err := scanRecord(rows, &r.WorkflowID, &r.RunID)
 		if err != nil {
-			_ = rows.Close()
 			return nil, err
 		}
 		r.EventRecord, r.Replay = rec, rec.Replays+1
 		out = append(out, r)
 	}
-	if err := rows.Close(); err != nil {
-		return nil, err
+	return out, rows.Err()
+}
+
+func (s *Store) replayIn(ctx context.Context, tx *sql.Tx, ids []string, operator string, now time.Time) ([]Replayed, error) {
+	lock := ""
+	if s.dialect == Postgres {
+		lock = " FOR UPDATE"
 	}
-	if err := rows.Err(); err != nil {
+	out, err := s.readReplayed(ctx, tx, ids, lock)
+	if err != nil {
 		return nil, err
 	}
 	// Only fixed SQL is concatenated; every value is a bound argument.

@@ -3,11 +3,13 @@
 // for workflow.NexusClient.ExecuteOperation, the operations' input and
 // output types, and the error types a caller can tell apart.
 //
-// It imports only the Nexus SDK's operation references (standard library
-// only), never siteops' store, client or workflows, so that a caller
-// imports it without pulling siteops in. Its types write the same JSON as
-// the workflow types they mirror (OnboardInput is workflows.OnboardingInput
-// on the wire, and so on); a test in package nexus keeps them in step.
+// It imports the standard library and the Nexus SDK's operation
+// references (github.com/nexus-rpc/sdk-go/nexus, itself standard library
+// only), and no package of siteops, so that a caller imports it without
+// pulling siteops in; a test keeps it so. Its types, Duration included,
+// write the same JSON as the siteops types they mirror (OnboardInput is
+// workflows.OnboardingInput on the wire, and so on); a test in package
+// nexus keeps them in step.
 //
 // A caller workflow reaches the service through a Nexus endpoint that
 // targets siteops' namespace and task queue:
@@ -17,7 +19,7 @@
 //	err := c.ExecuteOperation(ctx, api.StoreKnowledge, api.StoreKnowledgeInput{Text: text}, workflow.NexusOperationOptions{}).Get(ctx, &stored)
 //
 // Callers without a Temporal SDK use the same operations over HTTP (see
-// docs/readme-callers.md).
+// "Calling siteops from other systems" in the README).
 package api
 
 import "github.com/nexus-rpc/sdk-go/nexus"

@@ -2,19 +2,28 @@ package generate
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 )
 
-// All renders every schema file, by name.
+// All renders every schema file, by name. An entry of required for a type
+// no schema describes is an error: it would be a rule that reaches no one.
 func All(root string) (map[string][]byte, error) {
 	out := map[string][]byte{}
+	described := map[reflect.Type]bool{}
 	for _, f := range Files {
-		b, err := Render(root, f)
+		b, err := render(root, f, described)
 		if err != nil {
 			return nil, err
 		}
 		out[f.Name] = b
+	}
+	for t := range required {
+		if !described[t] {
+			return nil, fmt.Errorf("required lists fields of %s, which no schema describes; remove the entry", t)
+		}
 	}
 	return out, nil
 }

@@ -1,10 +1,10 @@
 // Package generate writes the JSON Schemas (draft 2020-12) of package
 // schemas from the Go types that read the documents: reflect gives the
-// shape (JSON names from the json tags; a field without omitempty or
-// omitzero is required; no other field is allowed), the types' and fields'
-// doc comments give the descriptions. A type whose JSON is written by a
-// method of its own is described by hand in special; any other such type
-// is refused rather than guessed at.
+// shape (JSON names from the json tags; no other field is allowed), the
+// list in required.go says which fields a document must hold, and the
+// types' and fields' doc comments give the descriptions. A type whose JSON
+// is written by a method of its own is described by hand in special; any
+// other such type is refused rather than guessed at.
 package generate
 
 import (
@@ -74,7 +74,12 @@ func duration() object {
 // Render writes the schema of f, its doc comments read from the module
 // at root.
 func Render(root string, f File) ([]byte, error) {
-	g := &generator{docs: newDocs(root), seen: map[reflect.Type]bool{}}
+	return render(root, f, map[reflect.Type]bool{})
+}
+
+// render is Render, and marks in described every struct type it describes.
+func render(root string, f File, described map[reflect.Type]bool) ([]byte, error) {
+	g := &generator{docs: newDocs(root), seen: map[reflect.Type]bool{}, described: described}
 	body, err := g.schema(f.Type, "")
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", f.Name, err)
@@ -99,8 +104,9 @@ func Render(root string, f File) ([]byte, error) {
 }
 
 type generator struct {
-	docs *docs
-	seen map[reflect.Type]bool // struct types on the current path, against recursion
+	docs      *docs
+	seen      map[reflect.Type]bool // struct types on the current path, against recursion
+	described map[reflect.Type]bool // every struct type described, for All's check of required
 }
 
 var (
@@ -183,8 +189,9 @@ func (g *generator) object(t reflect.Type) (object, error) {
 	}
 	g.seen[t] = true
 	defer delete(g.seen, t)
+	g.described[t] = true
 	props := object{}
-	var required []string
+	names := map[string]bool{}
 	var walk func(t reflect.Type) error
 	walk = func(t reflect.Type) error {
 		for i := range t.NumField() {
@@ -211,9 +218,7 @@ func (g *generator) object(t reflect.Type) (object, error) {
 				return fmt.Errorf("%s.%s: %w", t.Name(), f.Name, err)
 			}
 			props = append(props, kv{name, s})
-			if !hasOpt(opts, "omitempty") && !hasOpt(opts, "omitzero") {
-				required = append(required, name)
-			}
+			names[name] = true
 		}
 		return nil
 	}
@@ -221,19 +226,15 @@ func (g *generator) object(t reflect.Type) (object, error) {
 		return nil, err
 	}
 	o := object{{"type", "object"}, {"properties", props}}
-	if len(required) > 0 {
-		o = append(o, kv{"required", required})
+	if req := required[t]; len(req) > 0 {
+		for _, name := range req {
+			if !names[name] {
+				return nil, fmt.Errorf("%s: required lists %q, which is not one of its JSON fields", t, name)
+			}
+		}
+		o = append(o, kv{"required", req})
 	}
 	return append(o, kv{"additionalProperties", false}), nil
-}
-
-func hasOpt(opts, want string) bool {
-	for o := range strings.SplitSeq(opts, ",") {
-		if o == want {
-			return true
-		}
-	}
-	return false
 }
 
 // nullable lets a schema's value also be null, as Go writes a nil slice,
