@@ -254,6 +254,10 @@ type ReconcileSecretsResult struct {
 	Retired []string `json:"retired,omitempty"`
 	// Upgraded counts secrets moved to the current sealing format.
 	Upgraded int `json:"upgraded"`
+	// Withheld names the endpoints whose secrets were not retired although
+	// the list did not name them, because the list named none of the
+	// stored endpoints at all (see ReconcileSecrets).
+	Withheld []string `json:"withheld,omitempty"`
 }
 
 // ReconcileSecrets retires every stored secret whose endpoint is no longer
@@ -261,10 +265,22 @@ type ReconcileSecretsResult struct {
 // so that a leaked secret of a deleted endpoint stops verifying. The store
 // is read before the list: a secret stored before the list was taken
 // belongs to an endpoint created before it, so a fresh endpoint is never
-// taken for a deleted one. A secret already scheduled to retire (a
-// rotation's grace period) is left to end on time. Secrets from SITEOPS_WEBHOOK_SECRETS are not
-// stored and not touched. It also moves secrets still in the first sealing
-// format to the current one (the lazy half of `siteops secret rekey`).
+// taken for a deleted one. The list is read whole (the client follows
+// next_cursor when the API pages it). A secret already scheduled to retire
+// (a rotation's grace period) is left to end on time. Secrets from
+// SITEOPS_WEBHOOK_SECRETS are not stored and not touched. It also moves
+// secrets still in the first sealing format to the current one (the lazy
+// half of `siteops secret rekey`).
+//
+// A list that names none of the stored endpoints retires nothing: an empty
+// answer, another account's (an AGENTSITE_API_KEY of another environment)
+// or a failed one looks exactly like that, and retiring every secret on it
+// would refuse every delivery until someone notices — events the sender
+// drops for good after its eight attempts. The secrets are reported as
+// withheld and logged as an error instead; when every endpoint really was
+// deleted, `siteops secret retire` retires them. So a deleted endpoint's
+// secret is retired within one period whenever the list still names
+// another stored endpoint.
 func (a *Activities) ReconcileSecrets(ctx context.Context) (ReconcileSecretsResult, error) {
 	var out ReconcileSecretsResult
 	stored, err := a.Store.Secrets(ctx)
@@ -281,13 +297,29 @@ func (a *Activities) ReconcileSecrets(ctx context.Context) (ReconcileSecretsResu
 		for _, e := range eps {
 			live[e.ID] = true
 		}
-		now := a.Now()
+		var gone []store.SecretInfo
+		listed := 0
 		for _, s := range stored {
-			// A secret already scheduled to retire (a rotation's grace
-			// period after it deleted the endpoint) ends on its own.
-			if live[s.EndpointID] || s.RetireAfter != nil {
-				continue
+			switch {
+			case live[s.EndpointID]:
+				listed++
+			case s.RetireAfter == nil:
+				// A secret already scheduled to retire (a rotation's
+				// grace period after it deleted the endpoint) ends on
+				// its own.
+				gone = append(gone, s)
 			}
+		}
+		if listed == 0 && len(gone) > 0 {
+			for _, s := range gone {
+				out.Withheld = append(out.Withheld, s.EndpointID)
+			}
+			activity.GetLogger(ctx).Error("the endpoint list names none of the stored endpoints; retiring none of their secrets, since an empty or another account's answer looks the same. If every endpoint was really deleted, run `siteops secret retire --endpoint ID` for each; otherwise check AGENTSITE_API_KEY and AGENTSITE_BASE_URL",
+				"stored", len(gone), "listed", len(eps), "endpoints", out.Withheld)
+			gone = nil
+		}
+		now := a.Now()
+		for _, s := range gone {
 			if _, err := a.Store.Retire(ctx, s.EndpointID, now); err != nil && !errors.Is(err, store.ErrNotFound) {
 				return out, classify(err)
 			}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 )
@@ -111,13 +112,36 @@ func (c *Client) CreateWebhookEndpoint(ctx context.Context, idempotencyKey strin
 // latest delivery, never their secrets.
 //
 // GET /api/v1/webhook-endpoints. The contract names the operation but not
-// its path; this one is assumed.
+// its path; this one is assumed. Nor does it say whether the list is paged:
+// when an answer carries a next_cursor (the shape of the lead pages), the
+// rest is read with ?cursor= until it is null, so that a caller deciding
+// which endpoints are gone never takes one page for the whole list.
 func (c *Client) ListWebhookEndpoints(ctx context.Context) ([]WebhookEndpoint, error) {
-	var out data[[]WebhookEndpoint]
-	if _, err := c.do(ctx, newRequest(http.MethodGet, "/webhook-endpoints"), &out); err != nil {
-		return nil, err
+	var all []WebhookEndpoint
+	followed := map[string]bool{}
+	cursor := ""
+	for {
+		r := newRequest(http.MethodGet, "/webhook-endpoints")
+		if cursor != "" {
+			r.query = url.Values{"cursor": {cursor}}
+		}
+		var out struct {
+			Data       []WebhookEndpoint `json:"data"`
+			NextCursor *string           `json:"next_cursor"`
+		}
+		if _, err := c.do(ctx, r, &out); err != nil {
+			return nil, err
+		}
+		all = append(all, out.Data...)
+		if out.NextCursor == nil || *out.NextCursor == "" {
+			return all, nil
+		}
+		if followed[*out.NextCursor] {
+			return nil, c.contractError(r, nil, "the endpoint list's next_cursor repeats a cursor already followed, so following it would read the same pages for ever", ErrCursorStuck)
+		}
+		followed[*out.NextCursor] = true
+		cursor = *out.NextCursor
 	}
-	return out.Data, nil
 }
 
 // DeleteWebhookEndpoint removes a receiver.

@@ -7,9 +7,25 @@
 //
 // Secrets and lead records never enter payloads in the first place (see
 // package activities); the codec protects the rest: site content, origins,
-// incident reasons. It deliberately leaves out key rotation (one key at a
-// time, named by its ID in every payload) and binding a payload to its
-// workflow (the SDK hands a codec payloads without saying whose they are).
+// incident reasons.
+//
+// A payload is bound to what it belongs to as far as a codec can know it:
+// its namespace (the client's, for the SDK; the X-Namespace header the Web
+// UI and the CLI send, for the codec server) and its original metadata —
+// the whole original payload, encoding and all, is the plaintext, so the tag
+// covers it. A payload copied from one namespace's history into another
+// does not decode there. The codec deliberately leaves out key rotation
+// (one key at a time, named by its ID in every payload) and binding a
+// payload to its workflow or event: the SDK hands a codec payloads without
+// saying whose they are.
+//
+// A codec refuses nothing for being unencrypted unless told to
+// (RequireEncrypted): a worker must still read the plaintext its callers
+// without the key send — a workflow started through Temporal's HTTP API or
+// `temporal workflow start` without a codec, a history written before the key
+// was set. The codec server (Handler) refuses plaintext by default: it serves
+// people reading histories, who should see that such a payload was not
+// written by a holder of the key rather than see it as if it had been.
 package codec
 
 import (
@@ -21,6 +37,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 
 	commonpb "go.temporal.io/api/common/v1"
@@ -31,23 +48,31 @@ import (
 // Metadata of an encrypted payload.
 //
 // Version 1 (no encryption-version field) authenticated only the key ID as
-// additional data. Version 2, the one written now, authenticates every
-// field of the outer metadata — the format's name and version, the key ID,
-// the cipher and the encoding — so that none of them can be changed or
-// dropped without the payload failing to decrypt: a version-2 payload
-// stripped of its version does not open as version 1. The inner payload,
-// data and metadata (its original encoding) alike, is the plaintext, so the
-// tag covers it too. Version-1 payloads stay readable: histories written
-// before version 2 exist.
+// additional data. Version 2 authenticates every field of the outer
+// metadata — the format's name and version, the key ID, the cipher and the
+// encoding — so that none of them can be changed or dropped without the
+// payload failing to decrypt: a version-2 payload stripped of its version
+// does not open as version 1. Version 3, the one written now, adds the
+// namespace the payload was written for (encryption-namespace, absent for
+// a codec given none). In every version the inner payload, data and
+// metadata (its original encoding) alike, is the plaintext, so the tag
+// covers it too. Payloads of versions 1 and 2 stay readable in any
+// namespace: histories written before version 3 exist.
 const (
-	Encoding    = "binary/encrypted"
-	metaKeyID   = "encryption-key-id"
-	metaCipher  = "encryption-cipher"
-	metaVersion = "encryption-version"
-	cipherName  = "AES256-GCM"
-	version2    = "2"
-	encodingKey = converter.MetadataEncoding
+	Encoding      = "binary/encrypted"
+	metaKeyID     = "encryption-key-id"
+	metaCipher    = "encryption-cipher"
+	metaVersion   = "encryption-version"
+	metaNamespace = "encryption-namespace"
+	cipherName    = "AES256-GCM"
+	version2      = "2"
+	version3      = "3"
+	encodingKey   = converter.MetadataEncoding
 )
+
+// namespaceName is what a Temporal namespace name may be here: it goes into
+// the additional data between NUL separators, and into error messages.
+var namespaceName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$`)
 
 // ErrNotEncrypted is the error Decode returns for a payload that is not
 // encrypted, when the codec requires encryption (RequireEncrypted).
@@ -57,7 +82,9 @@ var ErrNotEncrypted = errors.New("codec: a payload is not encrypted")
 type AESGCM struct {
 	aead             cipher.AEAD
 	keyID            string
+	namespace        string
 	requireEncrypted bool
+	err              error // from an option
 }
 
 var _ converter.PayloadCodec = (*AESGCM)(nil)
@@ -71,11 +98,28 @@ type Option func(*AESGCM)
 // written by a client without the key — a `temporal workflow signal`
 // without a codec, or someone who can reach Temporal but does not hold the
 // key — and only encryption proves who wrote a payload. It is an option,
-// not the default, because workflows that were already running when the key
-// was first set have plaintext payloads in their histories: a worker that
-// refused them could not replay those workflows.
+// not the default for a worker, because callers without the key write
+// plaintext that the worker must read — a workflow started through
+// Temporal's HTTP API or a CLI without the codec — and workflows that were
+// already running when the key was first set have plaintext payloads in
+// their histories: a worker that refused them could not replay those
+// workflows. The codec server refuses plaintext by default (Handler).
 func RequireEncrypted() Option {
 	return func(c *AESGCM) { c.requireEncrypted = true }
+}
+
+// WithNamespace binds the payloads the codec writes to a Temporal
+// namespace, and makes it refuse payloads written for another one: the
+// client's namespace, for a worker or a starter. A codec without it writes
+// payloads bound to no namespace and reads those of any.
+func WithNamespace(ns string) Option {
+	return func(c *AESGCM) {
+		if !namespaceName.MatchString(ns) {
+			c.err = fmt.Errorf("codec: %q is not a Temporal namespace name (letters, digits, '.', '_' and '-'); check TEMPORAL_NAMESPACE", truncate(ns, 64))
+			return
+		}
+		c.namespace = ns
+	}
 }
 
 // ParseKey decodes SITEOPS_PAYLOAD_KEY: 32 bytes in standard base64.
@@ -105,11 +149,17 @@ func New(key []byte, opts ...Option) (*AESGCM, error) {
 	for _, opt := range opts {
 		opt(c)
 	}
+	if c.err != nil {
+		return nil, c.err
+	}
 	return c, nil
 }
 
 // KeyID names the key without revealing it, as payload metadata does.
 func (c *AESGCM) KeyID() string { return c.keyID }
+
+// Namespace is the namespace the codec binds payloads to ("" for none).
+func (c *AESGCM) Namespace() string { return c.namespace }
 
 // DataConverter wraps the default converter with the codec.
 func (c *AESGCM) DataConverter() converter.DataConverter {
@@ -123,11 +173,24 @@ func aadV2(keyID string) []byte {
 	return []byte("siteops-payload\x00" + version2 + "\x00" + keyID + "\x00" + cipherName + "\x00" + Encoding + "\x00")
 }
 
+// aadV3 is the additional data of a version-3 payload: version 2's fields
+// and the namespace it was written for, each ended by a NUL (a namespace
+// name holds none, see namespaceName).
+func aadV3(keyID, namespace string) []byte {
+	return []byte("siteops-payload\x00" + version3 + "\x00" + keyID + "\x00" + cipherName + "\x00" + Encoding + "\x00" + namespace + "\x00")
+}
+
 // Encode encrypts each payload whole (metadata and data), always: what it
-// returns is never plaintext, whatever it is given.
+// returns is never plaintext, whatever it is given. The payloads are bound
+// to the codec's namespace.
 func (c *AESGCM) Encode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error) {
+	return c.encode(payloads, c.namespace)
+}
+
+// encode encrypts payloads for namespace ns ("" for none).
+func (c *AESGCM) encode(payloads []*commonpb.Payload, ns string) ([]*commonpb.Payload, error) {
 	out := make([]*commonpb.Payload, len(payloads))
-	aad := aadV2(c.keyID)
+	aad := aadV3(c.keyID, ns)
 	for i, p := range payloads {
 		plain, err := proto.Marshal(p)
 		if err != nil {
@@ -137,22 +200,30 @@ func (c *AESGCM) Encode(payloads []*commonpb.Payload) ([]*commonpb.Payload, erro
 		if _, err := rand.Read(nonce); err != nil {
 			return nil, err
 		}
-		out[i] = &commonpb.Payload{
-			Metadata: map[string][]byte{
-				encodingKey: []byte(Encoding), metaKeyID: []byte(c.keyID),
-				metaCipher: []byte(cipherName), metaVersion: []byte(version2),
-			},
-			Data: c.aead.Seal(nonce, nonce, plain, aad),
+		md := map[string][]byte{
+			encodingKey: []byte(Encoding), metaKeyID: []byte(c.keyID),
+			metaCipher: []byte(cipherName), metaVersion: []byte(version3),
 		}
+		if ns != "" {
+			md[metaNamespace] = []byte(ns)
+		}
+		out[i] = &commonpb.Payload{Metadata: md, Data: c.aead.Seal(nonce, nonce, plain, aad)}
 	}
 	return out, nil
 }
 
-// Decode decrypts payloads this codec encrypted, of either version. A
+// Decode decrypts payloads this codec encrypted, of any version. A
 // payload that is not encrypted passes through unchanged, unless the codec
 // requires encryption; a payload that carries encryption metadata under
-// another encoding is refused, since only tampering makes one.
+// another encoding is refused, since only tampering makes one; so is one
+// written for another namespace than the codec's.
 func (c *AESGCM) Decode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error) {
+	return c.decode(payloads, c.namespace, c.requireEncrypted)
+}
+
+// decode decrypts payloads read in namespace ns ("" for any), refusing
+// plaintext when requireEncrypted.
+func (c *AESGCM) decode(payloads []*commonpb.Payload, ns string, requireEncrypted bool) ([]*commonpb.Payload, error) {
 	out := make([]*commonpb.Payload, len(payloads))
 	for i, p := range payloads {
 		md := p.GetMetadata()
@@ -160,13 +231,13 @@ func (c *AESGCM) Decode(payloads []*commonpb.Payload) ([]*commonpb.Payload, erro
 			if _, ok := md[metaKeyID]; ok {
 				return nil, fmt.Errorf("codec: a payload has encryption metadata but the encoding %q: it was tampered with", truncate(string(md[encodingKey]), 40))
 			}
-			if c.requireEncrypted {
+			if requireEncrypted {
 				return nil, fmt.Errorf("%w (encoding %q): it was written by a client without SITEOPS_PAYLOAD_KEY; write it again with the key", ErrNotEncrypted, truncate(string(md[encodingKey]), 40))
 			}
 			out[i] = p
 			continue
 		}
-		dec, err := c.open(md, p.GetData())
+		dec, err := c.open(md, p.GetData(), ns)
 		if err != nil {
 			return nil, err
 		}
@@ -175,9 +246,10 @@ func (c *AESGCM) Decode(payloads []*commonpb.Payload) ([]*commonpb.Payload, erro
 	return out, nil
 }
 
-// open decrypts one encrypted payload, choosing the additional data by its
-// version.
-func (c *AESGCM) open(md map[string][]byte, data []byte) (*commonpb.Payload, error) {
+// open decrypts one encrypted payload read in namespace ns ("" for any),
+// choosing the additional data by its version. A version-3 payload written
+// for no namespace opens in any: only a codec given none writes one.
+func (c *AESGCM) open(md map[string][]byte, data []byte, ns string) (*commonpb.Payload, error) {
 	if id := string(md[metaKeyID]); id != c.keyID {
 		return nil, fmt.Errorf("codec: payload encrypted with key %s, this key is %s; set SITEOPS_PAYLOAD_KEY to the key it was written with", truncate(id, 16), c.keyID)
 	}
@@ -190,6 +262,13 @@ func (c *AESGCM) open(md map[string][]byte, data []byte) (*commonpb.Payload, err
 		aad = []byte(c.keyID) // version 1
 	case string(v) == version2:
 		aad = aadV2(c.keyID)
+	case string(v) == version3:
+		written := string(md[metaNamespace])
+		if ns != "" && written != "" && written != ns {
+			return nil, fmt.Errorf("codec: a payload written for namespace %q is read in namespace %q: payloads do not move between namespaces; write it again in %s",
+				truncate(written, 64), ns, ns)
+		}
+		aad = aadV3(c.keyID, written)
 	default:
 		return nil, fmt.Errorf("codec: payload encryption version %q is unknown; it was written by a newer siteops, upgrade this one", truncate(string(v), 16))
 	}

@@ -27,8 +27,8 @@ func TestRoundTripAndTamper(t *testing.T) {
 	if strings.Contains(string(p.GetData()), "phishing") || string(p.GetMetadata()[converter.MetadataEncoding]) != Encoding {
 		t.Fatalf("payload not encrypted: %v", p)
 	}
-	if got := string(p.GetMetadata()[metaVersion]); got != version2 {
-		t.Errorf("%s = %q, want %q", metaVersion, got, version2)
+	if got := string(p.GetMetadata()[metaVersion]); got != version3 {
+		t.Errorf("%s = %q, want %q", metaVersion, got, version3)
 	}
 	var back map[string]string
 	if err := dc.FromPayload(p, &back); err != nil || back["reason"] != "widget on a phishing page" {
@@ -68,18 +68,41 @@ func sealV1(t *testing.T, c *AESGCM, p *commonpb.Payload) *commonpb.Payload {
 	}
 }
 
-// TestVersions checks that payloads of both versions decrypt, and that no
-// field of a version-2 payload's outer metadata can be changed or dropped:
-// dropping the version does not make it a version-1 payload.
+// sealV2 encrypts p as siteops did in version 2: the outer metadata as
+// additional data, no namespace.
+func sealV2(t *testing.T, c *AESGCM, p *commonpb.Payload) *commonpb.Payload {
+	t.Helper()
+	plain, err := proto.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nonce := make([]byte, c.aead.NonceSize())
+	if _, err := rand.Read(nonce); err != nil {
+		t.Fatal(err)
+	}
+	return &commonpb.Payload{
+		Metadata: map[string][]byte{encodingKey: []byte(Encoding), metaKeyID: []byte(c.keyID), metaCipher: []byte(cipherName), metaVersion: []byte(version2)},
+		Data:     c.aead.Seal(nonce, nonce, plain, aadV2(c.keyID)),
+	}
+}
+
+// TestVersions checks that payloads of every version decrypt, and that no
+// field of a version-2 or version-3 payload's outer metadata can be
+// changed or dropped: dropping the version does not make it a version-1
+// payload, and dropping or changing the namespace does not move it to
+// another namespace.
 func TestVersions(t *testing.T) {
-	c, _ := New(key)
+	c, _ := New(key, WithNamespace("prod"))
 	inner, _ := converter.GetDefaultDataConverter().ToPayload(map[string]string{"title": "Bayside Dental"})
 	enc, err := c.Encode([]*commonpb.Payload{inner})
 	if err != nil {
 		t.Fatal(err)
 	}
-	v2 := enc[0]
+	v3 := enc[0]
+	v2 := sealV2(t, c, inner)
 	v1 := sealV1(t, c, inner)
+	unbound, _ := New(key)
+	encUnbound, _ := unbound.Encode([]*commonpb.Payload{inner})
 	edit := func(p *commonpb.Payload, f func(md map[string][]byte)) *commonpb.Payload {
 		q := proto.Clone(p).(*commonpb.Payload)
 		f(q.Metadata)
@@ -90,14 +113,21 @@ func TestVersions(t *testing.T) {
 		p       *commonpb.Payload
 		wantErr string // empty: decrypts to inner
 	}{
-		{"version 2", v2, ""},
+		{"version 3, this namespace", v3, ""},
+		{"version 3, no namespace (a codec given none)", encUnbound[0], ""},
+		{"version 2, written before version 3", v2, ""},
 		{"version 1, written before version 2", v1, ""},
+		{"version 3 without its version", edit(v3, func(md map[string][]byte) { delete(md, metaVersion) }), "does not decrypt"},
+		{"version 3 claiming version 2", edit(v3, func(md map[string][]byte) { md[metaVersion] = []byte(version2) }), "does not decrypt"},
+		{"version 3 without its namespace", edit(v3, func(md map[string][]byte) { delete(md, metaNamespace) }), "does not decrypt"},
+		{"version 3 relabelled for this namespace", edit(mustEncodeFor(t, c, inner, "staging"), func(md map[string][]byte) { md[metaNamespace] = []byte("prod") }), "does not decrypt"},
+		{"version 3 of another namespace", mustEncodeFor(t, c, inner, "staging"), `namespace "staging" is read in namespace "prod"`},
 		{"version 2 without its version", edit(v2, func(md map[string][]byte) { delete(md, metaVersion) }), "does not decrypt"},
 		{"version 1 claiming version 2", edit(v1, func(md map[string][]byte) { md[metaVersion] = []byte(version2) }), "does not decrypt"},
-		{"an unknown version", edit(v2, func(md map[string][]byte) { md[metaVersion] = []byte("9") }), "newer siteops"},
-		{"another cipher", edit(v2, func(md map[string][]byte) { md[metaCipher] = []byte("AES128-CBC") }), "cipher"},
-		{"another key ID", edit(v2, func(md map[string][]byte) { md[metaKeyID] = []byte("00000000") }), "SITEOPS_PAYLOAD_KEY"},
-		{"relabelled as plaintext", edit(v2, func(md map[string][]byte) { md[encodingKey] = []byte("json/plain") }), "tampered"},
+		{"an unknown version", edit(v3, func(md map[string][]byte) { md[metaVersion] = []byte("9") }), "newer siteops"},
+		{"another cipher", edit(v3, func(md map[string][]byte) { md[metaCipher] = []byte("AES128-CBC") }), "cipher"},
+		{"another key ID", edit(v3, func(md map[string][]byte) { md[metaKeyID] = []byte("00000000") }), "SITEOPS_PAYLOAD_KEY"},
+		{"relabelled as plaintext", edit(v3, func(md map[string][]byte) { md[encodingKey] = []byte("json/plain") }), "tampered"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -112,6 +142,50 @@ func TestVersions(t *testing.T) {
 				t.Fatalf("Decode error = %v, want one saying %q", err, tt.wantErr)
 			}
 		})
+	}
+}
+
+func mustEncodeFor(t *testing.T, c *AESGCM, p *commonpb.Payload, ns string) *commonpb.Payload {
+	t.Helper()
+	out, err := c.encode([]*commonpb.Payload{p}, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out[0]
+}
+
+// TestNamespaceBinding checks the binding end to end through data
+// converters: what a worker of one namespace writes, a worker of another
+// namespace with the same key refuses, while a codec given no namespace
+// reads both; the original payload's metadata comes back as it was.
+func TestNamespaceBinding(t *testing.T) {
+	prod, err := New(key, WithNamespace("prod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	staging, _ := New(key, WithNamespace("staging"))
+	unbound, _ := New(key)
+	p, err := prod.DataConverter().ToPayload(map[string]string{"reason": "incident"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(p.GetMetadata()[metaNamespace]); got != "prod" {
+		t.Errorf("%s = %q, want prod", metaNamespace, got)
+	}
+	var back map[string]string
+	if err := staging.DataConverter().FromPayload(p, &back); err == nil || !strings.Contains(err.Error(), "do not move between namespaces") {
+		t.Errorf("prod's payload read in staging: %v, %v; want a refusal", back, err)
+	}
+	for name, c := range map[string]*AESGCM{"prod": prod, "no namespace": unbound} {
+		out, err := c.Decode([]*commonpb.Payload{p})
+		if err != nil || string(out[0].GetMetadata()[converter.MetadataEncoding]) != converter.MetadataEncodingJSON {
+			t.Errorf("read by %s: %v, %v; want the json/plain payload", name, out, err)
+		}
+	}
+	for _, bad := range []string{"", "a\x00b", "has space", strings.Repeat("n", 300)} {
+		if _, err := New(key, WithNamespace(bad)); err == nil {
+			t.Errorf("WithNamespace(%q) was accepted", bad)
+		}
 	}
 }
 

@@ -56,6 +56,11 @@ type Options struct {
 	// Logger logs every refusal with its reason, so that whoever sees
 	// "decode failed" in the Web UI can find out why. Nil logs nothing.
 	Logger *slog.Logger
+	// AllowPlaintext makes /decode return payloads that are not encrypted
+	// unchanged. By default it refuses them (400): nobody who holds the key
+	// wrote them, and shown decoded beside the rest of a history they
+	// would look as if someone had.
+	AllowPlaintext bool
 }
 
 // LocalHosts are the Host headers a codec server listening on addr (as
@@ -120,19 +125,28 @@ func NewServer(h http.Handler) *http.Server {
 // for the codec server's address, the ambient authority a hostile page
 // rides on. Decoded payloads are marked not to be cached.
 //
-// /encode always encrypts. /decode returns a payload that is not encrypted
-// unchanged, unless c requires encryption: it reveals nothing the caller
-// did not send, and a history can hold such payloads (written before the
-// key was set, or by a client without it), which the Web UI must still
-// show. What the server decrypts is only what it authenticated.
+// /encode always encrypts, for the namespace the request names in
+// X-Namespace (as the Web UI and the CLI send it; c's namespace when it
+// names none). /decode decrypts payloads written for that namespace (or for
+// none) and refuses a request holding a payload that is not encrypted,
+// unless o.AllowPlaintext: such a payload was written by a client without
+// the key (a history written before the key was set, a workflow started
+// through Temporal's HTTP API), and the Web UI then shows it as it is,
+// undecoded, instead of as if the key had vouched for it. What the server
+// decrypts is only what it authenticated.
 func Handler(c *AESGCM, o Options) (http.Handler, error) {
 	h, err := newHandler(o)
 	if err != nil {
 		return nil, err
 	}
+	requireEncrypted := c.requireEncrypted || !o.AllowPlaintext
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /encode", h.codecRequest(c.Encode))
-	mux.HandleFunc("POST /decode", h.codecRequest(c.Decode))
+	mux.HandleFunc("POST /encode", h.codecRequest(c, func(ns string, p []*commonpb.Payload) ([]*commonpb.Payload, error) {
+		return c.encode(p, ns)
+	}))
+	mux.HandleFunc("POST /decode", h.codecRequest(c, func(ns string, p []*commonpb.Payload) ([]*commonpb.Payload, error) {
+		return c.decode(p, ns, requireEncrypted)
+	}))
 	mux.HandleFunc("OPTIONS /encode", h.preflight)
 	mux.HandleFunc("OPTIONS /decode", h.preflight)
 	return h.checkHost(mux), nil
@@ -256,11 +270,20 @@ func (h *handler) preflight(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// codecRequest serves /encode or /decode with f.
-func (h *handler) codecRequest(f func([]*commonpb.Payload) ([]*commonpb.Payload, error)) http.HandlerFunc {
+// codecRequest serves /encode or /decode with f, for the request's
+// namespace.
+func (h *handler) codecRequest(c *AESGCM, f func(ns string, p []*commonpb.Payload) ([]*commonpb.Payload, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !h.cors(w, r) || !h.authorized(w, r) {
 			return
+		}
+		ns := c.namespace
+		if v := r.Header.Get("X-Namespace"); v != "" {
+			if !namespaceName.MatchString(v) {
+				h.refuse(w, r, http.StatusBadRequest, "codec server refused an X-Namespace that is not a Temporal namespace name", "namespace", truncate(v, 64))
+				return
+			}
+			ns = v
 		}
 		if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
 			h.refuse(w, r, http.StatusUnsupportedMediaType, "codec server accepts only Content-Type: application/json",
@@ -292,7 +315,11 @@ func (h *handler) codecRequest(f func([]*commonpb.Payload) ([]*commonpb.Payload,
 			http.Error(w, `the body is not {"payloads": [...]} in protojson: `+err.Error(), http.StatusBadRequest)
 			return
 		}
-		out, err := f(in.GetPayloads())
+		out, err := f(ns, in.GetPayloads())
+		if errors.Is(err, ErrNotEncrypted) {
+			h.refuse(w, r, http.StatusBadRequest, err.Error()+"; run the codec server with --allow-plaintext to show such payloads as they are", "namespace", ns)
+			return
+		}
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return

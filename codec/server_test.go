@@ -11,7 +11,9 @@ import (
 	"strings"
 	"testing"
 
+	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/converter"
+	"google.golang.org/protobuf/encoding/protojson"
 )
 
 const uiOrigin = "http://localhost:8233"
@@ -50,36 +52,85 @@ func TestCodecServer(t *testing.T) {
 	srv := newServer(t, c, Options{Origins: []string{uiOrigin}})
 	p, _ := converter.GetDefaultDataConverter().ToPayload("hello")
 	body, _ := json.Marshal(map[string]any{"payloads": []any{json.RawMessage(mustProtoJSON(t, p))}})
-	enc := post(t, srv.URL+"/encode", body)
+	enc := post(t, srv.URL+"/encode", "default", body)
 	if strings.Contains(enc, "aGVsbG8") { // base64 of "hello" must not appear in the clear
 		t.Fatalf("encode did not encrypt: %s", enc)
 	}
-	dec := post(t, srv.URL+"/decode", []byte(enc))
+	dec := post(t, srv.URL+"/decode", "default", []byte(enc))
 	if !strings.Contains(dec, `ImhlbGxvIg==`) { // "\"hello\"" in base64
 		t.Fatalf("decode = %s", dec)
 	}
-	// A plaintext payload comes back as it was sent: nothing is revealed,
-	// and a history that holds one still shows.
-	if got := post(t, srv.URL+"/decode", body); !strings.Contains(got, `ImhlbGxvIg==`) {
-		t.Errorf("decode of a plaintext payload = %s", got)
+	// A plaintext payload is refused: no holder of the key wrote it, and
+	// the Web UI then shows it as it is rather than as if decoded.
+	if code, got := postStatus(t, srv.URL+"/decode", "default", body); code != http.StatusBadRequest || !strings.Contains(got, "not encrypted") || !strings.Contains(got, "--allow-plaintext") {
+		t.Errorf("decode of a plaintext payload = %d %s; want 400 naming --allow-plaintext", code, got)
+	}
+	// With AllowPlaintext it comes back as it was sent: nothing is
+	// revealed that the caller did not send.
+	lax := newServer(t, c, Options{AllowPlaintext: true})
+	if got := post(t, lax.URL+"/decode", "default", body); !strings.Contains(got, `ImhlbGxvIg==`) {
+		t.Errorf("decode of a plaintext payload with AllowPlaintext = %s", got)
 	}
 }
 
-func post(t *testing.T, url string, body []byte) string {
+// TestCodecServerBindsToXNamespace checks that /encode binds payloads to
+// the namespace the request names, /decode refuses them in another one,
+// and a worker of that namespace reads what the CLI encoded through it.
+func TestCodecServerBindsToXNamespace(t *testing.T) {
+	c, _ := New(key)
+	srv := newServer(t, c, Options{})
+	p, _ := converter.GetDefaultDataConverter().ToPayload("hello")
+	body, _ := json.Marshal(map[string]any{"payloads": []any{json.RawMessage(mustProtoJSON(t, p))}})
+	enc := post(t, srv.URL+"/encode", "prod", body)
+	if code, got := postStatus(t, srv.URL+"/decode", "staging", []byte(enc)); code != http.StatusBadRequest || !strings.Contains(got, "do not move between namespaces") {
+		t.Errorf("decode of prod's payload as staging = %d %s; want 400", code, got)
+	}
+	if got := post(t, srv.URL+"/decode", "prod", []byte(enc)); !strings.Contains(got, `ImhlbGxvIg==`) {
+		t.Errorf("decode as prod = %s", got)
+	}
+	var in commonpb.Payloads
+	if err := protojson.Unmarshal([]byte(enc), &in); err != nil {
+		t.Fatal(err)
+	}
+	worker, _ := New(key, WithNamespace("prod"))
+	var s string
+	if err := worker.DataConverter().FromPayload(in.GetPayloads()[0], &s); err != nil || s != "hello" {
+		t.Errorf("prod's worker reads %q, %v", s, err)
+	}
+	if code, got := postStatus(t, srv.URL+"/encode", "bad\tname", body); code != http.StatusBadRequest {
+		t.Errorf("an X-Namespace that is no namespace name = %d %s; want 400", code, got)
+	}
+}
+
+func post(t *testing.T, url, namespace string, body []byte) string {
 	t.Helper()
-	resp, err := http.Post(url, "application/json", bytes.NewReader(body))
+	code, b := postStatus(t, url, namespace, body)
+	if code != 200 {
+		t.Fatalf("%s: %d %s", url, code, b)
+	}
+	return b
+}
+
+// postStatus posts body as the Web UI does, with X-Namespace, and returns
+// the status and the body of the answer.
+func postStatus(t *testing.T, url, namespace string, body []byte) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, url, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Namespace", namespace)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	b, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != 200 {
-		t.Fatalf("%s: %d %s", url, resp.StatusCode, b)
+		return resp.StatusCode, string(b)
 	}
 	if got := resp.Header.Get("Cache-Control"); got != "no-store" {
 		t.Errorf("Cache-Control = %q, want no-store", got)
 	}
-	return string(b)
+	return resp.StatusCode, string(b)
 }
 
 // request is one request to the codec server in a table test.

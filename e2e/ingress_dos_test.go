@@ -182,6 +182,110 @@ func TestIngressMemoryUnderSlowJunkUploads(t *testing.T) {
 	}
 }
 
+// forgedSlowUpload is one attacker of the kind the header checks cannot
+// stop: it sends POST /webhooks with a well-formed, current svc-signature
+// (t now, v1 64 hex digits) and a declared body, then trickles the body a
+// byte every 100 ms; when the server closes the connection it reports how
+// long the connection was held and opens another.
+func forgedSlowUpload(ctx context.Context, addr string, declared int, held chan<- time.Duration) {
+	forged := strings.Repeat("0f", 32)
+	for ctx.Err() == nil {
+		conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+		if err != nil {
+			sleepCtx(ctx, 200*time.Millisecond)
+			continue
+		}
+		start := time.Now()
+		closed := make(chan struct{})
+		go func() { _, _ = io.Copy(io.Discard, conn); close(closed) }()
+		_, err = fmt.Fprintf(conn, "POST /webhooks HTTP/1.1\r\nHost: ingress\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"+
+			"svc-event-id: evt_forged\r\nsvc-event-type: lead.created\r\nsvc-signature: t=%d,v1=%s\r\n\r\n", declared, time.Now().Unix(), forged)
+		tick := time.NewTicker(100 * time.Millisecond)
+	trickle:
+		for sent := 0; err == nil && sent < declared-1; sent++ {
+			select {
+			case <-ctx.Done():
+				break trickle
+			case <-closed:
+				select {
+				case held <- time.Since(start):
+				default:
+				}
+				break trickle
+			case <-tick.C:
+				_, err = conn.Write([]byte("a"))
+			}
+		}
+		tick.Stop()
+		_ = conn.Close()
+		<-closed
+	}
+}
+
+// TestIngressSlowForgedUploadsDoNotDelayValidDeliveries is the attack the
+// checks before the body cannot stop, against a real `siteops ingress`:
+// more clients than there are slots send deliveries whose signature header
+// is well formed and current, to a receiver that exists, and upload their
+// bodies a byte every 100 ms — half declaring bodies at the 256 KiB cap,
+// half small ones. Each slow body is cut after its deadline (3 s at the
+// cap, 1 s small) instead of holding a slot for the sender's 10 s, and a
+// valid delivery sent meanwhile is answered 200 within 1 s.
+func TestIngressSlowForgedUploadsDoNotDelayValidDeliveries(t *testing.T) {
+	const perLane = 80 // more than the 64 slots of the large lane
+	e := newEnv(t, store.SQLite, simulator.Config{})
+	const secret = "whsec_slow_forged_e2e" //nolint:gosec // made up for the test
+	p := e.startMeasuredIngress(t, "SITEOPS_WEBHOOK_SECRETS="+secret, "SITEOPS_LOG_LEVEL=error")
+
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	heldLarge, heldSmall := make(chan time.Duration, 10*perLane), make(chan time.Duration, 10*perLane)
+	for range perLane {
+		wg.Go(func() { forgedSlowUpload(ctx, p.addr, 256<<10, heldLarge) })
+		wg.Go(func() { forgedSlowUpload(ctx, p.addr, 400, heldSmall) })
+	}
+	var lat []time.Duration
+	pace := time.NewTicker(500 * time.Millisecond)
+	defer pace.Stop()
+	for i := range 16 { // 8 s, the first delivery half a second into the attack
+		<-pace.C
+		t0 := time.Now()
+		code := deliver(t, p.url, "/webhooks", fmt.Sprintf("evt_valid_%d", i), secret)
+		took := time.Since(t0)
+		lat = append(lat, took)
+		if code != http.StatusOK || took > time.Second {
+			t.Errorf("a valid delivery during the slow forged uploads = %d after %s; want 200 within 1 s", code, took.Round(time.Millisecond))
+		}
+	}
+	// A connection's time includes its wait for a slot: the 16 clients
+	// at the cap beyond the 64 slots wait for one. The shortest is a body
+	// that had a slot at once, cut at its deadline.
+	drain := func(held chan time.Duration) (n int, shortest, longest time.Duration) {
+		for {
+			select {
+			case d := <-held:
+				n, longest = n+1, max(longest, d)
+				if shortest == 0 || d < shortest {
+					shortest = d
+				}
+			default:
+				return n, shortest, longest
+			}
+		}
+	}
+	nl, sl, ll := drain(heldLarge)
+	ns, ss, ls := drain(heldSmall)
+	slices.Sort(lat)
+	t.Logf("RESULT slow forged uploads: %d clients (%d at the 256 KiB cap, %d small); slow bodies cut: %d at the cap (held %s to %s), %d small (held %s to %s); valid deliveries %d, latency max %s",
+		2*perLane, perLane, perLane, nl, sl.Round(time.Millisecond), ll.Round(time.Millisecond), ns, ss.Round(time.Millisecond), ls.Round(time.Millisecond), len(lat), lat[len(lat)-1].Round(time.Millisecond))
+	if nl < 64 || sl < 2500*time.Millisecond || sl > 4*time.Second {
+		t.Errorf("slow bodies at the cap: %d cut, the shortest held %s; want every slot's body cut after about 3 s", nl, sl)
+	}
+	if ns == 0 || ss < 800*time.Millisecond || ls > 2*time.Second {
+		t.Errorf("slow small bodies: %d cut, held %s to %s; want them cut after about 1 s", ns, ss, ls)
+	}
+}
+
 // TestIngressAdminAddress is item 5: /metrics and /readyz are served on the
 // admin address only; the webhook port answers webhooks and /healthz.
 func TestIngressAdminAddress(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
+	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/workflows"
 )
 
@@ -49,8 +50,65 @@ type Registration struct {
 	WorkflowID string
 	Status     workflows.EndpointRegistrationStatus
 	// Already is true when the same request had been carried out before:
-	// Status is its result and no second endpoint was created.
+	// Status is its result and no second endpoint was created. What has
+	// become of that endpoint's secret since is not in Status: see
+	// StoredSecret.
 	Already bool
+}
+
+// SecretLookup finds stored secrets by fingerprint: *store.Store.
+type SecretLookup interface {
+	SecretsByFingerprint(ctx context.Context, fingerprint string) ([]store.SecretInfo, error)
+}
+
+var _ SecretLookup = (*store.Store)(nil)
+
+// SecretState is what the store holds of a registered endpoint's secret,
+// in the words of `siteops webhook list`.
+type SecretState string
+
+// The states of a registered endpoint's secret.
+const (
+	// SecretStored: the ingress accepts it.
+	SecretStored SecretState = "stored"
+	// SecretRetiring: the ingress accepts it until a set time (a
+	// rotation's grace period, or `siteops secret retire --at`).
+	SecretRetiring SecretState = "retiring"
+	// SecretRetired: the ingress refuses it (the endpoint was deleted
+	// and the reconciliation retired it, a rotation ended, or someone ran
+	// `siteops secret retire`).
+	SecretRetired SecretState = "retired"
+	// SecretNotStored: the store has no secret for the endpoint.
+	SecretNotStored SecretState = "not-stored"
+)
+
+// StoredSecret says what the store holds now of the secret with
+// fingerprint of endpoint endpointID — for a registration that succeeded
+// earlier (Registration.Already), whose result only says what was stored
+// then — and when it retires or retired.
+func StoredSecret(ctx context.Context, secrets SecretLookup, endpointID, fingerprint string, now time.Time) (SecretState, *time.Time, error) {
+	infos, err := secrets.SecretsByFingerprint(ctx, fingerprint)
+	if err != nil {
+		return "", nil, err
+	}
+	for _, info := range infos {
+		if info.EndpointID != endpointID {
+			continue
+		}
+		end := info.RetiredAt
+		if info.RetireAfter != nil && (end == nil || info.RetireAfter.Before(*end)) {
+			end = info.RetireAfter
+		}
+		switch {
+		case end == nil:
+			return SecretStored, nil, nil
+		case end.After(now):
+			return SecretRetiring, end, nil
+		default:
+			return SecretRetired, end, nil
+		}
+	}
+	return SecretNotStored, nil, nil
 }
 
 // RegisterEndpoint registers a webhook endpoint and stores its one-time

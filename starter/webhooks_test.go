@@ -4,6 +4,11 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
+
+	"github.com/siteops/siteops/agentsite"
+	"github.com/siteops/siteops/store"
+	"github.com/siteops/siteops/store/storetest"
 )
 
 func TestReceiverFromURL(t *testing.T) {
@@ -54,5 +59,56 @@ func TestDryRunReportsEveryProblemIncludingFiles(t *testing.T) {
 	}
 	if _, err := LoadSpec(filepath.Join(dir, "typo.yaml")); err == nil {
 		t.Error("an unknown field was accepted")
+	}
+}
+
+// TestStoredSecret checks what a repeated registration reports of the
+// secret its earlier run stored: still stored, retiring at a set time,
+// retired (by the reconciliation after the endpoint was deleted, or by
+// hand), or not in the store.
+func TestStoredSecret(t *testing.T) {
+	st := storetest.Open(t, store.SQLite)
+	ctx := t.Context()
+	now := time.Now().UTC().Truncate(time.Second)
+	secret := func(endpointID, s string) string {
+		t.Helper()
+		sec := agentsite.NewSigningSecret(s)
+		if err := st.PutSecret(ctx, endpointID, "v1", sec); err != nil {
+			t.Fatal(err)
+		}
+		return sec.Fingerprint()
+	}
+	stored, retiring, retired := secret("we_1", "whsec_one"), secret("we_2", "whsec_two"), secret("we_3", "whsec_three")
+	later := now.Add(time.Hour)
+	if err := st.RetireSecret(ctx, "we_2", later); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Retire(ctx, "we_3", now.Add(-time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, endpoint, fingerprint string
+		want                        SecretState
+		wantAt                      *time.Time
+	}{
+		{"stored", "we_1", stored, SecretStored, nil},
+		{"retiring", "we_2", retiring, SecretRetiring, &later},
+		{"retired", "we_3", retired, SecretRetired, nil},
+		{"another endpoint's fingerprint", "we_9", stored, SecretNotStored, nil},
+		{"no such fingerprint", "we_1", "000000000000", SecretNotStored, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, at, err := StoredSecret(ctx, st, tt.endpoint, tt.fingerprint, now)
+			if err != nil || got != tt.want {
+				t.Fatalf("StoredSecret = %q, %v; want %q", got, err, tt.want)
+			}
+			if tt.wantAt != nil && (at == nil || !at.Equal(*tt.wantAt)) {
+				t.Errorf("retires at %v, want %v", at, tt.wantAt)
+			}
+			if got == SecretRetired && (at == nil || at.After(now)) {
+				t.Errorf("retired at %v, want a time before %v", at, now)
+			}
+		})
 	}
 }

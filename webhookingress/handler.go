@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"regexp"
 	"sync"
 	"time"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/siteops/siteops/agentsite/webhook"
 	"github.com/siteops/siteops/store"
+	"github.com/siteops/siteops/workflows"
 )
 
 // DefaultMaxBody caps a delivery's body. The contract's envelope is four
@@ -29,9 +31,37 @@ import (
 // cost (64 × 256 KiB = 16 MiB).
 const DefaultMaxBody = 256 << 10
 
-// DefaultMaxConcurrent is how many deliveries may read their body, verify
-// and record at once, by default.
+// DefaultMaxConcurrent is how many deliveries whose body is over SmallBody
+// (or of undeclared length) may read it, verify and record at once, by
+// default.
 const DefaultMaxConcurrent = 64
+
+// SmallBody is the declared length up to which a delivery reads its body in
+// a lane of slots of its own (MaxConcurrentSmall): every delivery the
+// contract describes is a few hundred bytes, so forged deliveries that
+// declare large bodies and upload them slowly never make a real one wait
+// for a slot.
+const SmallBody = 8 << 10
+
+// DefaultMaxConcurrentSmall is how many deliveries whose declared body is
+// at most SmallBody may read it, verify and record at once, by default:
+// 256 × 8 KiB is 2 MiB of bodies.
+const DefaultMaxConcurrentSmall = 256
+
+// DefaultBodyTimeout and DefaultBodyRate bound the time a body may take to
+// arrive once its delivery has a slot: one second, plus one more for every
+// 128 KiB declared — 1 s for a delivery of a few hundred bytes, 3 s for a
+// body at the 256 KiB cap. A sender writes the body right behind the
+// headers, so a small one is usually in the same TCP segment; the second
+// covers a retransmission or an Expect: 100-continue round trip on a slow
+// path. 128 KiB/s (about 1 Mbit/s) is a slow link between two servers, and
+// TCP's slow start on a new connection brings 256 KiB across in about five
+// round trips (0.5 s at 100 ms). So a slow uploader holds a slot for at most
+// 3 s (a small-lane slot for about 1 s) instead of the sender's 10 s.
+const (
+	DefaultBodyTimeout = time.Second
+	DefaultBodyRate    = 128 << 10
+)
 
 // DefaultSlotWait is how long a delivery waits for a slot before its 503:
 // half the sender's 10-second request timeout. A waiting delivery holds
@@ -76,17 +106,23 @@ type Options struct {
 	Window time.Duration
 	// MaxBody caps a body (DefaultMaxBody).
 	MaxBody int64
-	// MaxConcurrent bounds the deliveries that read their body, verify and
-	// record at once (DefaultMaxConcurrent). A delivery that finds them
-	// all taken waits up to SlotWait, then is answered 503 (the sender
-	// retries). Requests refused on their header alone never take one.
-	MaxConcurrent int
-	// SlotWait is how long a delivery waits for one of MaxConcurrent
-	// (DefaultSlotWait).
+	// MaxConcurrent bounds the deliveries whose body is over SmallBody or
+	// of undeclared length that read it, verify and record at once
+	// (DefaultMaxConcurrent); MaxConcurrentSmall those whose declared body
+	// is at most SmallBody (DefaultMaxConcurrentSmall). A delivery that
+	// finds its lane's slots all taken waits up to SlotWait, then is
+	// answered 503 (the sender retries). Requests refused on their header
+	// alone never take one.
+	MaxConcurrent      int
+	MaxConcurrentSmall int
+	// SlotWait is how long a delivery waits for a slot (DefaultSlotWait).
 	SlotWait time.Duration
-	// BodyTimeout bounds reading a body (10 s, the sender's own request
-	// timeout: a body slower than that is of no use to anyone).
+	// BodyTimeout is how long a body may take to arrive once its delivery
+	// has a slot, plus one second per BodyRate bytes declared
+	// (DefaultBodyTimeout, DefaultBodyRate): a slower body is answered 408
+	// and gives its slot back.
 	BodyTimeout time.Duration
+	BodyRate    int64
 	// SecretRefresh is how long stored secrets are cached (2 s).
 	SecretRefresh time.Duration
 	// UnknownTTL is how long the answer "this receiver expects no new
@@ -127,8 +163,11 @@ type Handler struct {
 	mux     *http.ServeMux
 	admin   *http.ServeMux
 	held    chan struct{} // a token per held delivery
-	slots   chan struct{} // a token per delivery reading, verifying, recording
-	logs    *sampler
+	// A token per delivery reading, verifying, recording: slots for
+	// bodies over SmallBody or of undeclared length, small for the rest.
+	slots chan struct{}
+	small chan struct{}
+	logs  *sampler
 
 	verifiedMu sync.Mutex
 	verified   map[string]bool // endpoints whose first verified delivery is recorded
@@ -147,11 +186,17 @@ func NewHandler(o Options) *Handler {
 	if o.MaxConcurrent == 0 {
 		o.MaxConcurrent = DefaultMaxConcurrent
 	}
+	if o.MaxConcurrentSmall == 0 {
+		o.MaxConcurrentSmall = DefaultMaxConcurrentSmall
+	}
 	if o.SlotWait == 0 {
 		o.SlotWait = DefaultSlotWait
 	}
 	if o.BodyTimeout == 0 {
-		o.BodyTimeout = 10 * time.Second
+		o.BodyTimeout = DefaultBodyTimeout
+	}
+	if o.BodyRate == 0 {
+		o.BodyRate = DefaultBodyRate
 	}
 	if o.SecretRefresh == 0 {
 		o.SecretRefresh = 2 * time.Second
@@ -185,16 +230,16 @@ func NewHandler(o Options) *Handler {
 	}
 	h := &Handler{
 		opts: o,
-		secrets: &secretSource{
+		secrets: (&secretSource{
 			env: o.EnvSecrets, store: o.Secrets, expect: o.Inbox.SecretExpectation,
 			refresh: o.SecretRefresh, unknownTTL: o.UnknownTTL, now: o.Now, log: o.Logger,
-			cache: map[string]secretSet{}, exps: map[string]cachedExpectation{}, unreadSeen: map[string]string{},
 			unreadable: o.Metrics.unreadableSecrets,
-		},
+		}).init(),
 		mux:      http.NewServeMux(),
 		admin:    http.NewServeMux(),
 		held:     make(chan struct{}, o.MaxHeld),
 		slots:    make(chan struct{}, o.MaxConcurrent),
+		small:    make(chan struct{}, o.MaxConcurrentSmall),
 		logs:     &sampler{perSecond: o.LogsPerSecond, now: o.Now},
 		verified: map[string]bool{EnvEndpoint: true},
 	}
@@ -256,8 +301,9 @@ func (h *Handler) reject(w http.ResponseWriter, r *http.Request, status int, rea
 // receive handles a delivery in the order that costs an unauthenticated
 // client least: the receiver's name, the signature header and its
 // timestamp, the declared length and the receiver's secrets are checked
-// before the body is read, and only a delivery that passes them takes one
-// of MaxConcurrent slots to read at most MaxBody bytes, verify, and record.
+// before the body is read, and only a delivery that passes them takes a
+// slot of its lane (by declared length) to read at most MaxBody bytes
+// within a deadline, verify, and record.
 func (h *Handler) receive(w http.ResponseWriter, r *http.Request, receiver string) {
 	if receiver != "" && !receiverName.MatchString(receiver) {
 		h.reject(w, r, http.StatusNotFound, "unknown_receiver")
@@ -285,24 +331,31 @@ func (h *Handler) receive(w http.ResponseWriter, r *http.Request, receiver strin
 		return
 	}
 	if err != nil && !errors.Is(err, errUnknownReceiver) {
-		h.opts.Logger.Error("secret lookup failed", "receiver", receiverLabel(receiver), "error", err)
+		h.opts.Logger.Error("secret lookup failed", "receiver", workflows.ReceiverName(receiver), "error", err)
 		h.reject(w, r, http.StatusServiceUnavailable, "store_unavailable")
 		return
 	}
-	if !h.acquire(r.Context()) {
+	slots := h.slots
+	if r.ContentLength >= 0 && r.ContentLength <= SmallBody {
+		slots = h.small
+	}
+	if !h.acquire(r.Context(), slots) {
 		w.Header().Set("Retry-After", "1")
 		h.reject(w, r, http.StatusServiceUnavailable, "busy")
 		return
 	}
-	defer func() { <-h.slots }()
+	defer func() { <-slots }()
 	body, err := h.readBody(w, r)
 	if err != nil {
 		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
+		switch {
+		case errors.As(err, &tooBig):
 			h.reject(w, r, http.StatusRequestEntityTooLarge, "body_too_large")
-			return
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			h.reject(w, r, http.StatusRequestTimeout, "body_too_slow")
+		default:
+			h.reject(w, r, http.StatusBadRequest, "unreadable_body")
 		}
-		h.reject(w, r, http.StatusBadRequest, "unreadable_body")
 		return
 	}
 	idx, err := sig.Match(body, set.secrets)
@@ -314,7 +367,7 @@ func (h *Handler) receive(w http.ResponseWriter, r *http.Request, receiver strin
 		h.reject(w, r, http.StatusNotFound, "unknown_receiver")
 		return
 	case errors.Is(err, errStoreDown):
-		h.opts.Logger.Error("secret lookup failed", "receiver", receiverLabel(receiver), "error", err)
+		h.opts.Logger.Error("secret lookup failed", "receiver", workflows.ReceiverName(receiver), "error", err)
 		h.reject(w, r, http.StatusServiceUnavailable, "store_unavailable")
 		return
 	case err != nil:
@@ -358,24 +411,24 @@ func (h *Handler) receive(w http.ResponseWriter, r *http.Request, receiver strin
 		return
 	}
 	h.opts.Metrics.delivery(r.Context(), "accepted", "")
-	h.opts.Logger.Info("webhook event recorded", "event_id", clipLog(env.ID), "event_type", clipLog(string(env.Type)), "receiver", receiverLabel(receiver), "endpoint_id", endpointID)
+	h.opts.Logger.Info("webhook event recorded", "event_id", clipLog(env.ID), "event_type", clipLog(string(env.Type)), "receiver", workflows.ReceiverName(receiver), "endpoint_id", endpointID)
 	if h.opts.Recorded != nil {
 		h.opts.Recorded(lane)
 	}
 	answer(w, http.StatusOK, "accepted")
 }
 
-// acquire takes one of MaxConcurrent slots, waiting up to SlotWait.
-func (h *Handler) acquire(ctx context.Context) bool {
+// acquire takes one of slots, waiting up to SlotWait.
+func (h *Handler) acquire(ctx context.Context, slots chan struct{}) bool {
 	select {
-	case h.slots <- struct{}{}:
+	case slots <- struct{}{}:
 		return true
 	default:
 	}
 	t := time.NewTimer(h.opts.SlotWait)
 	defer t.Stop()
 	select {
-	case h.slots <- struct{}{}:
+	case slots <- struct{}{}:
 		return true
 	case <-t.C:
 		return false
@@ -384,18 +437,27 @@ func (h *Handler) acquire(ctx context.Context) bool {
 	}
 }
 
-// readBody reads at most MaxBody bytes within BodyTimeout, into a buffer
-// sized once from the declared length.
+// readBody reads at most MaxBody bytes within bodyTime of the declared
+// length, into a buffer sized once from the declared length.
 func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	// Not every ResponseWriter can (httptest's cannot); the server's
 	// ReadTimeout still bounds the read then.
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(h.opts.BodyTimeout))
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(h.bodyTime(r.ContentLength)))
 	var buf bytes.Buffer
 	if n := r.ContentLength; n > 0 {
 		buf.Grow(int(n) + bytes.MinRead)
 	}
 	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, h.opts.MaxBody))
 	return buf.Bytes(), err
+}
+
+// bodyTime is how long a body of n declared bytes (-1: undeclared) may take
+// to arrive: BodyTimeout, plus a second per BodyRate bytes.
+func (h *Handler) bodyTime(n int64) time.Duration {
+	if n < 0 || n > h.opts.MaxBody {
+		n = h.opts.MaxBody
+	}
+	return h.opts.BodyTimeout + time.Duration(float64(n)/float64(h.opts.BodyRate)*float64(time.Second))
 }
 
 // MalformedEventIDPrefix starts the inbox id of a verified delivery whose
@@ -439,7 +501,7 @@ func (h *Handler) recordMalformed(w http.ResponseWriter, r *http.Request, receiv
 	if ok, _ := h.logs.allow(); ok {
 		h.opts.Logger.Warn("verified webhook body is not an event envelope; recorded as malformed",
 			"event_id", id, "header_event_id", clipLog(r.Header.Get("svc-event-id")), "event_type", typ,
-			"receiver", receiverLabel(receiver), "endpoint_id", endpointID, "error", clip(parseErr.Error(), 256))
+			"receiver", workflows.ReceiverName(receiver), "endpoint_id", endpointID, "error", clip(parseErr.Error(), 256))
 	}
 	answer(w, http.StatusOK, "recorded_malformed")
 }
@@ -492,7 +554,7 @@ func (h *Handler) awaitNewSecret(ctx context.Context, receiver string, sig webho
 				return s, -1, fmt.Errorf("%w: %w", errStoreDown, err), true
 			case err == nil:
 				if idx, err := sig.Match(body, s.secrets); err == nil {
-					h.opts.Logger.Info("delivery verified with a newly stored secret", "receiver", receiverLabel(receiver), "endpoint_id", s.endpoints[idx])
+					h.opts.Logger.Info("delivery verified with a newly stored secret", "receiver", workflows.ReceiverName(receiver), "endpoint_id", s.endpoints[idx])
 					return s, idx, nil, true
 				}
 				first = webhook.ErrNoValidSignature // the receiver's secrets as they are now

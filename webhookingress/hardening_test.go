@@ -3,8 +3,10 @@ package webhookingress
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/agentsite/webhook"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/store/storetest"
@@ -68,12 +71,18 @@ func TestRefusedBeforeTheBodyIsRead(t *testing.T) {
 	}
 }
 
+// undeclared hides a body's length from httptest.NewRequest, as a chunked
+// upload does.
+type undeclared struct{ io.Reader }
+
 // TestConcurrentDeliveriesAreBounded checks MaxConcurrent: with its slots
-// taken by deliveries whose bodies are slow to come, another is answered
-// 503 after SlotWait, and accepted once a slot is free.
+// taken by deliveries whose bodies are slow to come (of undeclared length,
+// as a chunked upload), another such delivery is answered 503 after
+// SlotWait, and accepted once a slot is free; a delivery of a declared
+// small body meanwhile is accepted at once, in its own lane.
 func TestConcurrentDeliveriesAreBounded(t *testing.T) {
 	st := storetest.Open(t, store.SQLite)
-	h := NewHandler(Options{Inbox: st, EnvSecrets: []string{envSecret}, MaxConcurrent: 2, SlotWait: 50 * time.Millisecond})
+	h := NewHandler(Options{Inbox: st, EnvSecrets: []string{envSecret}, MaxConcurrent: 2, MaxConcurrentSmall: 2, SlotWait: 50 * time.Millisecond})
 	var wg sync.WaitGroup
 	var writers []*io.PipeWriter
 	for i := range 2 {
@@ -94,16 +103,226 @@ func TestConcurrentDeliveriesAreBounded(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	sendUndeclared := func(id string) *httptest.ResponseRecorder {
+		t.Helper()
+		body := envelope(id, "lead.created")
+		req := httptest.NewRequest(http.MethodPost, "/webhooks", undeclared{strings.NewReader(body)})
+		req.Header.Set("svc-signature", webhook.Sign(envSecret, time.Now(), []byte(body)))
+		req.Header.Set("svc-event-id", id)
+		req.Header.Set("svc-event-type", "lead.created")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	if rec := sendUndeclared("evt_third"); rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "busy") {
+		t.Errorf("a delivery with every slot of its lane taken = %d %s, want 503 busy", rec.Code, rec.Body)
+	}
 	f := &fixture{h: h, st: st}
-	if rec := f.send(t, delivery{id: "evt_third", at: time.Now()}); rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "busy") {
-		t.Errorf("a delivery with every slot taken = %d %s, want 503 busy", rec.Code, rec.Body)
+	if rec := f.send(t, delivery{id: "evt_small", at: time.Now()}); rec.Code != http.StatusOK {
+		t.Errorf("a small declared delivery while the other lane is full = %d %s, want 200", rec.Code, rec.Body)
 	}
 	for _, pw := range writers {
 		_ = pw.CloseWithError(io.ErrUnexpectedEOF)
 	}
 	wg.Wait()
-	if rec := f.send(t, delivery{id: "evt_fourth", at: time.Now()}); rec.Code != 200 {
+	if rec := sendUndeclared("evt_fourth"); rec.Code != 200 {
 		t.Errorf("a delivery once the slots are free = %d", rec.Code)
+	}
+}
+
+// forgedUploader is a client that sends deliveries whose svc-signature is
+// well formed and current (t now, v1 64 hex digits) to a receiver that
+// exists, so every check before the body passes, then trickles the body a
+// byte every 100 ms; when the server closes the connection it records how
+// long it was held and opens another.
+func forgedUploader(ctx context.Context, addr string, declared int, held chan<- time.Duration) {
+	forged := strings.Repeat("ab", 32)
+	for ctx.Err() == nil {
+		conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return
+		}
+		start := time.Now()
+		closed := make(chan struct{})
+		go func() { _, _ = io.Copy(io.Discard, conn); close(closed) }()
+		_, err = fmt.Fprintf(conn, "POST /webhooks HTTP/1.1\r\nHost: ingress\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"+
+			"svc-event-id: evt_forged\r\nsvc-event-type: lead.created\r\nsvc-signature: t=%d,v1=%s\r\n\r\n", declared, time.Now().Unix(), forged)
+		tick := time.NewTicker(100 * time.Millisecond)
+	trickle:
+		for sent := 0; err == nil && sent < declared-1; sent++ {
+			select {
+			case <-ctx.Done():
+				break trickle
+			case <-closed:
+				select {
+				case held <- time.Since(start):
+				default:
+				}
+				break trickle
+			case <-tick.C:
+				_, err = conn.Write([]byte("a"))
+			}
+		}
+		tick.Stop()
+		_ = conn.Close()
+		<-closed
+	}
+}
+
+// TestSlowForgedBodiesDoNotDelayValidDeliveries is the attack the checks
+// before the body cannot stop: deliveries whose header is well formed and
+// current, to a receiver that exists, whose bodies are then uploaded a byte
+// at a time. More of them than there are slots, declaring bodies at the cap
+// and small ones, run against a real server with the default limits. A slow
+// body is cut after its deadline (about 1 s small, 3 s at the cap), and a
+// valid delivery sent meanwhile is answered 200 within 1 s.
+func TestSlowForgedBodiesDoNotDelayValidDeliveries(t *testing.T) {
+	st := storetest.Open(t, store.SQLite)
+	h := NewHandler(Options{Inbox: st, EnvSecrets: []string{envSecret}})
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	addr := strings.TrimPrefix(srv.URL, "http://")
+
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	const perLane = DefaultMaxConcurrent + 16
+	heldLarge, heldSmall := make(chan time.Duration, 4*perLane), make(chan time.Duration, 4*perLane)
+	for range perLane {
+		wg.Go(func() { forgedUploader(ctx, addr, DefaultMaxBody, heldLarge) })
+		wg.Go(func() { forgedUploader(ctx, addr, 400, heldSmall) })
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(h.slots) < DefaultMaxConcurrent {
+		if time.Now().After(deadline) {
+			t.Fatalf("the forged uploads took %d of %d slots, want all", len(h.slots), DefaultMaxConcurrent)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
+	var worst time.Duration
+	pace := time.NewTicker(250 * time.Millisecond) // a valid delivery every quarter second
+	defer pace.Stop()
+	for i := range 16 {
+		<-pace.C
+		id := fmt.Sprintf("evt_valid_%d", i)
+		body := envelope(id, "lead.created")
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL+"/webhooks", strings.NewReader(body))
+		req.Header.Set("svc-signature", webhook.Sign(envSecret, time.Now(), []byte(body)))
+		req.Header.Set("svc-event-id", id)
+		req.Header.Set("svc-event-type", "lead.created")
+		t0 := time.Now()
+		resp, err := hc.Do(req)
+		took := time.Since(t0)
+		if err != nil {
+			t.Fatalf("valid delivery %d: %v", i, err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		worst = max(worst, took)
+		if resp.StatusCode != http.StatusOK || took > time.Second {
+			t.Errorf("valid delivery %d during the slow forged uploads = %d after %s; want 200 within 1 s", i, resp.StatusCode, took.Round(time.Millisecond))
+		}
+	}
+	// By now (4 s and more into the attack) slow bodies have been cut. A
+	// connection's time includes its wait for a slot (16 clients at the cap
+	// wait for one); the shortest is a body that had a slot at once.
+	drain := func(held chan time.Duration) (n int, shortest, longest time.Duration) {
+		for {
+			select {
+			case d := <-held:
+				n, longest = n+1, max(longest, d)
+				if shortest == 0 || d < shortest {
+					shortest = d
+				}
+			default:
+				return n, shortest, longest
+			}
+		}
+	}
+	nl, sl, ll := drain(heldLarge)
+	ns, ss, ls := drain(heldSmall)
+	t.Logf("valid deliveries: worst %s; slow bodies cut: %d at the cap (held %s to %s), %d small (held %s to %s)",
+		worst.Round(time.Millisecond), nl, sl.Round(time.Millisecond), ll.Round(time.Millisecond), ns, ss.Round(time.Millisecond), ls.Round(time.Millisecond))
+	if nl < DefaultMaxConcurrent || sl < 2500*time.Millisecond || sl > 4*time.Second {
+		t.Errorf("slow bodies at the cap: %d cut, the shortest held %s; want every slot's body cut after about 3 s", nl, sl)
+	}
+	if ns == 0 || ss < DefaultBodyTimeout-200*time.Millisecond || ls > DefaultBodyTimeout+time.Second {
+		t.Errorf("slow small bodies: %d cut, held %s to %s; want them cut after about %s", ns, ss, ls, DefaultBodyTimeout)
+	}
+}
+
+// namedStore holds one receiver's secret, in memory, answers every other
+// receiver with none and no expectation, and counts the reads of each.
+type namedStore struct {
+	*store.Store // the inbox
+	receiver     string
+	secret       string
+
+	mu                    sync.Mutex
+	secretReads, expReads map[string]int
+}
+
+func (n *namedStore) ActiveSecrets(_ context.Context, receiver string) (store.ActiveSet, error) {
+	n.mu.Lock()
+	n.secretReads[receiver]++
+	n.mu.Unlock()
+	if receiver != n.receiver {
+		return store.ActiveSet{}, nil
+	}
+	return store.ActiveSet{Infos: []store.SecretInfo{{EndpointID: "we_known", Receiver: receiver}},
+		Secrets: []agentsite.SigningSecret{agentsite.NewSigningSecret(n.secret)}}, nil
+}
+
+func (n *namedStore) SecretExpectation(_ context.Context, receiver string) (store.Expectation, error) {
+	n.mu.Lock()
+	n.expReads[receiver]++
+	n.mu.Unlock()
+	return store.Expectation{}, nil
+}
+
+func (n *namedStore) reads(receiver string) (secrets, exps int) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.secretReads[receiver], n.expReads[receiver]
+}
+
+// TestUnknownReceiversNeitherGrowNorEvictTheCache sends deliveries to more
+// than twice as many made-up receiver names as the cache of unknown ones
+// holds: what is cached stays bounded, and the receiver that exists keeps
+// its cached secrets and expectation (no read of the store for it), where
+// a full cache used to be emptied for everyone.
+func TestUnknownReceiversNeitherGrowNorEvictTheCache(t *testing.T) {
+	st := storetest.Open(t, store.SQLite)
+	n := &namedStore{Store: st, receiver: "v2", secret: storedSecret, secretReads: map[string]int{}, expReads: map[string]int{}}
+	h := NewHandler(Options{Inbox: n, Secrets: n, Now: func() time.Time { return now }}) // the clock stands still: nothing expires
+	f := &fixture{h: h, st: st}
+	known := func(id string, secret string, want int) {
+		t.Helper()
+		if rec := f.send(t, delivery{path: "/webhooks/v2", secret: secret, id: id}); rec.Code != want {
+			t.Fatalf("delivery %s to the known receiver = %d, want %d", id, rec.Code, want)
+		}
+	}
+	known("evt_k1", storedSecret, http.StatusOK)
+	known("evt_k2", "whsec_forged", http.StatusUnauthorized) // reads its expectation
+	const names = 9000                                       // more than twice the 4,096 cached
+	for i := range names {
+		if rec := f.send(t, delivery{path: fmt.Sprintf("/webhooks/made-up-%d", i), id: "evt_x"}); rec.Code != http.StatusNotFound {
+			t.Fatalf("delivery to made-up receiver %d = %d, want 404", i, rec.Code)
+		}
+	}
+	known("evt_k3", storedSecret, http.StatusOK)
+	known("evt_k4", "whsec_forged", http.StatusUnauthorized)
+	if s, e := n.reads("v2"); s != 1 || e != 1 {
+		t.Errorf("after %d made-up receivers the known one was read again: %d secret reads and %d expectation reads, want 1 and 1", names, s, e)
+	}
+	h.secrets.mu.Lock()
+	unknown, known2, unread := h.secrets.unknown.len(), len(h.secrets.known)+len(h.secrets.knownExps), len(h.secrets.unreadSeen)
+	h.secrets.mu.Unlock()
+	if unknown > maxUnknown || known2 > 2 || unread != 0 {
+		t.Errorf("after %d made-up receivers the caches hold %d unknown, %d known and %d unreadable-report entries; want at most %d, 2 and 0",
+			names, unknown, known2, unread, maxUnknown)
 	}
 }
 

@@ -1,6 +1,7 @@
 package webhookingress
 
 import (
+	"container/list"
 	"context"
 	"errors"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/siteops/siteops/store"
+	"github.com/siteops/siteops/workflows"
 )
 
 // SecretStore is where signing secrets of registered endpoints live.
@@ -41,6 +43,13 @@ type secretSet struct {
 // a receiver expects a new secret (for unknownTTL when it does not, for a
 // hold's poll interval when it does). Held deliveries therefore share one
 // poll of the store per receiver, however many are held.
+//
+// What a request may cost in memory is bounded too. Receiver names come
+// from anyone, so the answers about receivers without a secret (and their
+// expectations) live in a cache of their own that holds at most maxUnknown
+// names and drops the oldest: names chosen at random can neither grow it
+// nor push out the entries of receivers that have secrets, which only the
+// store and SITEOPS_WEBHOOK_SECRETS can name.
 type secretSource struct {
 	env        []string
 	store      SecretStore // nil when no store secrets are used
@@ -51,13 +60,25 @@ type secretSource struct {
 	log        *slog.Logger
 	unreadable func(ctx context.Context, receiver string, n int)
 
-	mu         sync.Mutex
-	cache      map[string]secretSet
-	exps       map[string]cachedExpectation
-	unreadSeen map[string]string // receiver → endpoints last reported unreadable
+	mu        sync.Mutex
+	known     map[string]secretSet         // receivers with at least one secret
+	knownExps map[string]cachedExpectation // expectations of known receivers
+	unknown   *lru[unknownReceiver]        // receivers without a secret, at most maxUnknown
+	// unreadSeen holds the endpoints last reported unreadable, only for
+	// receivers that have some: a stored secret names them.
+	unreadSeen map[string]string
 
 	fetches flightGroup[secretSet]
 	expects flightGroup[store.Expectation]
+}
+
+// init makes the caches of s, and returns it.
+func (s *secretSource) init() *secretSource {
+	s.known = map[string]secretSet{}
+	s.knownExps = map[string]cachedExpectation{}
+	s.unknown = newLRU[unknownReceiver](maxUnknown)
+	s.unreadSeen = map[string]string{}
+	return s
 }
 
 // cachedExpectation is an Expectation and when it was read.
@@ -66,17 +87,25 @@ type cachedExpectation struct {
 	at  time.Time
 }
 
-// maxCached bounds the receivers cached at once: receiver paths come from
-// anyone, and a cache of every name ever tried would grow without bound.
-const maxCached = 4096
+// unknownReceiver is what is cached of a receiver without a secret: that
+// it had none when last read, and whether it expects one.
+type unknownReceiver struct {
+	set    secretSet
+	hasSet bool
+	exp    cachedExpectation
+	hasExp bool
+}
+
+// maxUnknown bounds the receivers without a secret cached at once: their
+// names come from anyone. 4,096 entries of a name (at most 64 bytes) and
+// two timestamps stay under a megabyte.
+const maxUnknown = 4096
 
 // errUnknownReceiver means the receiver has no secret at all.
 var errUnknownReceiver = errors.New("unknown receiver")
 
 func (s *secretSource) lookup(ctx context.Context, receiver string) (secretSet, error) {
-	s.mu.Lock()
-	cached, ok := s.cache[receiver]
-	s.mu.Unlock()
+	cached, ok := s.cachedSet(receiver)
 	if ok && s.now().Sub(cached.fetched) < s.refresh {
 		if len(cached.secrets) == 0 {
 			return cached, errUnknownReceiver
@@ -86,12 +115,23 @@ func (s *secretSource) lookup(ctx context.Context, receiver string) (secretSet, 
 	return s.fetch(ctx, receiver)
 }
 
+// cachedSet returns what is cached of the receiver's secrets.
+func (s *secretSource) cachedSet(receiver string) (secretSet, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if set, ok := s.known[receiver]; ok {
+		return set, true
+	}
+	if u, ok := s.unknown.get(receiver); ok && u.hasSet {
+		return u.set, true
+	}
+	return secretSet{}, false
+}
+
 // fetchSince returns the receiver's secrets as read after since: the cached
 // ones when they were, else read afresh.
 func (s *secretSource) fetchSince(ctx context.Context, receiver string, since time.Time) (secretSet, error) {
-	s.mu.Lock()
-	cached, ok := s.cache[receiver]
-	s.mu.Unlock()
+	cached, ok := s.cachedSet(receiver)
 	if ok && cached.fetched.After(since) {
 		if len(cached.secrets) == 0 {
 			return cached, errUnknownReceiver
@@ -135,12 +175,21 @@ func (s *secretSource) read(ctx context.Context, receiver string) (secretSet, er
 		s.noteUnreadable(ctx, receiver, active.Unreadable)
 	}
 	// Receivers without secrets are cached too, so that traffic to a
-	// receiver that does not exist does not reach the database each time.
+	// receiver that does not exist does not reach the database each time,
+	// but apart from the known ones (see secretSource).
 	s.mu.Lock()
-	if len(s.cache) >= maxCached {
-		s.cache = map[string]secretSet{}
+	if len(set.secrets) > 0 {
+		s.known[receiver] = set
+		s.unknown.remove(receiver)
+	} else {
+		if _, ok := s.known[receiver]; ok {
+			delete(s.known, receiver)
+			delete(s.knownExps, receiver)
+		}
+		u, _ := s.unknown.get(receiver)
+		u.set, u.hasSet = set, true
+		s.unknown.put(receiver, u)
 	}
-	s.cache[receiver] = set
 	s.mu.Unlock()
 	return set, nil
 }
@@ -150,10 +199,7 @@ func (s *secretSource) read(ctx context.Context, receiver string) (secretSet, er
 // for every caller that asks while a read is under way.
 func (s *secretSource) expectation(ctx context.Context, receiver string, maxAge time.Duration) (store.Expectation, error) {
 	now := s.now()
-	s.mu.Lock()
-	c, ok := s.exps[receiver]
-	s.mu.Unlock()
-	if ok {
+	if c, ok := s.cachedExpectation(receiver); ok {
 		age := now.Sub(c.at)
 		if (c.exp.Pending && age < maxAge) || (!c.exp.Pending && age < s.unknownTTL) {
 			return c.exp, nil
@@ -164,14 +210,32 @@ func (s *secretSource) expectation(ctx context.Context, receiver string, maxAge 
 		if err != nil {
 			return exp, err
 		}
+		c := cachedExpectation{exp: exp, at: s.now()}
 		s.mu.Lock()
-		if len(s.exps) >= maxCached {
-			s.exps = map[string]cachedExpectation{}
+		if _, ok := s.known[receiver]; ok {
+			s.knownExps[receiver] = c
+		} else {
+			u, _ := s.unknown.get(receiver)
+			u.exp, u.hasExp = c, true
+			s.unknown.put(receiver, u)
 		}
-		s.exps[receiver] = cachedExpectation{exp: exp, at: s.now()}
 		s.mu.Unlock()
 		return exp, nil
 	})
+}
+
+// cachedExpectation returns what is cached of whether the receiver expects
+// a new secret.
+func (s *secretSource) cachedExpectation(receiver string) (cachedExpectation, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c, ok := s.knownExps[receiver]; ok {
+		return c, true
+	}
+	if u, ok := s.unknown.get(receiver); ok && u.hasExp {
+		return u.exp, true
+	}
+	return cachedExpectation{}, false
 }
 
 // flightGroup runs one call per key at a time; callers that ask for a key
@@ -230,23 +294,69 @@ func (s *secretSource) noteUnreadable(ctx context.Context, receiver string, info
 	key := strings.Join(ids, ",")
 	s.mu.Lock()
 	changed := s.unreadSeen[receiver] != key
-	s.unreadSeen[receiver] = key
+	// Only receivers with unreadable secrets are remembered: a receiver
+	// path nobody registered, which anyone can send to, adds no entry.
+	if key == "" {
+		delete(s.unreadSeen, receiver)
+	} else {
+		s.unreadSeen[receiver] = key
+	}
 	s.mu.Unlock()
-	// Only a change is recorded: a receiver path nobody registered, which
-	// anyone can send to, adds no series.
+	// Only a change is recorded: a receiver path nobody registered adds no
+	// series either.
 	if changed && s.unreadable != nil {
 		s.unreadable(ctx, receiver, len(ids))
 	}
 	if changed && len(ids) > 0 && s.log != nil {
 		s.log.Error("stored signing secrets do not decrypt with SITEOPS_SECRET_KEY and are skipped; deliveries signed with them are refused",
-			"receiver", receiverLabel(receiver), "endpoints", key, "fix", "set the key they were stored with, or run `siteops secret rekey`")
+			"receiver", workflows.ReceiverName(receiver), "endpoints", key, "fix", "set the key they were stored with, or run `siteops secret rekey`")
 	}
 }
 
-// receiverLabel names a receiver for logs and metrics.
-func receiverLabel(receiver string) string {
-	if receiver == "" {
-		return "default"
-	}
-	return receiver
+// lru is a map of at most max entries that drops the least recently
+// written one to make room. It is not safe for concurrent use.
+type lru[V any] struct {
+	max     int
+	order   *list.List // of *lruEntry[V], most recently written first
+	entries map[string]*list.Element
 }
+
+type lruEntry[V any] struct {
+	key string
+	val V
+}
+
+func newLRU[V any](max int) *lru[V] {
+	return &lru[V]{max: max, order: list.New(), entries: map[string]*list.Element{}}
+}
+
+func (c *lru[V]) get(key string) (V, bool) {
+	if e, ok := c.entries[key]; ok {
+		return e.Value.(*lruEntry[V]).val, true
+	}
+	var zero V
+	return zero, false
+}
+
+func (c *lru[V]) put(key string, val V) {
+	if e, ok := c.entries[key]; ok {
+		e.Value.(*lruEntry[V]).val = val
+		c.order.MoveToFront(e)
+		return
+	}
+	if c.order.Len() >= c.max {
+		oldest := c.order.Back()
+		c.order.Remove(oldest)
+		delete(c.entries, oldest.Value.(*lruEntry[V]).key)
+	}
+	c.entries[key] = c.order.PushFront(&lruEntry[V]{key: key, val: val})
+}
+
+func (c *lru[V]) remove(key string) {
+	if e, ok := c.entries[key]; ok {
+		c.order.Remove(e)
+		delete(c.entries, key)
+	}
+}
+
+func (c *lru[V]) len() int { return c.order.Len() }

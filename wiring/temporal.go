@@ -126,9 +126,11 @@ func temporalOptions(t config.Temporal, env envconfig.EnvLookup, logger *slog.Lo
 	if t.PayloadKey != "" {
 		key, err := codec.ParseKey(t.PayloadKey)
 		if err != nil {
-			return client.Options{}, conn, err
+			return client.Options{}, conn, config.Invalid("%v", err)
 		}
-		c, err := codec.New(key)
+		// Payloads are bound to the namespace they are written in, so that
+		// one copied into another namespace's history does not decode there.
+		c, err := codec.New(key, codec.WithNamespace(prof.Namespace))
 		if err != nil {
 			return client.Options{}, conn, err
 		}
@@ -138,19 +140,28 @@ func temporalOptions(t config.Temporal, env envconfig.EnvLookup, logger *slog.Lo
 	return o, conn, nil
 }
 
-// DialTemporal connects to Temporal. Its errors are one line that names
-// the setting to fix: the address, the CA, the client certificate and key,
-// or the API key.
+// DialTemporal connects to Temporal with the options of t. Its errors are
+// one line that names the setting to fix: the address, the CA, the client
+// certificate and key, or the API key.
 func DialTemporal(ctx context.Context, t config.Temporal, logger *slog.Logger, tel *telemetry.Telemetry) (client.Client, Connection, error) {
 	o, conn, err := TemporalOptions(t, logger, tel)
 	if err != nil {
 		return nil, conn, err
 	}
+	c, err := Dial(ctx, o, conn)
+	return c, conn, err
+}
+
+// Dial connects with options that TemporalOptions built, for a caller
+// that needs them too (the starter reads payloads back with their data
+// converter; a process says where it connects before it dials). Its
+// errors are DialError's.
+func Dial(ctx context.Context, o client.Options, conn Connection) (client.Client, error) {
 	c, err := client.DialContext(ctx, o)
 	if err != nil {
-		return nil, conn, DialError(conn, err)
+		return nil, DialError(conn, err)
 	}
-	return c, conn, nil
+	return c, nil
 }
 
 // LazyTemporal returns a client that connects on first use, so that a

@@ -30,6 +30,9 @@ type SecretReconcileStatus struct {
 	Checked  int      `json:"checked"`
 	Retired  []string `json:"retired,omitempty"`
 	Upgraded int      `json:"upgraded"`
+	// Withheld names the endpoints not retired because the endpoint list
+	// named none of the stored endpoints (activities.ReconcileSecrets).
+	Withheld []string `json:"withheld,omitempty"`
 }
 
 // SecretReconcileID is the ID the schedule gives its workflows (the server
@@ -39,7 +42,10 @@ func SecretReconcileID() string { return SecretReconcileKind.ID("scheduled") }
 // SecretReconcile retires the stored secrets of endpoints that no longer
 // exist in the account (deleted through the API or a dashboard), so that a
 // deleted endpoint's secret stops verifying within one schedule period.
-// Secrets from SITEOPS_WEBHOOK_SECRETS are not stored and not touched.
+// Secrets from SITEOPS_WEBHOOK_SECRETS are not stored and not touched. An
+// endpoint list that names none of the stored endpoints retires nothing
+// (the secrets are reported withheld): it cannot be told from an empty or
+// another account's answer.
 func SecretReconcile(ctx workflow.Context, _ SecretReconcileInput) (SecretReconcileStatus, error) {
 	var st SecretReconcileStatus
 	if err := workflow.SetQueryHandler(ctx, QueryReconcile, func() (SecretReconcileStatus, error) { return st, nil }); err != nil {
@@ -55,7 +61,7 @@ func SecretReconcile(ctx workflow.Context, _ SecretReconcileInput) (SecretReconc
 	if err := workflow.ExecuteActivity(actx, a.ReconcileSecrets).Get(ctx, &res); err != nil {
 		return st, err
 	}
-	st = SecretReconcileStatus{Done: true, Checked: res.Checked, Retired: res.Retired, Upgraded: res.Upgraded}
+	st = SecretReconcileStatus{Done: true, Checked: res.Checked, Retired: res.Retired, Upgraded: res.Upgraded, Withheld: res.Withheld}
 	return st, nil
 }
 
@@ -64,5 +70,9 @@ func (s *SecretReconcileStatus) Summary() []string {
 	if !s.Done {
 		return []string{"reconciling the stored secrets with the endpoint list"}
 	}
-	return []string{fmt.Sprintf("checked %d stored secret(s); retired %d whose endpoint is gone %v; %d moved to the current sealing format", s.Checked, len(s.Retired), s.Retired, s.Upgraded)}
+	lines := []string{fmt.Sprintf("checked %d stored secret(s); retired %d whose endpoint is gone %v; %d moved to the current sealing format", s.Checked, len(s.Retired), s.Retired, s.Upgraded)}
+	if len(s.Withheld) > 0 {
+		lines = append(lines, fmt.Sprintf("WITHHELD %d retirement(s) %v: the endpoint list named none of the stored endpoints (empty, or another account's?); check AGENTSITE_API_KEY, or run `siteops secret retire` if they are really gone", len(s.Withheld), s.Withheld))
+	}
+	return lines
 }

@@ -22,7 +22,7 @@ const codecTokenEnv = "SITEOPS_CODEC_TOKEN"
 func (c *cli) codecServerCmd() *cobra.Command {
 	var addr, tokenFile string
 	var origins, hosts []string
-	var requireEncrypted bool
+	var allowPlaintext, requireEncrypted bool
 	cmd := &cobra.Command{
 		Use:   "codec-server",
 		Short: "Decode encrypted payloads for the Temporal Web UI (SITEOPS_PAYLOAD_KEY)",
@@ -45,13 +45,25 @@ It decrypts for whoever it serves, so it serves only:
     UI's own login token instead, so with a token set the UI reaches the codec
     server only through a proxy that checks that login token and sends this one.
 Refusals are logged with what was refused. Without a token, anyone who can
-reach the port and write its Host can decrypt: listen on loopback.`,
+reach the port and write its Host can decrypt: listen on loopback.
+
+/encode binds payloads to the namespace the request names (X-Namespace, as
+the Web UI and the CLI send it), and /decode refuses a payload written for
+another namespace. /decode also refuses a payload that is not encrypted:
+nobody who holds the key wrote it (a workflow started through Temporal's
+HTTP API, a history written before the key was set), and the Web UI then
+shows it as it is instead of as if the key vouched for it. --allow-plaintext
+returns such payloads unchanged instead. (The worker itself still reads
+plaintext input: callers without the key send it.)`,
 		Example: "  SITEOPS_PAYLOAD_KEY=... siteops codec-server --addr 127.0.0.1:8081 --web-ui-origin http://localhost:8233\n" +
 			"  temporal server start-dev --ui-codec-endpoint http://127.0.0.1:8081\n" +
 			"  SITEOPS_CODEC_TOKEN=$(openssl rand -base64 32) siteops codec-server --addr 127.0.0.1:8081\n" +
 			"  temporal workflow show -w onboarding/bayside-dental --codec-endpoint http://127.0.0.1:8081 --codec-auth \"Bearer $SITEOPS_CODEC_TOKEN\"",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if allowPlaintext && cmd.Flags().Changed("require-encrypted") && requireEncrypted {
+				return usageError{errors.New("--require-encrypted and --allow-plaintext contradict each other; plaintext payloads are refused by default, so pass --allow-plaintext alone to return them")}
+			}
 			raw := os.Getenv("SITEOPS_PAYLOAD_KEY")
 			if raw == "" {
 				return errors.New("SITEOPS_PAYLOAD_KEY is not set; it must be the key the worker encrypts with")
@@ -64,11 +76,7 @@ reach the port and write its Host can decrypt: listen on loopback.`,
 			if err != nil {
 				return err
 			}
-			var opts []codec.Option
-			if requireEncrypted {
-				opts = append(opts, codec.RequireEncrypted())
-			}
-			cd, err := codec.New(key, opts...)
+			cd, err := codec.New(key)
 			if err != nil {
 				return err
 			}
@@ -84,7 +92,7 @@ reach the port and write its Host can decrypt: listen on loopback.`,
 			if h, _, err := net.SplitHostPort(addr); err == nil && h != "" && net.ParseIP(h) == nil {
 				allowed = append(allowed, addr) // --addr by name, as its users will type it
 			}
-			h, err := codec.Handler(cd, codec.Options{Hosts: allowed, Origins: origins, Token: token, Logger: logger})
+			h, err := codec.Handler(cd, codec.Options{Hosts: allowed, Origins: origins, Token: token, Logger: logger, AllowPlaintext: allowPlaintext})
 			if err != nil {
 				_ = ln.Close()
 				return err
@@ -102,13 +110,17 @@ reach the port and write its Host can decrypt: listen on loopback.`,
 			}()
 			if c.json() {
 				_ = json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]any{"key_id": cd.KeyID(), "url": "http://" + ln.Addr().String(),
-					"hosts": allowed, "origins": origins, "token_required": token != ""})
+					"hosts": allowed, "origins": origins, "token_required": token != "", "plaintext_allowed": allowPlaintext})
 			} else {
 				auth := "no token"
 				if token != "" {
 					auth = "bearer token required"
 				}
-				_, _ = fmt.Fprintf(cmd.OutOrStdout(), "codec server for key %s on http://%s (%s; hosts %s)\n", cd.KeyID(), ln.Addr(), auth, strings.Join(allowed, ", "))
+				plain := "plaintext payloads refused"
+				if allowPlaintext {
+					plain = "plaintext payloads returned as they are"
+				}
+				_, _ = fmt.Fprintf(cmd.OutOrStdout(), "codec server for key %s on http://%s (%s; %s; hosts %s)\n", cd.KeyID(), ln.Addr(), auth, plain, strings.Join(allowed, ", "))
 			}
 			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 				return err
@@ -120,7 +132,11 @@ reach the port and write its Host can decrypt: listen on loopback.`,
 	cmd.Flags().StringArrayVar(&origins, "web-ui-origin", []string{"http://localhost:8233", "http://127.0.0.1:8233"}, "origin of a Web UI allowed to call it from the browser (repeatable; others get 403)")
 	cmd.Flags().StringArrayVar(&hosts, "allowed-host", nil, "a further Host it is reached by, HOST:PORT or HOST for any port, e.g. behind a proxy (repeatable; localhost, 127.0.0.1 and [::1] on its port are always allowed)")
 	cmd.Flags().StringVar(&tokenFile, "token-file", "", "file holding the bearer token every request must carry (instead of "+codecTokenEnv+")")
-	cmd.Flags().BoolVar(&requireEncrypted, "require-encrypted", false, "refuse /decode requests holding a payload that is not encrypted (histories written before the key was set will not show)")
+	cmd.Flags().BoolVar(&allowPlaintext, "allow-plaintext", false, "return payloads that are not encrypted unchanged from /decode instead of refusing the request (histories written before the key was set, or by clients without it, then show)")
+	// --require-encrypted was the opt-in before refusal became the default;
+	// it is kept so that scripts passing it still run.
+	cmd.Flags().BoolVar(&requireEncrypted, "require-encrypted", true, "plaintext payloads are refused by default now")
+	_ = cmd.Flags().MarkDeprecated("require-encrypted", "plaintext payloads are refused by default; --allow-plaintext returns them as they are")
 	return cmd
 }
 

@@ -65,4 +65,7 @@ func TestCodecServerRefusesBadSettings(t *testing.T) {
 	if _, err := runCLI(t, "", "codec-server", "--addr", "127.0.0.1:0", "--token-file", filepath.Join(t.TempDir(), "t")); err == nil || !strings.Contains(err.Error(), "use one") {
 		t.Errorf("a token in both places: %v", err)
 	}
+	if _, err := runCLI(t, "", "codec-server", "--addr", "127.0.0.1:0", "--require-encrypted", "--allow-plaintext"); err == nil || !strings.Contains(err.Error(), "contradict") {
+		t.Errorf("--require-encrypted with --allow-plaintext: %v, want a refusal", err)
+	}
 }

@@ -1,0 +1,130 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/siteops/siteops/agentsite"
+	"github.com/siteops/siteops/agentsite/webhook"
+	"github.com/siteops/siteops/store"
+	"github.com/siteops/siteops/store/storetest"
+	"github.com/siteops/siteops/webhookingress"
+)
+
+// storeCalls counts the store reads a forged delivery can cause: a
+// receiver's secrets (one SELECT, and a decryption per secret) and whether
+// it expects a new one (one SELECT). Nothing else is read before a
+// delivery verifies.
+type storeCalls struct {
+	*store.Store
+	n atomic.Int64
+}
+
+func (c *storeCalls) ActiveSecrets(ctx context.Context, receiver string) (store.ActiveSet, error) {
+	c.n.Add(1)
+	return c.Store.ActiveSecrets(ctx, receiver)
+}
+
+func (c *storeCalls) SecretExpectation(ctx context.Context, receiver string) (store.Expectation, error) {
+	c.n.Add(1)
+	return c.Store.SecretExpectation(ctx, receiver)
+}
+
+// forged is a delivery whose header is well formed and current but whose
+// MAC is not made with any secret of the receiver.
+func forged(path, id string) *http.Request {
+	body := `{"id":"` + id + `","type":"lead.created","created_at":"2026-11-21T08:59:59.123Z","data":{"site_id":"site_1","lead_id":"lead_1"}}`
+	req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
+	req.Header.Set("svc-signature", webhook.Sign("whsec_forged_by_someone", time.Now(), []byte(body)))
+	req.Header.Set("svc-event-id", id)
+	req.Header.Set("svc-event-type", "lead.created")
+	return req
+}
+
+// BenchmarkForgedRequestStoreCalls measures what forged deliveries cost
+// the store (issue 16, item 3), in store calls per request, each one SQL
+// query: sent one after the other to a receiver that has a stored secret,
+// to one receiver nobody registered, to receivers nobody registered (a new
+// name each, which no cache can answer), and — 32 at once, the
+// handler's MaxHeld — to a receiver whose endpoint creation is in flight,
+// where each is held for PendingWait (5 s) waiting for the new secret.
+func BenchmarkForgedRequestStoreCalls(b *testing.B) {
+	setup := func(b *testing.B) (*webhookingress.Handler, *storeCalls) {
+		b.Helper()
+		st := storetest.Open(b, store.SQLite)
+		if err := st.PutSecret(context.Background(), "we_2", "v2", agentsite.NewSigningSecret("whsec_stored_for_v2")); err != nil {
+			b.Fatal(err)
+		}
+		c := &storeCalls{Store: st}
+		return webhookingress.NewHandler(webhookingress.Options{Inbox: c, Secrets: c}), c
+	}
+	perRequest := func(b *testing.B, c *storeCalls, requests int) {
+		b.ReportMetric(float64(c.n.Load())/float64(requests), "store-calls/req")
+		b.Logf("%d forged requests: %d store calls", requests, c.n.Load())
+	}
+	b.Run("known receiver", func(b *testing.B) {
+		h, c := setup(b)
+		for i := range b.N {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, forged("/webhooks/v2", fmt.Sprintf("evt_k%d", i)))
+			if rec.Code != http.StatusUnauthorized {
+				b.Fatalf("forged delivery = %d, want 401", rec.Code)
+			}
+		}
+		perRequest(b, c, b.N)
+	})
+	b.Run("one unknown receiver", func(b *testing.B) {
+		h, c := setup(b)
+		for i := range b.N {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, forged("/webhooks/nobody", fmt.Sprintf("evt_n%d", i)))
+			if rec.Code != http.StatusNotFound {
+				b.Fatalf("forged delivery = %d, want 404", rec.Code)
+			}
+		}
+		perRequest(b, c, b.N)
+	})
+	b.Run("unknown receivers", func(b *testing.B) {
+		h, c := setup(b)
+		for i := range b.N {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, forged(fmt.Sprintf("/webhooks/nobody-%d", i), "evt_u"))
+			if rec.Code != http.StatusNotFound {
+				b.Fatalf("forged delivery = %d, want 404", rec.Code)
+			}
+		}
+		perRequest(b, c, b.N)
+	})
+	b.Run("held during a creation", func(b *testing.B) {
+		const held = 32
+		total := 0
+		var c *storeCalls
+		for range b.N {
+			var h *webhookingress.Handler
+			h, c = setup(b)
+			if err := c.ExpectSecret(context.Background(), "v6", "create-v6", time.Now().Add(time.Minute)); err != nil {
+				b.Fatal(err)
+			}
+			var wg sync.WaitGroup
+			for i := range held {
+				wg.Go(func() {
+					rec := httptest.NewRecorder()
+					h.ServeHTTP(rec, forged("/webhooks/v6", fmt.Sprintf("evt_h%d", i)))
+					if rec.Code != http.StatusNotFound {
+						b.Errorf("held forged delivery = %d, want 404 after the hold", rec.Code)
+					}
+				})
+			}
+			wg.Wait()
+			total += held
+		}
+		perRequest(b, c, total/b.N)
+	})
+}
