@@ -28,6 +28,7 @@ require (
 	go.temporal.io/sdk/contrib/envconfig v1.0.2
 	go.temporal.io/sdk/contrib/opentelemetry v0.8.1
 	go.yaml.in/yaml/v3 v3.0.5
+	go.yaml.in/yaml/v4 v4.0.0
 	golang.org/x/time v0.3.0
 	google.golang.org/grpc v1.84.0
 	google.golang.org/protobuf v1.36.12

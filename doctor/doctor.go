@@ -28,6 +28,7 @@ import (
 	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"
+	"github.com/siteops/siteops/workflows"
 )
 
 // Status is how a check came out.
@@ -156,8 +157,12 @@ func apiResult(err error, scope string) (Result, bool) {
 	return fail("agent-site api", fmt.Errorf("cannot use the API: %w; check AGENTSITE_BASE_URL", err)), true
 }
 
-// Database checks that the store answers and how far it is migrated,
-// without migrating it.
+// ErrNotMigrated marks a database whose schema is behind this build's.
+var ErrNotMigrated = errors.New("database not migrated")
+
+// Database checks that the store answers and is migrated to this build's
+// schema, without migrating it: a database that is behind fails, since
+// every command but the worker and the ingress would fail on it.
 func Database(ctx context.Context, st *store.Store, where string) Result {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -169,7 +174,8 @@ func Database(ctx context.Context, st *store.Store, where string) Result {
 		return fail("database", fmt.Errorf("%s: %w", where, err))
 	}
 	if pending > 0 {
-		return ok("database", "%s answers; schema version %d, %d migration(s) to apply (the worker and the ingress apply them at start)", where, version, pending)
+		return fail("database", fmt.Errorf("%s is at schema version %d with %d migration(s) not applied; start the worker (`siteops worker`) or the ingress of this build, which migrate it at start: %w",
+			where, version, pending, ErrNotMigrated))
 	}
 	return ok("database", "%s answers; schema version %d, migrated", where, version)
 }
@@ -193,19 +199,12 @@ func SecretKey(ctx context.Context, st *store.Store) Result {
 	if len(bad) > 0 {
 		ids := make([]string, len(bad))
 		for i, b := range bad {
-			ids[i] = fmt.Sprintf("%s (receiver %s)", b.EndpointID, receiverName(b.Receiver))
+			ids[i] = fmt.Sprintf("%s (receiver %s)", b.EndpointID, workflows.ReceiverName(b.Receiver))
 		}
 		return fail("secret key", fmt.Errorf("%d of %d stored secrets do not decrypt with SITEOPS_SECRET_KEY: %s; set the key they were stored with, or run `siteops secret rekey`: %w",
 			len(bad), len(all), strings.Join(ids, ", "), store.ErrKeyMismatch))
 	}
 	return ok("secret key", "decrypts all %d active stored secrets", len(all))
-}
-
-func receiverName(r string) string {
-	if r == "" {
-		return "default"
-	}
-	return r
 }
 
 // Address checks that addr can be listened on; setting names the variable

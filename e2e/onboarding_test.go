@@ -104,9 +104,11 @@ func TestOnboardingSurvivesFaults(t *testing.T) {
 // exactly one site.
 func TestWorkerKilledMidOnboarding(t *testing.T) {
 	e := newEnv(t, store.SQLite, simulator.Config{Faults: simulator.Faults{Latency: simulator.Duration(1500 * time.Millisecond)}})
+	// No metrics endpoint: the default :9090 may be taken on the machine
+	// running the tests, and the worker refuses a busy address.
 	workerEnv := append(os.Environ(),
 		"TEMPORAL_ADDRESS="+server.Address, "TEMPORAL_NAMESPACE="+e.ns, "SITEOPS_TASK_QUEUE="+taskQueue,
-		"AGENTSITE_BASE_URL="+e.simURL, "AGENTSITE_API_KEY="+apiKey, "SITEOPS_DATABASE_URL="+e.dbURL)
+		"AGENTSITE_BASE_URL="+e.simURL, "AGENTSITE_API_KEY="+apiKey, "SITEOPS_DATABASE_URL="+e.dbURL, "SITEOPS_METRICS_ADDR=")
 	startWorker := func() *exec.Cmd {
 		cmd := exec.Command(binary, "worker")
 		cmd.Env = workerEnv

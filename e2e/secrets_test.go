@@ -52,13 +52,20 @@ func (e *env) startIngressProcess(t *testing.T, extra ...string) (string, *syncB
 // webhook port's.
 func (e *env) startIngressProcessAdmin(t *testing.T, extra ...string) (url, admin string, log *syncBuffer) {
 	t.Helper()
+	return e.startIngressProcessFlags(t, nil, extra...)
+}
+
+// startIngressProcessFlags is startIngressProcessAdmin with flags for
+// `siteops ingress`.
+func (e *env) startIngressProcessFlags(t *testing.T, flags []string, extra ...string) (url, admin string, log *syncBuffer) {
+	t.Helper()
 	ps, err := ports.FreeN(2)
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr, adminAddr := "127.0.0.1:"+itoa(ps[0]), "127.0.0.1:"+itoa(ps[1])
 	log = &syncBuffer{}
-	cmd := exec.Command(binary, "ingress")
+	cmd := exec.Command(binary, append([]string{"ingress"}, flags...)...)
 	cmd.Env = append(e.cliEnv(), append([]string{"SITEOPS_INGRESS_ADDR=" + addr, "SITEOPS_INGRESS_ADMIN_ADDR=" + adminAddr}, extra...)...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -112,7 +119,10 @@ func TestSecretsUnderAnotherKey(t *testing.T) {
 	}
 	withNew := []string{"SITEOPS_SECRET_KEY=" + base64.StdEncoding.EncodeToString(newKey), "SITEOPS_WEBHOOK_SECRETS=" + envSecret,
 		"AGENTSITE_BASE_URL=" + e.simURL, "AGENTSITE_API_KEY=" + apiKey, "SITEOPS_ALLOW_LOOPBACK_RECEIVERS=true"}
-	url, admin, log := e.startIngressProcessAdmin(t, withNew...)
+	// The ingress refuses to start beside a secret it cannot read unless
+	// told to start anyway, as an operator keeping the other receivers up
+	// would.
+	url, admin, log := e.startIngressProcessFlags(t, []string{"--skip-checks"}, withNew...)
 	// The worker stores endpoint secrets: it runs with the new key too.
 	worker := exec.Command(binary, "worker", "--skip-checks")
 	worker.Env = append(e.cliEnv(), append(withNew, "SITEOPS_METRICS_ADDR=")...)
@@ -229,6 +239,42 @@ func TestWebhookCreateKeepsItsKeyAcrossRetries(t *testing.T) {
 		t.Errorf("%d endpoints after the labelled registration, want 2", n)
 	}
 	recordHistory(t, e, workflows.EndpointRegistrationID(hookURL, []string{"lead.created", "knowledge.ready"}, "v1", ""), "endpoint_registration")
+}
+
+// TestWebhookCreateAgainIsTruthfulAboutItsSecret repeats a registration
+// that succeeded after its endpoint's secret was retired (as the
+// reconciliation does once the endpoint is deleted): the command no longer
+// says the secret is stored; it says it was retired, what to do, and exits
+// 1.
+func TestWebhookCreateAgainIsTruthfulAboutItsSecret(t *testing.T) {
+	e := newEnv(t, store.SQLite, simulator.Config{})
+	e.startWorker(t)
+	env := []string{"SITEOPS_SECRET_KEY=" + testSecretKey()}
+	args := []string{"webhook", "create", "--url", "http://127.0.0.1:9/webhooks/v1", "--events", "lead.created", "--timeout", "1m"}
+	if out, code := e.run(t, env, args...); code != 0 || !strings.Contains(out, "secret stored") {
+		t.Fatalf("webhook create: exit %d\n%s", code, out)
+	}
+	if out, code := e.run(t, env, args...); code != 0 || !strings.Contains(out, "already registered") || !strings.Contains(out, "its secret is stored") {
+		t.Errorf("the same command again: exit %d\n%s", code, out)
+	}
+	eps := e.endpoints(t)
+	if len(eps) != 1 {
+		t.Fatalf("%d endpoints, want one", len(eps))
+	}
+	if err := e.api(t).DeleteWebhookEndpoint(t.Context(), "dashboard-delete", eps[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.store.Retire(t.Context(), eps[0].ID, time.Now()); err != nil { // what the reconciliation does next
+		t.Fatal(err)
+	}
+	out, code := e.run(t, env, args...)
+	if code != 1 || !strings.Contains(out, "its secret was retired at") || strings.Contains(out, "its secret is stored") || strings.Contains(out, "; secret stored") {
+		t.Errorf("the same command after the secret was retired: exit %d\n%s\nwant exit 1 saying the secret was retired", code, out)
+	}
+	out, code = e.run(t, env, append(args, "-o", "json")...)
+	if code != 1 || !strings.Contains(out, `"secret": "retired"`) {
+		t.Errorf("-o json after the secret was retired: exit %d\n%s", code, out)
+	}
 }
 
 func scrape(t *testing.T, url string) string {

@@ -1,10 +1,13 @@
 package e2e
 
 import (
+	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -14,6 +17,8 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/siteops/siteops/agentsite"
+	"github.com/siteops/siteops/agentsite/webhook"
 	"github.com/siteops/siteops/internal/ports"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/store"
@@ -187,8 +192,17 @@ func TestSpecsAndStandardInput(t *testing.T) {
 	if err := os.WriteFile(syntax, []byte("site:\n  title: [unclosed\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if out, code := e.run(t, nil, "onboard", "-f", syntax, "--dry-run"); code != 2 || !strings.Contains(out, syntax+":") {
-		t.Errorf("a syntax error: exit %d\n%s", code, out)
+	// The list opened at line 2, column 10 is never closed: the error
+	// points there, with line and column.
+	if out, code := e.run(t, nil, "onboard", "-f", syntax, "--dry-run"); code != 2 || !strings.Contains(out, syntax+":2:10: (syntax): did not find expected ',' or ']'") {
+		t.Errorf("a syntax error: exit %d, want 2 at %s:2:10\n%s", code, syntax, out)
+	}
+	jsonSyntax := filepath.Join(t.TempDir(), "syntax.json")
+	if err := os.WriteFile(jsonSyntax, []byte("{\n  \"site\": {\"title\" \"X\"}\n}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := e.run(t, nil, "onboard", "-f", jsonSyntax, "--dry-run"); code != 2 || !strings.Contains(out, jsonSyntax+":2:20: (syntax)") {
+		t.Errorf("a JSON syntax error: exit %d, want 2 at %s:2:20\n%s", code, jsonSyntax, out)
 	}
 	fixed := strings.Replace(spec, "  titel: typo\n", "", 1)
 	stdout, stderr, code := e.runSplit(t, nil, fixed, "onboard", "-f", "-", "--dry-run", "-o", "json")
@@ -291,5 +305,266 @@ func TestDoctorAndStartUpChecks(t *testing.T) {
 	}
 	if out, code := e.run(t, append(api, "SITEOPS_METRICS_ADDR="+busy), "doctor"); code == 0 || !strings.Contains(out, "fail  address SITEOPS_METRICS_ADDR") {
 		t.Errorf("doctor with a busy metrics port: exit %d\n%s", code, out)
+	}
+}
+
+// TestFollowEndsWhateverTheSyncDid follows a site's lead sync after the
+// previous one was terminated — the new run starts its counters at zero,
+// below what the terminated one reached, and the follow must still end
+// when it has caught up — and then a follow whose sync is terminated under
+// it, which ends at once with exit 1 and the cause.
+func TestFollowEndsWhateverTheSyncDid(t *testing.T) {
+	e := newEnv(t, store.SQLite, simulator.Config{})
+	e.startWorker(t)
+	site := e.site(t, "followed")
+	if _, err := e.sim.CreateLeads(site, 40); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if out, code := e.run(t, nil, "leads", "sync", "--site", site, "--follow", "--timeout", "1m"); code != 0 || !strings.Contains(out, "caught up:") {
+			t.Fatalf("follow %d: exit %d\n%s", i+1, code, out)
+		}
+	}
+	id := workflows.LeadSyncID(site)
+	if err := e.client.TerminateWorkflow(t.Context(), id, "", "on-call stopped it"); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	out, code := e.run(t, nil, "leads", "sync", "--site", site, "--follow", "--timeout", "1m")
+	if code != 0 || !strings.Contains(out, "caught up:") || time.Since(start) > 30*time.Second {
+		t.Errorf("follow after the sync was terminated: exit %d after %s, want 0 and caught up at once\n%s", code, time.Since(start), out)
+	}
+
+	// Every call to the API now fails: the sync the follow asks for retries
+	// and never catches up, until on-call terminates it.
+	if err := e.sim.SetFaults(simulator.Faults{ErrorRate: 1}); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		out  string
+		code int
+	}
+	done := make(chan result, 1)
+	go func() {
+		cmd := exec.CommandContext(t.Context(), binary, "leads", "sync", "--site", site, "--follow", "--timeout", "2m")
+		cmd.Env = e.cliEnv()
+		out, err := cmd.CombinedOutput()
+		code := 0
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			code = exit.ExitCode()
+		}
+		done <- result{string(out), code}
+	}()
+	eventually(t, 30*time.Second, "the requested sync to fail and retry", func() bool {
+		d, err := e.client.DescribeWorkflowExecution(t.Context(), id, "")
+		if err != nil {
+			return false
+		}
+		for _, pa := range d.GetPendingActivities() {
+			if pa.GetAttempt() >= 2 {
+				return true
+			}
+		}
+		return false
+	})
+	if err := e.client.TerminateWorkflow(t.Context(), id, "", "on-call stopped it again"); err != nil {
+		t.Fatal(err)
+	}
+	terminated := time.Now()
+	select {
+	case r := <-done:
+		// Progress comes first, as plain lines in a pipe; the error is the
+		// last line.
+		lines := strings.Split(strings.TrimSpace(r.out), "\n")
+		if last := lines[len(lines)-1]; r.code != 1 || !strings.Contains(last, id+" terminated") || !strings.Contains(last, "[Terminated]") {
+			t.Errorf("follow of a sync terminated under it: exit %d, want 1 and a last line naming the termination\n%s", r.code, r.out)
+		}
+		if took := time.Since(terminated); took > 10*time.Second {
+			t.Errorf("the follow ended %s after the termination, want at once", took)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the follow did not end within 30 s of its sync's termination")
+	}
+}
+
+// TestCLITellsTheOutcome checks, through the binary and without a worker,
+// that an expired --timeout exits 1 and says the workflow goes on, that a
+// different spec for an onboarded slug exits 2 naming the difference, and
+// that --namespace wins over TEMPORAL_NAMESPACE.
+func TestCLITellsTheOutcome(t *testing.T) {
+	e := newEnv(t, store.SQLite, simulator.Config{})
+	// No worker: the onboarding starts and waits for one.
+	start := time.Now()
+	out, code := e.run(t, nil, "onboard", "-f", "../examples/bayside-dental.json", "--wait", "--timeout", "2s")
+	want := "stopped waiting after 2s (--timeout); onboarding/bayside-dental continues — siteops status onboarding/bayside-dental"
+	if code != 1 || !strings.Contains(out, want) || time.Since(start) > 20*time.Second {
+		t.Errorf("onboard --wait --timeout 2s: exit %d after %s, want 1 and %q\n%s", code, time.Since(start), want, out)
+	}
+
+	spec, err := os.ReadFile("../examples/bayside-dental.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := filepath.Join(t.TempDir(), "bayside-dental.json")
+	if err := os.WriteFile(changed, []byte(strings.Replace(string(spec), `"title": "Bayside Dental"`, `"title": "Bayside Dental Care"`, 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, code = e.run(t, nil, "onboard", "-f", changed)
+	if code != 2 || !strings.Contains(out, "different spec") || !strings.Contains(out, "site.title") {
+		t.Errorf("a different spec for the same slug: exit %d, want 2 naming site.title\n%s", code, out)
+	}
+
+	elsewhere := []string{"TEMPORAL_NAMESPACE=e2e-no-such-namespace"}
+	if out, code := e.run(t, elsewhere, "status", "onboarding/bayside-dental"); code == 0 {
+		t.Errorf("status in a namespace that does not exist: exit 0\n%s", out)
+	}
+	out, code = e.run(t, elsewhere, "status", "onboarding/bayside-dental", "--namespace", e.ns)
+	if code != 0 || !strings.Contains(out, "Running") {
+		t.Errorf("--namespace over TEMPORAL_NAMESPACE: exit %d, want 0 and the running onboarding\n%s", code, out)
+	}
+	_ = e.client.TerminateWorkflow(t.Context(), "onboarding/bayside-dental", "", "test over")
+}
+
+// TestSignatureVerifyWithStoredSecrets checks `signature verify --receiver
+// NAME` against the secrets stored for that receiver: valid with the key,
+// a mismatch exits 1, a receiver without secrets 3, and no
+// SITEOPS_SECRET_KEY 2 with what is missing for reading them.
+func TestSignatureVerifyWithStoredSecrets(t *testing.T) {
+	e := newEnv(t, store.SQLite, simulator.Config{})
+	const secret = "whsec_stored_for_v1" //nolint:gosec // made up for the test
+	if err := e.store.PutSecret(t.Context(), "we_v1", "v1", agentsite.NewSigningSecret(secret)); err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(`{"id":"evt_sig_1","type":"lead.created","created_at":"2026-11-22T09:00:00.000Z","data":{"site_id":"site_1","lead_id":"lead_1"}}`)
+	path := filepath.Join(t.TempDir(), "body.json")
+	if err := os.WriteFile(path, body, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	header := webhook.Sign(secret, time.Now(), body)
+	withKey := []string{"SITEOPS_SECRET_KEY=" + testSecretKey()}
+
+	out, code := e.run(t, withKey, "signature", "verify", "--receiver", "v1", "--body", path, "--header", header)
+	if code != 0 || !strings.Contains(out, "valid: signed with secret 1 of 1") || !strings.Contains(out, "endpoint we_v1") || strings.Contains(out, secret) {
+		t.Errorf("verify --receiver v1: exit %d\n%s", code, out)
+	}
+	forged := webhook.Sign("whsec_someone_else", time.Now(), body)
+	if out, code := e.run(t, withKey, "signature", "verify", "--receiver", "v1", "--body", path, "--header", forged); code != 1 || !strings.Contains(out, "stored for receiver v1") {
+		t.Errorf("verify a signature of another secret: exit %d, want 1\n%s", code, out)
+	}
+	if out, code := e.run(t, withKey, "signature", "verify", "--receiver", "default", "--body", path, "--header", header); code != 3 || !strings.Contains(out, "no active secret is stored for receiver default") {
+		t.Errorf("verify --receiver default without secrets: exit %d, want 3\n%s", code, out)
+	}
+	out, code = e.run(t, []string{"SITEOPS_SECRET_KEY="}, "signature", "verify", "--receiver", "v1", "--body", path, "--header", header)
+	if code != 2 || !strings.Contains(out, "SITEOPS_SECRET_KEY is not set") || !strings.Contains(out, "receiver v1") || strings.Contains(out, "cannot be stored") {
+		t.Errorf("verify --receiver without SITEOPS_SECRET_KEY: exit %d, want 2 saying what reading needs\n%s", code, out)
+	}
+}
+
+// TestProcessLogsAndStartUp checks the worker's log settings and start-up
+// line through the binary: where the default store is, said before
+// anything can fail; SITEOPS_LOG_LEVEL; SITEOPS_LOG_FORMAT=json with one
+// JSON object per line and snake_case keys.
+func TestProcessLogsAndStartUp(t *testing.T) {
+	e := newEnv(t, store.SQLite, simulator.Config{})
+	api := []string{"AGENTSITE_BASE_URL=" + e.simURL, "AGENTSITE_API_KEY=" + apiKey, "SITEOPS_METRICS_ADDR="}
+
+	// The default store, with Temporal unreachable: the start-up line says
+	// where the store is before the dial fails.
+	state := t.TempDir()
+	defaultStore := []string{"SITEOPS_DATABASE_URL=", "XDG_STATE_HOME=" + state}
+	// doctor changes nothing: the default store that no worker made yet
+	// fails its check with the fix, and is not created by the look.
+	out, code := e.run(t, defaultStore, "doctor")
+	if code != 3 || !strings.Contains(out, "fail  database") || !strings.Contains(out, "no siteops database at sqlite://"+filepath.Join(state, "siteops", "siteops.db")) ||
+		!strings.Contains(out, "start the worker") {
+		t.Errorf("doctor before any worker: exit %d, want 3 and the missing database with its fix\n%s", code, out)
+	}
+	if _, err := os.Stat(filepath.Join(state, "siteops")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("doctor created the store's directory (%v)", err)
+	}
+	unreachable := slices.Concat(api, defaultStore, []string{"TEMPORAL_ADDRESS=127.0.0.1:1"})
+	out, code = e.run(t, unreachable, "worker")
+	wantStore := "store=sqlite://" + filepath.Join(state, "siteops", "siteops.db")
+	if code != 5 || !strings.Contains(out, `msg="worker starting"`) || !strings.Contains(out, wantStore) {
+		t.Errorf("worker with the default store and no Temporal: exit %d, want 5 and %q\n%s", code, wantStore, out)
+	}
+	if i, j := strings.Index(out, "worker starting"), strings.Index(out, "cannot reach Temporal"); i < 0 || j < i {
+		t.Errorf("the start-up line does not come before the failure:\n%s", out)
+	}
+	// The worker migrated the store before it dialled: doctor finds it ready.
+	if out, _ := e.run(t, defaultStore, "doctor"); !strings.Contains(out, "ok    database") {
+		t.Errorf("doctor after the worker migrated the default store:\n%s", out)
+	}
+	out, code = e.run(t, append(unreachable, "SITEOPS_LOG_LEVEL=warn"), "worker")
+	if code != 5 || strings.Contains(out, "worker starting") || !strings.Contains(out, "cannot reach Temporal") {
+		t.Errorf("worker with SITEOPS_LOG_LEVEL=warn: exit %d, want no info line\n%s", code, out)
+	}
+	if out, code := e.run(t, append(unreachable, "SITEOPS_LOG_FORMAT=xml"), "worker"); code != 2 || !strings.Contains(out, "SITEOPS_LOG_FORMAT") {
+		t.Errorf("worker with SITEOPS_LOG_FORMAT=xml: exit %d, want 2\n%s", code, out)
+	}
+
+	// JSON logs of a worker that runs: every line one object, every key
+	// snake_case, the SDK's own lines too.
+	log := &syncBuffer{}
+	cmd := exec.Command(binary, "worker")
+	cmd.Env = append(e.cliEnv(), append(api, "SITEOPS_LOG_FORMAT=json", "SITEOPS_LOG_LEVEL=info", "SITEOPS_WORKER_VERSIONING=false")...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _, _ = cmd.Process.Wait() })
+	eventually(t, 30*time.Second, "the worker to start", func() bool { return strings.Contains(log.String(), `"msg":"worker started"`) })
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	_, _ = cmd.Process.Wait()
+	snake := regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+	levels := map[string]bool{}
+	for line := range strings.SplitSeq(strings.TrimSpace(log.String()), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Errorf("a log line is not JSON: %q", line)
+			continue
+		}
+		for k := range rec {
+			if !snake.MatchString(k) {
+				t.Errorf("log key %q is not snake_case: %s", k, line)
+			}
+		}
+		level, _ := rec["level"].(string)
+		levels[level] = true
+	}
+	if !levels["INFO"] || !levels["WARN"] {
+		t.Errorf("levels logged: %v, want INFO and WARN (Worker Versioning is off)", levels)
+	}
+}
+
+// TestIngressStartUpChecks checks that the ingress refuses to start beside
+// a stored secret that SITEOPS_SECRET_KEY cannot decrypt (exit 4), starts
+// anyway with --skip-checks saying so loudly, and starts while Temporal is
+// down, which only warns.
+func TestIngressStartUpChecks(t *testing.T) {
+	e := newEnv(t, store.SQLite, simulator.Config{})
+	if err := e.store.PutSecret(t.Context(), "we_old", "", agentsite.NewSigningSecret("whsec_under_the_old_key")); err != nil {
+		t.Fatal(err)
+	}
+	otherKey := []string{"SITEOPS_SECRET_KEY=" + base64.StdEncoding.EncodeToString([]byte("another-siteops-secret-key-32byt")),
+		"SITEOPS_INGRESS_ADDR=127.0.0.1:0", "SITEOPS_INGRESS_ADMIN_ADDR="}
+	out, code := e.run(t, otherKey, "ingress")
+	if code != 4 || !strings.Contains(out, "the ingress does not start: secret key check failed") || !strings.Contains(out, "we_old (receiver default)") || !strings.Contains(out, "--skip-checks") {
+		t.Errorf("ingress beside a secret it cannot decrypt: exit %d, want 4 and the refusal\n%s", code, out)
+	}
+
+	_, _, log := e.startIngressProcessFlags(t, []string{"--skip-checks"}, otherKey[0])
+	if !strings.Contains(log.String(), "level=ERROR") || !strings.Contains(log.String(), "CHECK FAILED; starting anyway (--skip-checks)") {
+		t.Errorf("the ingress started with --skip-checks without saying so loudly:\n%s", log.String())
+	}
+
+	_, _, log = e.startIngressProcessFlags(t, nil, "SITEOPS_SECRET_KEY="+testSecretKey(), "TEMPORAL_ADDRESS=127.0.0.1:1")
+	eventually(t, 30*time.Second, "the ingress to warn that Temporal is down", func() bool {
+		return strings.Contains(log.String(), "check warns") && strings.Contains(log.String(), "check=temporal")
+	})
+	if strings.Contains(log.String(), "CHECK FAILED") {
+		t.Errorf("the ingress counts Temporal being down as a failed check:\n%s", log.String())
 	}
 }

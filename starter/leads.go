@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/siteops/siteops/workflows"
@@ -17,10 +18,14 @@ func (s *Starter) SyncLeads(ctx context.Context, siteID string, full bool) (clie
 		s.options(workflows.LeadSyncKind, id), workflows.LeadSyncWorkflowName, workflows.LeadSyncInput{SiteID: siteID, Full: full})
 }
 
-// LeadProgress queries a site's lead sync.
+// LeadProgress queries a site's lead sync (its latest run).
 func (s *Starter) LeadProgress(ctx context.Context, siteID string) (workflows.LeadSyncProgress, error) {
+	return s.leadProgress(ctx, workflows.LeadSyncID(siteID), "")
+}
+
+func (s *Starter) leadProgress(ctx context.Context, id, runID string) (workflows.LeadSyncProgress, error) {
 	var p workflows.LeadSyncProgress
-	v, err := s.Client.QueryWorkflow(ctx, workflows.LeadSyncID(siteID), "", workflows.QueryProgress)
+	v, err := s.Client.QueryWorkflow(ctx, id, runID, workflows.LeadSyncKind.StatusQuery)
 	if err != nil {
 		return p, err
 	}
@@ -28,25 +33,27 @@ func (s *Starter) LeadProgress(ctx context.Context, siteID string) (workflows.Le
 }
 
 // FollowLeadSync asks the site's lead sync to sync now (starting it if
-// needed) and follows it until that sync has caught up, calling progress
-// (when not nil) with what it reports every interval. It ends at once when
-// the workflow ends — a lead sync runs until cancelled, so that is a
-// failure, a cancellation or a termination, returned as a
-// *WorkflowFailedError with its root cause — and with *ErrStoppedWaiting
-// when ctx ends first.
+// needed) and follows it until a sync that completed after the request has
+// caught up, calling progress (when not nil) with what it reports every
+// interval. It ends at once when the workflow ends — a lead sync runs
+// until cancelled, so that is a failure, a cancellation or a termination,
+// returned as a *WorkflowFailedError with its root cause — and with
+// *ErrStoppedWaiting when ctx ends first.
 func (s *Starter) FollowLeadSync(ctx context.Context, siteID string, full bool, interval time.Duration, progress func(workflows.LeadSyncProgress)) (workflows.LeadSyncProgress, error) {
 	id := workflows.LeadSyncID(siteID)
-	before, _ := s.LeadProgress(ctx, siteID) // zero when not running yet
+	before := s.runningLeadSync(ctx, id)
 	run, err := s.SyncLeads(ctx, siteID, full)
 	if err != nil {
-		return before, err
+		return before.progress, err
 	}
+	want := before.syncsAfterRequest(s.firstRunOf(ctx, id, run.GetRunID()))
 	ended := make(chan error, 1)
 	waitCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	go func() {
-		// An empty run id follows the sync across continue-as-new.
-		ended <- s.Client.GetWorkflow(waitCtx, id, "").Get(waitCtx, nil)
+		// Get follows the run the request reached across continue-as-new,
+		// and ends when that chain of runs ends, whichever way.
+		ended <- s.Client.GetWorkflow(waitCtx, id, run.GetRunID()).Get(waitCtx, nil)
 	}()
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
@@ -57,7 +64,7 @@ func (s *Starter) FollowLeadSync(ctx context.Context, siteID string, full bool, 
 			if progress != nil {
 				progress(p)
 			}
-			if p.CaughtUp && !p.Syncing && (p.Syncs > before.Syncs || p.Runs > before.Runs) {
+			if p.CaughtUp && !p.Syncing && p.Syncs >= want {
 				return p, nil
 			}
 		}
@@ -72,4 +79,68 @@ func (s *Starter) FollowLeadSync(ctx context.Context, siteID string, full bool, 
 		case <-tick.C:
 		}
 	}
+}
+
+// leadSyncBefore is what a site's lead sync had done when a request to
+// sync was about to be sent.
+type leadSyncBefore struct {
+	// firstRun names the chain of runs that was running ("" when none
+	// was): continue-as-new carries the counters along one chain, and a
+	// new chain (after a failure, a cancellation or a termination) starts
+	// them at zero again.
+	firstRun string
+	progress workflows.LeadSyncProgress
+}
+
+// runningLeadSync reads the running lead sync's progress. A closed run is
+// not read: the next request starts a new chain whose counters start at
+// zero, and querying a closed run needs a worker to replay it.
+func (s *Starter) runningLeadSync(ctx context.Context, id string) leadSyncBefore {
+	d, err := s.Client.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil || d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return leadSyncBefore{}
+	}
+	info := d.GetWorkflowExecutionInfo()
+	p, err := s.leadProgress(ctx, id, info.GetExecution().GetRunId())
+	if err != nil {
+		// Not known: any sync the chain completes from now on counts.
+		// At worst the follow ends one sync early; it never waits for a
+		// sync that will not come.
+		return leadSyncBefore{}
+	}
+	return leadSyncBefore{firstRun: firstRun(info.GetFirstRunId(), info.GetExecution().GetRunId()), progress: p}
+}
+
+// firstRunOf names the chain of runs that runID belongs to ("" when it
+// cannot be read).
+func (s *Starter) firstRunOf(ctx context.Context, id, runID string) string {
+	d, err := s.Client.DescribeWorkflowExecution(ctx, id, runID)
+	if err != nil {
+		return ""
+	}
+	info := d.GetWorkflowExecutionInfo()
+	return firstRun(info.GetFirstRunId(), info.GetExecution().GetRunId())
+}
+
+// firstRun is a run's first run ID, itself when the server does not say.
+func firstRun(first, run string) string {
+	if first == "" {
+		return run
+	}
+	return first
+}
+
+// syncsAfterRequest is the count of syncs the chain named by reached must
+// have completed for one to have started after the request: one more than
+// before, and one more again when a sync was under way (it started
+// before the request). A new chain counts from zero.
+func (b leadSyncBefore) syncsAfterRequest(reached string) int {
+	if b.firstRun == "" || reached == "" || reached != b.firstRun {
+		return 1
+	}
+	want := b.progress.Syncs + 1
+	if b.progress.Syncing {
+		want++
+	}
+	return want
 }

@@ -10,11 +10,10 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 
-	"go.yaml.in/yaml/v3"
+	"go.yaml.in/yaml/v4"
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/siteops/siteops/agentsite"
@@ -98,7 +97,7 @@ func LoadSpecFS(fsys fs.FS, name string) (Spec, error) {
 func ParseSpec(name string, b []byte, fsys fs.FS, dir string) (Spec, error) {
 	var root yaml.Node
 	if err := yaml.Unmarshal(b, &root); err != nil {
-		return Spec{}, &SpecError{Name: name, Problems: []workflows.Problem{syntaxProblem(err)}}
+		return Spec{}, &SpecError{Name: name, Problems: []workflows.Problem{syntaxProblem(err, b)}}
 	}
 	w := &specWalk{positions: map[string]workflows.Position{}}
 	if len(root.Content) > 0 {
@@ -133,16 +132,22 @@ func ParseSpec(name string, b []byte, fsys fs.FS, dir string) (Spec, error) {
 	return s, nil
 }
 
-// syntaxProblem reads the line out of a YAML (or JSON) syntax error.
-func syntaxProblem(err error) workflows.Problem {
-	msg := strings.TrimPrefix(err.Error(), "yaml: ")
-	p := workflows.Problem{Field: "(syntax)", Message: msg}
-	if rest, ok := strings.CutPrefix(msg, "line "); ok {
-		if n, after, ok := strings.Cut(rest, ":"); ok {
-			if line, err := strconv.Atoi(n); err == nil {
-				p.Position = workflows.Position{Line: line}
-				p.Message = strings.TrimSpace(after)
-			}
+// syntaxProblem places a YAML (or JSON, which is YAML) syntax error at
+// its line and column: where the parser found it, or, when that is the end
+// of the spec (a list, an object or a quote left open), where the
+// construct it was reading starts.
+func syntaxProblem(err error, b []byte) workflows.Problem {
+	var le *yaml.LoadError
+	if !errors.As(err, &le) {
+		return workflows.Problem{Field: "(syntax)", Message: strings.TrimPrefix(err.Error(), "yaml: ")}
+	}
+	p := workflows.Problem{Field: "(syntax)", Message: le.Message, Position: workflows.Position{Line: le.Mark.Line, Column: le.Mark.Column}}
+	atEnd := le.Mark.Index >= len(strings.TrimRight(string(b), " \t\r\n"))
+	if atEnd && le.ContextMark.Line > 0 {
+		p.Position = workflows.Position{Line: le.ContextMark.Line, Column: le.ContextMark.Column}
+		p.Message += " before the end of the spec"
+		if le.ContextMsg != "" {
+			p.Message += " (" + le.ContextMsg + " that starts here)"
 		}
 	}
 	return p

@@ -15,6 +15,7 @@ import (
 
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the pgx driver
 	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/database"
 	"github.com/pressly/goose/v3/lock"
 	_ "modernc.org/sqlite" // registers the sqlite driver
 )
@@ -207,21 +208,42 @@ func (s *Store) migrate(ctx context.Context) error {
 }
 
 // PendingMigrations returns the schema version of the database and how
-// many migrations Open would still apply.
+// many migrations Open would still apply. It only reads: goose's own
+// status would create its version table (and take PostgreSQL's session
+// lock), and a check must change nothing, so it reads that table itself
+// and counts a database without it as not migrated at all.
 func (s *Store) PendingMigrations(ctx context.Context) (version int64, pending int, err error) {
 	p, err := s.migrations()
 	if err != nil {
 		return 0, 0, err
 	}
-	st, err := p.Status(ctx)
-	if err != nil {
+	dialect, exists := database.DialectSQLite3, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = $1`
+	if s.dialect == Postgres {
+		dialect, exists = database.DialectPostgres, `SELECT count(*) FROM pg_tables WHERE schemaname = current_schema() AND tablename = $1`
+	}
+	var tables int
+	if err := s.db.QueryRowContext(ctx, exists, goose.DefaultTablename).Scan(&tables); err != nil {
 		return 0, 0, fmt.Errorf("store: reading the schema version: %w", err)
 	}
-	for _, m := range st {
-		if m.State == goose.StatePending {
+	applied := map[int64]bool{}
+	if tables > 0 {
+		versions, err := database.NewStore(dialect, goose.DefaultTablename)
+		if err != nil {
+			return 0, 0, err
+		}
+		list, err := versions.ListMigrations(ctx, s.db)
+		if err != nil {
+			return 0, 0, fmt.Errorf("store: reading the schema version: %w", err)
+		}
+		for _, m := range list {
+			applied[m.Version] = applied[m.Version] || m.IsApplied
+		}
+	}
+	for _, src := range p.ListSources() {
+		if !applied[src.Version] {
 			pending++
-		} else if m.Source.Version > version {
-			version = m.Source.Version
+		} else if src.Version > version {
+			version = src.Version
 		}
 	}
 	return version, pending, nil

@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 	"strings"
 
+	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/siteops/siteops/activities"
@@ -32,10 +33,31 @@ type WorkerConfig struct {
 // the API client and the Temporal client — and runs it until ctx is done.
 // tel, when given, traces workflows and activities and serves the metrics.
 //
-// Before it polls, it checks Temporal and its namespace, the search
-// attributes, the API key and the secret key, and refuses to start on a
-// failure unless pre.Skip.
+// It checks its settings first and says where its store and Temporal are
+// before it opens, listens on or dials anything. Before it polls, it runs
+// the checks of package doctor that concern it — Temporal and its
+// namespace, the search attributes, the API key, the database and the
+// secret key — and refuses to start on a failure unless pre.Skip.
 func RunWorker(ctx context.Context, cfg WorkerConfig, logger *slog.Logger, tel *telemetry.Telemetry, pre Preflight) error {
+	if cfg.WorkflowCacheSize <= 0 {
+		return config.Invalid("SITEOPS_WORKFLOW_CACHE_SIZE=%d must be a positive number of workflows", cfg.WorkflowCacheSize)
+	}
+	if cfg.SecretReconcileEvery <= 0 {
+		return config.Invalid("SITEOPS_SECRET_RECONCILE_EVERY=%s must be a positive duration, e.g. 5m", cfg.SecretReconcileEvery)
+	}
+	if err := cfg.AgentSite.Validate(); err != nil {
+		return err
+	}
+	dbURL, _, err := storeSettings(cfg.Database)
+	if err != nil {
+		return err
+	}
+	o, conn, err := TemporalOptions(cfg.Temporal, logger, tel)
+	if err != nil {
+		return err
+	}
+	logger.Info("worker starting", "store", store.Redact(dbURL), "temporal", conn.String(), "task_queue", cfg.TaskQueue, "api", cfg.BaseURL)
+
 	if tel != nil && cfg.MetricsAddr != "" {
 		ln, err := Listen(cfg.MetricsAddr, "SITEOPS_METRICS_ADDR")
 		if err != nil {
@@ -47,14 +69,8 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, logger *slog.Logger, tel *
 			}
 		}()
 	}
-	if cfg.WorkflowCacheSize <= 0 {
-		return config.Invalid("SITEOPS_WORKFLOW_CACHE_SIZE=%d must be a positive number of workflows", cfg.WorkflowCacheSize)
-	}
-	if cfg.SecretReconcileEvery <= 0 {
-		return config.Invalid("SITEOPS_SECRET_RECONCILE_EVERY=%s must be a positive duration, e.g. 5m", cfg.SecretReconcileEvery)
-	}
 	sdkworker.SetStickyWorkflowCacheSize(cfg.WorkflowCacheSize)
-	st, where, err := OpenStore(ctx, cfg.Database)
+	st, storeURL, err := OpenStore(ctx, cfg.Database)
 	if err != nil {
 		return err
 	}
@@ -63,17 +79,17 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, logger *slog.Logger, tel *
 	if err != nil {
 		return err
 	}
-	c, conn, err := DialTemporal(ctx, cfg.Temporal, logger, tel)
+	c, err := Dial(ctx, o, conn)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	logger.Info("worker starting", "temporal", conn.String(), "store", where, "api", api.BaseURL())
 	s := &starter.Starter{Client: c, Namespace: conn.Namespace}
 	if err := pre.judge("worker", logger,
 		doctor.Temporal(ctx, c, conn.String(), conn.Namespace),
 		doctor.SearchAttributes(ctx, s),
 		doctor.APIKey(ctx, api),
+		doctor.Database(ctx, st, storeURL),
 		doctor.SecretKey(ctx, st),
 	); err != nil {
 		return err
@@ -100,9 +116,13 @@ type IngressConfig struct {
 // accepts deliveries while Temporal is unreachable — and serves until ctx
 // is done.
 //
-// Before it listens it checks the secret key (a secret that does not
-// decrypt is skipped, so this only warns) and, in the background, Temporal:
-// the ingress must accept deliveries while Temporal is unreachable.
+// It checks its settings first and says where its store and Temporal are
+// before it listens or opens anything. Before it serves, it checks the
+// database and the secret key, and refuses to start on a failure unless
+// pre.Skip: a secret that does not decrypt would refuse every delivery
+// signed with it. A busy address refuses at once (nothing can serve
+// without it). Temporal is checked in the background and only warns: the
+// ingress accepts and records deliveries while Temporal is unreachable.
 func RunIngress(ctx context.Context, cfg IngressConfig, logger *slog.Logger, tel *telemetry.Telemetry, pre Preflight) error {
 	if cfg.InboxRetention <= 0 {
 		return config.Invalid("SITEOPS_INBOX_RETENTION=%s must be a positive duration, e.g. 720h (30 days)", cfg.InboxRetention)
@@ -113,6 +133,16 @@ func RunIngress(ctx context.Context, cfg IngressConfig, logger *slog.Logger, tel
 	if cfg.MaxBody != 0 && cfg.MaxBody < 1024 {
 		return config.Invalid("SITEOPS_INGRESS_MAX_BODY=%d must be a number of bytes of at least 1024, e.g. 262144 (256 KiB)", cfg.MaxBody)
 	}
+	dbURL, _, err := storeSettings(cfg.Database)
+	if err != nil {
+		return err
+	}
+	o, conn, err := TemporalOptions(cfg.Temporal, logger, tel)
+	if err != nil {
+		return err
+	}
+	logger.Info("ingress starting", "store", store.Redact(dbURL), "temporal", conn.String(), "addr", cfg.Addr, "admin_addr", cfg.AdminAddr)
+
 	ln, err := Listen(cfg.Addr, "SITEOPS_INGRESS_ADDR")
 	if err != nil {
 		return err
@@ -125,24 +155,24 @@ func RunIngress(ctx context.Context, cfg IngressConfig, logger *slog.Logger, tel
 		}
 		defer func() { _ = admin.Close() }()
 	}
-	st, where, err := OpenStore(ctx, cfg.Database)
+	st, storeURL, err := OpenStore(ctx, cfg.Database)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = st.Close() }()
-	c, conn, err := LazyTemporal(cfg.Temporal, logger, tel)
+	c, err := client.NewLazyClient(o)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	o := webhookingress.ServerOptions{
+	so := webhookingress.ServerOptions{
 		Store: st, Temporal: c, TaskQueue: cfg.TaskQueue, EnvSecrets: SplitSecrets(cfg.WebhookSecrets),
 		Window: cfg.ReplayWindow, MaxBody: cfg.MaxBody, MaxConcurrent: cfg.MaxConcurrent, Logger: logger,
 	}
 	if tel != nil {
-		o.Registry, o.MeterProvider = tel.Registry, tel.MeterProvider
+		so.Registry, so.MeterProvider = tel.Registry, tel.MeterProvider
 	}
-	srv, err := webhookingress.New(o)
+	srv, err := webhookingress.New(so)
 	if err != nil {
 		return err
 	}
@@ -150,12 +180,11 @@ func RunIngress(ctx context.Context, cfg IngressConfig, logger *slog.Logger, tel
 	if st.Dialect() == store.Postgres {
 		srv.Relay.Pipelines = 2 // claims of several relays never block each other there
 	}
-	logger.Info("ingress starting", "temporal", conn.String(), "store", where)
 	secretCheck := doctor.SecretKey(ctx, st)
-	if secretCheck.Status == doctor.Skip && len(o.EnvSecrets) > 0 {
+	if secretCheck.Status == doctor.Skip && len(so.EnvSecrets) > 0 {
 		secretCheck.Detail = "SITEOPS_SECRET_KEY is not set: only SITEOPS_WEBHOOK_SECRETS verify, on POST /webhooks"
 	}
-	if err := pre.judge("ingress", logger, secretCheck.AsWarning("those secrets are skipped; the others verify")); err != nil {
+	if err := pre.judge("ingress", logger, doctor.Database(ctx, st, storeURL), secretCheck); err != nil {
 		return err
 	}
 	go func() {
@@ -187,10 +216,12 @@ func SplitSecrets(s string) []string {
 }
 
 // deployment is the Worker Deployment Version the worker polls as, or nil
-// without Worker Versioning.
+// without Worker Versioning. An operator who turns it off is warned by the
+// worker command, which reads that setting; a worker assembled in code
+// without it (the demo's one build on its own dev server) has nothing to
+// be warned about.
 func deployment(w config.Worker, logger *slog.Logger) *worker.Deployment {
 	if !w.Versioning {
-		logger.Warn("Worker Versioning is off (SITEOPS_WORKER_VERSIONING=false): a new build takes over running workflows at once")
 		return nil
 	}
 	id := w.BuildID

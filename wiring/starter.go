@@ -4,8 +4,6 @@ import (
 	"context"
 	"log/slog"
 
-	"go.temporal.io/sdk/client"
-
 	"github.com/siteops/siteops/config"
 	"github.com/siteops/siteops/starter"
 )
@@ -18,9 +16,9 @@ func Starter(ctx context.Context, t config.Temporal, db *config.Database, logger
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err := client.DialContext(ctx, o)
+	c, err := Dial(ctx, o, conn)
 	if err != nil {
-		return nil, nil, DialError(conn, err)
+		return nil, nil, err
 	}
 	s := &starter.Starter{Client: c, TaskQueue: t.TaskQueue, Namespace: conn.Namespace, DataConverter: o.DataConverter}
 	closers := []func(){c.Close}

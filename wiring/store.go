@@ -2,6 +2,7 @@ package wiring
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,25 +12,27 @@ import (
 	"github.com/siteops/siteops/store"
 )
 
+// ErrNoStore marks a database that does not exist yet: nothing has created
+// it, because only the worker and the ingress create and migrate it.
+var ErrNoStore = errors.New("no siteops database")
+
+// startToMigrate is the fix for a missing or unmigrated database.
+const startToMigrate = "start the worker (`siteops worker`) or the ingress, which create and migrate it at start, or set SITEOPS_DATABASE_URL to the database they use"
+
 // OpenStore opens and migrates the store that d names, with the key that
 // encrypts signing secrets when SITEOPS_SECRET_KEY is set. With no
 // SITEOPS_DATABASE_URL it is the per-user SQLite file, whose directory it
 // creates. It returns the URL it opened (a password in it redacted), for
 // the process to say where its state is.
 func OpenStore(ctx context.Context, d config.Database, opts ...store.Option) (*store.Store, string, error) {
-	url, err := d.ResolvedURL()
-	if err != nil {
-		return nil, "", err
-	}
-	key, err := d.Key()
+	url, key, err := storeSettings(d)
 	if err != nil {
 		return nil, "", err
 	}
 	if key != nil {
 		opts = append([]store.Option{store.WithSecretKey(key)}, opts...)
 	}
-	if path, ok := strings.CutPrefix(url, "sqlite://"); ok {
-		path, _, _ = strings.Cut(path, "?")
+	if path, ok := sqlitePath(url); ok {
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 			return nil, "", fmt.Errorf("creating the directory of the store %s: %w; set SITEOPS_DATABASE_URL", path, err)
 		}
@@ -39,4 +42,75 @@ func OpenStore(ctx context.Context, d config.Database, opts ...store.Option) (*s
 		return nil, "", err
 	}
 	return st, store.Redact(url), nil
+}
+
+// InspectStore opens the store that d names as it is and read-only, for
+// commands that must change nothing (doctor, signature verify): it creates
+// no directory and no file and applies no migration. A SQLite file that
+// does not exist (or is empty) is ErrNoStore, with the fix. SQLite may
+// still create the -wal and -shm files a reader of a WAL database needs.
+func InspectStore(ctx context.Context, d config.Database) (*store.Store, string, error) {
+	url, key, err := storeSettings(d)
+	if err != nil {
+		return nil, "", err
+	}
+	where := store.Redact(url)
+	opts := []store.Option{store.WithoutMigration()}
+	if key != nil {
+		opts = append(opts, store.WithSecretKey(key))
+	}
+	readOnly := "default_transaction_read_only=on"
+	if path, ok := sqlitePath(url); ok {
+		fi, err := os.Stat(path)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			return nil, where, fmt.Errorf("%w at %s: %s", ErrNoStore, where, startToMigrate)
+		case err != nil:
+			return nil, where, fmt.Errorf("the store %s cannot be read (%v); check SITEOPS_DATABASE_URL: %w", where, err, store.ErrUnreachable)
+		case fi.Size() == 0:
+			return nil, where, fmt.Errorf("%w at %s (the file is empty): %s", ErrNoStore, where, startToMigrate)
+		}
+		readOnly = "mode=ro"
+	}
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	st, err := store.Open(ctx, url+sep+readOnly, opts...)
+	if err != nil {
+		return nil, where, err
+	}
+	return st, where, nil
+}
+
+// StoreURL is the store d names, as a process says where its state is: the
+// per-user SQLite file when SITEOPS_DATABASE_URL is unset, a relative path
+// made absolute, a password redacted.
+func StoreURL(d config.Database) (string, error) {
+	url, err := d.ResolvedURL()
+	if err != nil {
+		return "", err
+	}
+	return store.Redact(url), nil
+}
+
+// storeSettings checks the database settings before anything is opened.
+func storeSettings(d config.Database) (url string, key []byte, err error) {
+	if url, err = d.ResolvedURL(); err != nil {
+		return "", nil, err
+	}
+	if key, err = d.Key(); err != nil {
+		return "", nil, err
+	}
+	return url, key, nil
+}
+
+// sqlitePath is the file of a sqlite:// URL.
+func sqlitePath(url string) (string, bool) {
+	path, ok := strings.CutPrefix(url, "sqlite://")
+	if !ok {
+		return "", false
+	}
+	path, _, _ = strings.Cut(path, "?")
+	return path, true
 }

@@ -75,11 +75,18 @@ func (s *SecretRotationStatus) Summary() []string {
 
 // Summary implements Status.
 func (s *EndpointRegistrationStatus) Summary() []string {
-	receiver := s.Receiver
+	return []string{fmt.Sprintf("step %s  endpoint %s → %s (receiver %s)  fingerprint %s", s.Step, orNone(s.EndpointID), s.URL, ReceiverName(s.Receiver), orNone(s.Fingerprint))}
+}
+
+// ReceiverName names an ingress receiver for people, logs and metric
+// labels: "" (POST /webhooks) is "default", the name `siteops signature
+// verify --receiver` takes for it. The CLI, the doctor and the ingress all
+// name receivers with it.
+func ReceiverName(receiver string) string {
 	if receiver == "" {
-		receiver = "default"
+		return "default"
 	}
-	return []string{fmt.Sprintf("step %s  endpoint %s → %s (receiver %s)  fingerprint %s", s.Step, orNone(s.EndpointID), s.URL, receiver, orNone(s.Fingerprint))}
+	return receiver
 }
 
 func orNone(s string) string {

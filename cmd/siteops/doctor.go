@@ -2,16 +2,13 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
-	"go.temporal.io/sdk/client"
 
 	"github.com/siteops/siteops/config"
 	"github.com/siteops/siteops/doctor"
 	"github.com/siteops/siteops/starter"
-	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/wiring"
 )
 
@@ -25,7 +22,9 @@ Temporal reachable and the namespace present, the search attributes siteops
 uses registered, the Agent-Site API accepting the key with the scopes siteops
 reads with, the database reachable and migrated, SITEOPS_SECRET_KEY able to
 decrypt the stored secrets, and the metrics and ingress addresses free. It
-changes nothing. The exit code is that of the first failure (see --help of
+changes nothing: it opens the database read-only, so a database that does not
+exist or is not migrated fails (start the worker or the ingress, which create
+and migrate it). The exit code is that of the first failure (see --help of
 siteops), 0 when every check passes. The worker and the ingress run the
 checks that concern them when they start.`,
 		Args: cobra.NoArgs,
@@ -78,10 +77,8 @@ func (c *cli) diagnose(ctx context.Context, tf *temporalFlags) []doctor.Result {
 	t, err := tf.load()
 	if err != nil {
 		add(doctor.Result{Check: "temporal", Status: doctor.Fail, Detail: err.Error(), Err: usageError{err}})
-	} else if o, conn, err := wiring.TemporalOptions(t, quietLogger(discard{}), nil); err != nil {
-		add(doctor.Result{Check: "temporal", Status: doctor.Fail, Detail: err.Error(), Err: usageError{err}})
-	} else if cl, err := client.DialContext(ctx, o); err != nil {
-		err = wiring.DialError(conn, err)
+		add(doctor.Skipped("search attributes", "the Temporal settings are wrong"))
+	} else if cl, conn, err := wiring.DialTemporal(ctx, t, quietLogger(discard{}), nil); err != nil {
 		add(doctor.Result{Check: "temporal", Status: doctor.Fail, Detail: err.Error(), Err: err})
 		add(doctor.Skipped("search attributes", "Temporal is not reachable"))
 	} else {
@@ -98,31 +95,26 @@ func (c *cli) diagnose(ctx context.Context, tf *temporalFlags) []doctor.Result {
 		add(doctor.APIKey(ctx, api))
 	}
 
-	url, err := cfg.Database.ResolvedURL()
-	if err != nil {
-		add(doctor.Result{Check: "database", Status: doctor.Fail, Detail: err.Error(), Err: usageError{err}})
-	} else if st, _, err := wiring.OpenStore(ctx, cfg.Database, store.WithoutMigration()); err != nil {
+	// The store is opened read-only and as it is: doctor creates no
+	// database and migrates none, so that what it reports is what the
+	// other commands will find.
+	if st, where, err := wiring.InspectStore(ctx, cfg.Database); err != nil {
 		add(doctor.Result{Check: "database", Status: doctor.Fail, Detail: err.Error(), Err: err})
+		add(doctor.Skipped("secret key", "the database cannot be read"))
 	} else {
-		add(doctor.Database(ctx, st, store.Redact(url)))
-		r := doctor.SecretKey(ctx, st)
-		if r.Status == doctor.Fail && errors.Is(r.Err, store.ErrKeyMismatch) {
-			r.Err = errSecretKey
+		db := doctor.Database(ctx, st, where)
+		add(db)
+		if db.Status == doctor.OK {
+			add(doctor.SecretKey(ctx, st))
+		} else {
+			add(doctor.Skipped("secret key", "the database is not ready"))
 		}
-		add(r)
 		_ = st.Close()
 	}
 	add(doctor.Address("SITEOPS_METRICS_ADDR", cfg.MetricsAddr))
 	add(doctor.Address("SITEOPS_INGRESS_ADDR", cfg.Addr))
 	return results
 }
-
-// errSecretKey is a SITEOPS_SECRET_KEY that cannot read what is stored: a
-// setting to fix, like a refused credential.
-var errSecretKey = fmt.Errorf("SITEOPS_SECRET_KEY does not decrypt the stored secrets: %w", errCredentials)
-
-// errCredentials marks refused credentials of siteops' own.
-var errCredentials = errors.New("credentials refused")
 
 type discard struct{}
 

@@ -86,9 +86,10 @@ func exitCode(err error) int {
 		return exitUsage
 	case errors.As(err, &failed):
 		return exitForFailure(failed.Cause)
-	case errors.Is(err, starter.ErrNotFound), errors.As(err, &nf), errors.Is(err, store.ErrNotFound), errors.As(err, &nsMissing):
+	case errors.Is(err, starter.ErrNotFound), errors.As(err, &nf), errors.Is(err, store.ErrNotFound), errors.As(err, &nsMissing), errors.Is(err, wiring.ErrNoStore):
 		return exitNotFound
-	case errors.Is(err, wiring.ErrTemporalAuth), errors.As(err, &denied), grpcstatus.Code(err) == codes.Unauthenticated, errors.Is(err, errCredentials):
+	case errors.Is(err, wiring.ErrTemporalAuth), errors.As(err, &denied), grpcstatus.Code(err) == codes.Unauthenticated,
+		errors.Is(err, store.ErrKeyMismatch): // SITEOPS_SECRET_KEY cannot read what is stored: a credential to fix
 		return exitAuth
 	case errors.As(err, &apiErr):
 		return exitForFailure(starter.Failure{Status: apiErr.Status})

@@ -29,9 +29,14 @@ Each delivery is verified, recorded under its event id and answered at once
 (200 new, also a verified body that is not an envelope, recorded as
 malformed; 204 duplicate; 400 malformed header; 401 bad signature or age;
 404 unknown receiver; 413 too large; 503 store down or busy). The relay in the same process
-signals the workflows; Temporal being down delays only the relay. Before it
-listens it runs the checks of 'siteops doctor' that concern it and refuses to
-start on a failure (--skip-checks starts anyway, loudly).`,
+signals the workflows; Temporal being down delays only the relay.
+
+At start it checks its settings and says where its store is, migrates the
+store, and runs the checks of 'siteops doctor' that concern it: the database,
+and SITEOPS_SECRET_KEY against the stored secrets (one that does not decrypt
+would refuse every delivery signed with it). It refuses to start on a failed
+check (--skip-checks starts anyway, logging each failure as an error) and on a
+busy address. Temporal is checked in the background and only warns.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var cfg wiring.IngressConfig

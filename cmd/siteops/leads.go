@@ -29,9 +29,11 @@ func (c *cli) leadsSyncCmd() *cobra.Command {
 		Long: `Start the site's lead sync workflow (lead-sync/<site_id>) if it is not running
 and ask it to sync now. It keeps running afterwards: lead.created webhooks and
 a poll timer wake it. --full re-reads the whole collection to reconcile.
---follow shows progress until the requested sync has caught up, and ends at
-once with the cause if the workflow fails. Progress redraws in place on a
-terminal and is written as plain lines elsewhere.`,
+--follow shows progress until a sync that completed after the request has
+caught up, and ends at once with the cause if the workflow fails, is
+cancelled or is terminated; it stops waiting after --timeout (30m unless
+set), and the sync goes on. Progress redraws in place on a terminal and is
+written as plain lines elsewhere.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return c.withStarter(cmd, &tf, false, func(s *starter.Starter) error {
@@ -69,10 +71,14 @@ terminal and is written as plain lines elsewhere.`,
 	cmd.Flags().BoolVar(&full, "full", false, "re-read the whole collection to reconcile")
 	cmd.Flags().BoolVar(&follow, "follow", false, "show progress until the sync has caught up")
 	tf.register(cmd)
-	wf.register(cmd, 0)
+	wf.register(cmd, followTimeout)
 	_ = cmd.MarkFlagRequired("site")
 	return cmd
 }
+
+// followTimeout bounds --follow unless --timeout says otherwise: a full
+// re-read of a large site takes minutes, and a wait must always end.
+const followTimeout = 30 * time.Minute
 
 // drawBar draws an indeterminate progress bar: the API does not say how
 // many leads there are, so it shows activity, then fills when caught up.

@@ -178,9 +178,9 @@ func loadSpec(stdin io.Reader, file string) ([]byte, starter.Spec, error) {
 
 // schemaProblems checks a spec document against the published spec schema
 // and returns what it finds that the field-by-field checks did not already
-// name: what the schema requires beyond the contract's rules (every field
-// the Go types always write, such as site.persona_mode or faqs[].approved)
-// and durations it cannot read.
+// name: what the schema finds beyond the contract's rules (a spec without
+// a site object, a null where a value belongs, a duration with a sign).
+// The schema requires only what the contract's rules require.
 func schemaProblems(raw []byte, named []workflows.Problem) []workflows.Problem {
 	found, err := schemas.Validate(schemas.OnboardingSpec, raw)
 	if err != nil {

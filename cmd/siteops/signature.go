@@ -12,7 +12,10 @@ import (
 
 	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/agentsite/webhook"
+	"github.com/siteops/siteops/config"
 	"github.com/siteops/siteops/store"
+	"github.com/siteops/siteops/wiring"
+	"github.com/siteops/siteops/workflows"
 )
 
 // secretsEnv names the variable the signature commands read secrets from,
@@ -99,7 +102,11 @@ verifies it. Only fingerprints are printed, never secrets.`,
 			idx, err := webhook.Verify(body, header, secrets, time.Now(), window)
 			switch {
 			case errors.Is(err, webhook.ErrNoValidSignature):
-				return fmt.Errorf("%w; check that the body is byte for byte what was received (no proxy re-encoding), and that %s holds this endpoint's secret", err, secretsEnv)
+				holder := secretsEnv + " holds"
+				if names != nil {
+					holder = fmt.Sprintf("the secrets stored for receiver %s hold", workflows.ReceiverName(receiver))
+				}
+				return fmt.Errorf("%w; check that the body is byte for byte what was received (no proxy re-encoding), and that %s this endpoint's secret", err, holder)
 			case errors.Is(err, webhook.ErrTimestampOutsideWindow):
 				return fmt.Errorf("%w; a replayed delivery, or a clock to fix (use --window to widen the check for an old capture)", err)
 			case err != nil:
@@ -156,11 +163,21 @@ func readBody(cmd *cobra.Command, path string) ([]byte, error) {
 
 // storedSecrets reads the active secrets stored for an ingress receiver and
 // the endpoint each belongs to.
+// It opens the store read-only: a check creates no database and migrates
+// none.
 func storedSecrets(cmd *cobra.Command, receiver string) (secrets, endpoints []string, err error) {
-	if receiver == "default" {
+	if receiver == workflows.ReceiverName("") {
 		receiver = ""
 	}
-	st, err := openStore(cmd)
+	var db config.Database
+	if err := config.Load(&db); err != nil {
+		return nil, nil, err
+	}
+	if db.SecretKey == "" {
+		return nil, nil, usageError{fmt.Errorf("SITEOPS_SECRET_KEY is not set, and the secrets stored for receiver %s are encrypted with it: set it to the key the worker and the ingress use, or verify with %s instead of --receiver",
+			workflows.ReceiverName(receiver), secretsEnv)}
+	}
+	st, _, err := wiring.InspectStore(cmd.Context(), db)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -174,7 +191,7 @@ func storedSecrets(cmd *cobra.Command, receiver string) (secrets, endpoints []st
 		endpoints = append(endpoints, set.Infos[i].EndpointID)
 	}
 	if len(secrets) == 0 {
-		msg := fmt.Sprintf("no active secret is stored for receiver %s", receiverName(receiver))
+		msg := fmt.Sprintf("no active secret is stored for receiver %s", workflows.ReceiverName(receiver))
 		if len(set.Unreadable) > 0 {
 			msg += fmt.Sprintf(" that decrypts with SITEOPS_SECRET_KEY (%d do not; see `siteops doctor`)", len(set.Unreadable))
 		}

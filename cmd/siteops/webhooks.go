@@ -42,7 +42,8 @@ creates the endpoint and stores the secret in one step under an idempotency
 key derived from the request. So a create whose answer was lost is retried
 with the same key and the service replays the same endpoint and secret, and
 running the same command again reports the endpoint already registered
-instead of creating a second one. To register a second endpoint for the
+instead of creating a second one, with what the store holds of its secret
+now (exit 1 when the secret was retired since or is gone). To register a second endpoint for the
 same URL and events on purpose, give it a --label.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -61,17 +62,25 @@ same URL and events on purpose, give it a --label.`,
 					return wf.explain(err)
 				}
 				st := reg.Status
-				if c.json() {
-					return writeJSON(cmd.OutOrStdout(), map[string]any{"workflow_id": reg.WorkflowID, "endpoint_id": st.EndpointID, "url": st.URL,
-						"events": st.Events, "receiver": receiver, "fingerprint": st.Fingerprint, "already_registered": reg.Already})
-				}
-				what := "secret stored"
+				state, what, usable := starter.SecretStored, "secret stored", true
 				if reg.Already {
-					what = "already registered by an earlier run of this request (no second endpoint); secret stored"
+					// The earlier run's result says what was stored then;
+					// the store says what holds now.
+					state, what, usable = storedSecretNow(cmd, st.EndpointID, st.Fingerprint)
 				}
-				_, err = fmt.Fprintf(cmd.OutOrStdout(), "endpoint %s → %s (receiver %s) for %s; %s, fingerprint %s\n",
-					st.EndpointID, st.URL, receiverName(receiver), strings.Join(st.Events, ", "), what, st.Fingerprint)
-				return err
+				if c.json() {
+					if err := writeJSON(cmd.OutOrStdout(), map[string]any{"workflow_id": reg.WorkflowID, "endpoint_id": st.EndpointID, "url": st.URL,
+						"events": st.Events, "receiver": receiver, "fingerprint": st.Fingerprint, "already_registered": reg.Already, "secret": state}); err != nil {
+						return err
+					}
+				} else if _, err := fmt.Fprintf(cmd.OutOrStdout(), "endpoint %s → %s (receiver %s) for %s; %s, fingerprint %s\n",
+					st.EndpointID, st.URL, workflows.ReceiverName(receiver), strings.Join(st.Events, ", "), what, st.Fingerprint); err != nil {
+					return err
+				}
+				if !usable {
+					return reported{exitFailed}
+				}
+				return nil
 			})
 		},
 	}
@@ -86,12 +95,39 @@ same URL and events on purpose, give it a --label.`,
 	return cmd
 }
 
-// receiverName names a receiver for people: "" is the default receiver.
-func receiverName(r string) string {
-	if r == "" {
-		return "default (/webhooks)"
+// storedSecretNow says what the store holds now of the secret of an
+// endpoint an earlier run of the same request registered: its state, the
+// words for it, and whether deliveries signed with it are accepted (or may
+// be: "unknown" when the store cannot be read here). It reads the store as
+// it is (wiring.InspectStore).
+func storedSecretNow(cmd *cobra.Command, endpointID, fingerprint string) (starter.SecretState, string, bool) {
+	const earlier = "already registered by an earlier run of this request (no second endpoint)"
+	unknown := func(err error) (starter.SecretState, string, bool) {
+		return "unknown", earlier + "; whether its secret is still stored cannot be told here (" + err.Error() + "): see `siteops webhook list`", true
 	}
-	return r
+	var db config.Database
+	if err := config.Load(&db); err != nil {
+		return unknown(err)
+	}
+	st, _, err := wiring.InspectStore(cmd.Context(), db)
+	if err != nil {
+		return unknown(err)
+	}
+	defer func() { _ = st.Close() }()
+	state, at, err := starter.StoredSecret(cmd.Context(), st, endpointID, fingerprint, time.Now())
+	if err != nil {
+		return unknown(err)
+	}
+	switch state {
+	case starter.SecretRetiring:
+		return state, earlier + "; its secret is stored but retires at " + at.UTC().Format(time.RFC3339) + ", when deliveries signed with it start to be refused", true
+	case starter.SecretRetired:
+		return state, earlier + ", but its secret was retired at " + at.UTC().Format(time.RFC3339) +
+			" (the endpoint was deleted, a rotation replaced it, or `siteops secret retire` ran): deliveries signed with it are refused; register a new endpoint with --label, and delete this one if it still exists", false
+	case starter.SecretNotStored:
+		return state, earlier + ", but its secret is no longer in the store: deliveries signed with it are refused; register a new endpoint with --label, and delete this one if it still exists", false
+	}
+	return state, earlier + "; its secret is stored", true
 }
 
 // apiClient reads the API settings from the environment and builds the
@@ -147,7 +183,12 @@ fixed or 'siteops secret rekey' runs), or not stored. Never the secrets.`,
 			secrets := map[string]store.SecretInfo{}
 			unreadable, retired := map[string]bool{}, map[string]bool{}
 			known := false
-			if st, err := openStore(cmd); err == nil {
+			// A listing reads the store as it is and creates none.
+			var db config.Database
+			if err := config.Load(&db); err != nil {
+				return err
+			}
+			if st, _, err := wiring.InspectStore(cmd.Context(), db); err == nil {
 				if st.HasSecretKey() {
 					all, err1 := st.Secrets(cmd.Context())
 					bad, err2 := st.UnreadableSecrets(cmd.Context())
@@ -184,7 +225,7 @@ fixed or 'siteops secret rekey' runs), or not stored. Never the secrets.`,
 						out[i].Secret = "not-stored"
 					}
 					if ok {
-						out[i].Receiver, out[i].Fingerprint = receiverName(info.Receiver), info.Fingerprint
+						out[i].Receiver, out[i].Fingerprint = workflows.ReceiverName(info.Receiver), info.Fingerprint
 					}
 				}
 			}

@@ -20,9 +20,12 @@ func (c *cli) workerCmd() *cobra.Command {
 
 Reads the Temporal connection (TEMPORAL_*), SITEOPS_TASK_QUEUE,
 AGENTSITE_BASE_URL, AGENTSITE_API_KEY, SITEOPS_DATABASE_URL,
-SITEOPS_SECRET_KEY and SITEOPS_METRICS_ADDR. Before it polls it runs the
-checks of 'siteops doctor' that concern it and refuses to start on a failure
-(--skip-checks starts anyway, loudly). On SIGTERM or Ctrl-C it stops polling
+SITEOPS_SECRET_KEY and SITEOPS_METRICS_ADDR. It checks those settings first
+and says where its store and Temporal are, then migrates the store. Before it
+polls it runs the checks of 'siteops doctor' that concern it (Temporal and the
+namespace, the search attributes, the API key, the database, the secret key)
+and refuses to start on a failure (--skip-checks starts anyway, logging each
+failure as an error). On SIGTERM or Ctrl-C it stops polling
 and gives in-flight activities 30 s to finish; the rest are retried by
 another worker.`,
 		Args: cobra.NoArgs,
@@ -35,6 +38,9 @@ another worker.`,
 			logger, err := c.processLogger(cmd.ErrOrStderr())
 			if err != nil {
 				return err
+			}
+			if !cfg.Versioning {
+				logger.Warn("Worker Versioning is off (SITEOPS_WORKER_VERSIONING=false): a new build takes over running workflows at once")
 			}
 			tel, err := telemetry.Setup(cmd.Context(), telemetry.Options{Service: "siteops-worker"})
 			if err != nil {

@@ -1,0 +1,119 @@
+package wiring
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/siteops/siteops/config"
+	"github.com/siteops/siteops/doctor"
+	"github.com/siteops/siteops/store"
+	"github.com/siteops/siteops/store/storetest"
+)
+
+// TestInspectStoreCreatesNothing checks that a store that does not exist is
+// reported with the fix, and that looking for it creates neither its
+// directory nor its file.
+func TestInspectStoreCreatesNothing(t *testing.T) {
+	state := t.TempDir()
+	t.Setenv("XDG_STATE_HOME", state)
+	for _, tc := range []struct {
+		name string
+		db   config.Database
+		path string
+	}{
+		{"the default store", config.Database{}, filepath.Join(state, "siteops", "siteops.db")},
+		{"a named file", config.Database{URL: "sqlite://" + filepath.Join(state, "elsewhere", "x.db")}, filepath.Join(state, "elsewhere", "x.db")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, where, err := InspectStore(t.Context(), tc.db)
+			if !errors.Is(err, ErrNoStore) || where != "sqlite://"+tc.path {
+				t.Errorf("InspectStore = %q, %v; want ErrNoStore at %s", where, err, tc.path)
+			}
+			if _, err := os.Stat(filepath.Dir(tc.path)); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("the directory %s exists after the look (%v); want it left uncreated", filepath.Dir(tc.path), err)
+			}
+		})
+	}
+	empty := filepath.Join(state, "empty.db")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := InspectStore(t.Context(), config.Database{URL: "sqlite://" + empty}); !errors.Is(err, ErrNoStore) {
+		t.Errorf("an empty file: %v, want ErrNoStore", err)
+	}
+}
+
+// TestInspectStoreReadsAsItIs checks, on both databases, that an
+// unmigrated store is opened read-only, fails the database check, and is
+// left without goose's version table; a migrated one passes.
+func TestInspectStoreReadsAsItIs(t *testing.T) {
+	for _, d := range []store.Dialect{store.SQLite, store.Postgres} {
+		t.Run(string(d), func(t *testing.T) {
+			url := storetest.SQLiteURL(t)
+			if d == store.Postgres {
+				url = storetest.PostgresSchemaURL(t)
+			}
+			// A database that exists but that no siteops process migrated.
+			raw, err := store.Open(t.Context(), url, store.WithoutMigration())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := raw.DB().ExecContext(t.Context(), "CREATE TABLE unrelated (a INTEGER)"); err != nil {
+				t.Fatal(err)
+			}
+			_ = raw.Close()
+
+			st, where, err := InspectStore(t.Context(), config.Database{URL: url})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := doctor.Database(t.Context(), st, where)
+			if r.Status != doctor.Fail || !errors.Is(r.Err, doctor.ErrNotMigrated) {
+				t.Errorf("database check of an unmigrated store = %s %q, want fail with ErrNotMigrated", r.Status, r.Detail)
+			}
+			if _, err := st.DB().ExecContext(t.Context(), "CREATE TABLE written (a INTEGER)"); err == nil {
+				t.Error("the inspected store accepted a write; want it read-only")
+			}
+			_ = st.Close()
+			if hasTable(t, url, "goose_db_version") {
+				t.Error("the check created goose's version table")
+			}
+
+			migrated, _, err := OpenStore(t.Context(), config.Database{URL: url})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = migrated.Close()
+			st, where, err = InspectStore(t.Context(), config.Database{URL: url})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = st.Close() }()
+			if r := doctor.Database(t.Context(), st, where); r.Status != doctor.OK {
+				t.Errorf("database check of a migrated store = %s %q, want ok", r.Status, r.Detail)
+			}
+		})
+	}
+}
+
+// hasTable reports whether the database at url has the table name.
+func hasTable(t *testing.T, url, name string) bool {
+	t.Helper()
+	st, err := store.Open(context.Background(), url, store.WithoutMigration())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = st.Close() }()
+	q := "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = $1"
+	if st.Dialect() == store.Postgres {
+		q = "SELECT count(*) FROM pg_tables WHERE schemaname = current_schema() AND tablename = $1"
+	}
+	var n int
+	if err := st.DB().QueryRowContext(t.Context(), q, name).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n > 0
+}
