@@ -38,11 +38,18 @@ $(TOOLS)/temporal:
 ## stores), then short fuzz runs.
 test: unit fuzz-short
 
+UNIT_TEST = SITEOPS_REQUIRE_TEMPORAL=1 $(GO) test -race -count=1 -timeout 20m ./...
+
+# go test shows nothing of a package that passes, skipped tests included, so
+# unit says before and after the run (localcluster check) whether the tests
+# that need PostgreSQL, the Temporal cluster scenario among them, ran.
 unit: tools
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt would change: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
-	SITEOPS_REQUIRE_TEMPORAL=1 $(GO) test -race -count=1 -timeout 20m ./...
+	@check=$$($(CLUSTER_RUN) check); echo "$$check"; \
+	  echo "$(UNIT_TEST)"; $(UNIT_TEST); rc=$$?; \
+	  case "$$check" in SKIPPING*) echo "$$check";; esac; exit $$rc
 
 fuzz-short:
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME)
@@ -86,6 +93,7 @@ bench: tools
 ## cluster (100 onboardings, 20,000 lead events, workers and replicas killed), the
 ## 20,000-event burst, lead syncs under 30 % and 50 % 429 with 200-lead pages.
 soak: tools
+	@$(CLUSTER_RUN) check
 	SITEOPS_SOAK=1 SITEOPS_REQUIRE_TEMPORAL=1 $(GO) test -count=1 -timeout 80m -v \
 	  -run 'TestScaleOut|TestBurstKeepsLeadSyncHistoriesSmall|TestLeadSyncSurvivesThrottling|TestWaitedForEventsPassBulkOnes' ./e2e/ ./e2e/production/
 
@@ -97,7 +105,7 @@ demo: $(TOOLS)/temporal build
 clean:
 	rm -rf bin
 
-.PHONY: cluster-tools cluster cluster-down
+.PHONY: cluster-tools cluster cluster-down cluster-check
 
 ## cluster-tools: the pinned Temporal server and its SQL tool, for `make cluster` and the cluster tests.
 cluster-tools: $(TOOLS)/temporal-server $(TOOLS)/temporal-sql-tool
@@ -124,6 +132,12 @@ CLUSTER_RUN = SITEOPS_TEMPORAL_SERVER=$(TOOLS)/temporal-server SITEOPS_TEMPORAL_
 cluster: cluster-tools $(TOOLS)/temporal
 	@$(CLUSTER_RUN) up --dir .cluster
 
-## cluster-down: stop the cluster of `make cluster` and drop its databases.
+## cluster-check: say whether PostgreSQL is reachable, i.e. whether `make test` runs the
+## tests that need it (the cluster scenario among them) or skips them.
+cluster-check:
+	@$(CLUSTER_RUN) check
+
+## cluster-down: stop the cluster of `make cluster` and drop its databases (with the password
+## of SITEOPS_TEST_POSTGRES_URL when it names the cluster's server; the state file has none).
 cluster-down:
 	@$(CLUSTER_RUN) down --dir .cluster

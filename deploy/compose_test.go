@@ -220,10 +220,12 @@ func TestComposeFile(t *testing.T) {
 		t.Errorf("compose temporal-setup does not wait for a healthy temporal-frontend")
 	}
 	for _, name := range []string{"temporal-setup", "worker", "ingress"} {
-		if a := composeEnv(services[name])["TEMPORAL_ADDRESS"]; a != frontend {
-			t.Errorf("compose %s: TEMPORAL_ADDRESS=%q; the frontend is %s", name, a, frontend)
+		if a := interpolate(composeEnv(services[name])["TEMPORAL_ADDRESS"], ""); a != frontend {
+			t.Errorf("compose %s: TEMPORAL_ADDRESS is %q by default; the frontend is %s", name, a, frontend)
 		}
 	}
+	checkComposeTemporalCredentials(t, services)
+	checkComposeHealthChecks(t, services)
 
 	// The store: the postgres service's database and user.
 	checkComposeDatabaseURL(t, composeEnv(services["worker"])["SITEOPS_DATABASE_URL"], services)

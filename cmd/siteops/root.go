@@ -80,7 +80,7 @@ TEMPORAL_TLS_*, and TEMPORAL_PROFILE / TEMPORAL_CONFIG_FILE profiles; the
 	root.AddCommand(
 		c.versionCmd(), c.signatureCmd(), newSimCmd(), c.workerCmd(), c.ingressCmd(), c.doctorCmd(),
 		c.onboardCmd(), c.leadsCmd(), c.embedCmd(), c.statusCmd(),
-		c.secretCmd(), c.webhookCmd(), c.eventsCmd(), c.demoCmd(), c.codecServerCmd(),
+		c.secretCmd(), c.webhookCmd(), c.eventsCmd(), c.demoCmd(), c.codecServerCmd(), c.probeCmd(),
 	)
 	c.markRuns(root)
 	return root

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"go.temporal.io/api/workflowservice/v1"
-	"go.temporal.io/sdk/client"
 
 	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/agentsite/webhook"
@@ -36,15 +35,26 @@ type scale struct {
 	sites       int // sites whose leads arrive as lead.created
 	simLeads    int // leads per site, each a delivery from the simulator
 	genEvents   int // signed lead.created from the load generator, to both ingresses
-	phase       int // onboardings per throughput phase
-	relayEvents int // events per relay phase
+	// phase is the onboardings of each throughput phase (one worker, then
+	// two), started at once: several times what completes in one
+	// onboarding's latency, so that the phase measures a rate, not one
+	// wave's latency.
+	phase int
+	// relayEvents is the events of each relay phase (one replica, then
+	// two): several claims of relayClaim each, so that two replicas have
+	// claims to share.
+	relayEvents int
 }
+
+// relayClaim is how many bulk events one relay claim takes
+// (webhookingress.Relay.BulkBatch's default).
+const relayClaim = 500
 
 func scenario() scale {
 	if os.Getenv("SITEOPS_SOAK") != "" {
-		return scale{onboardings: 100, sites: 50, simLeads: 200, genEvents: 10_000, phase: 40, relayEvents: 5000}
+		return scale{onboardings: 100, sites: 50, simLeads: 200, genEvents: 10_000, phase: 100, relayEvents: 20 * relayClaim}
 	}
-	return scale{onboardings: 20, sites: 10, simLeads: 100, genEvents: 1_000, phase: 10, relayEvents: 500}
+	return scale{onboardings: 20, sites: 10, simLeads: 100, genEvents: 1_000, phase: 30, relayEvents: 4 * relayClaim}
 }
 
 const generatorSecret = "whsec_production_generator" //nolint:gosec // made up for the test
@@ -53,22 +63,26 @@ const generatorSecret = "whsec_production_generator" //nolint:gosec // made up f
 // binary on one PostgreSQL store against the cluster: onboardings, lead
 // events from the simulator (to one ingress) and from a signed load
 // generator (to both), an embed incident and a secret rotation, while one
-// worker and one ingress are SIGKILLed mid-run and restarted. Every
-// onboarding must be published, no side effect doubled on the simulator,
-// every accepted event dispatched and counted once by its workflow, and the
-// store's leads equal the simulator's. It also measures, in the same run,
-// onboarding throughput with one worker against two, and relay dispatch
-// with one ingress replica against two.
+// worker and one ingress are SIGKILLed mid-run and restarted (and must
+// serve again). Every onboarding must be published; no side effect doubled
+// on the simulator; every accepted event dispatched exactly once across both
+// relays (one recorded dispatch per event in the inbox's history, and each
+// lead.created counted once by its lead sync); and the store's leads equal
+// the simulator's. It also measures, in the same run, onboarding throughput
+// with one worker against two, and relay dispatch with one ingress replica
+// against two.
 func TestScaleOut(t *testing.T) {
 	need(t)
 	sc := scenario()
 	sim, simURL := newSimulator(t, simulator.Config{Seed: 11, KnowledgeDelay: 2 * time.Second})
 	dbURL := storetest.PostgresSchemaURL(t)
 	queue := "scaleout"
-	common := append(clusterEnv(),
+	// Clipped, so that every append below copies instead of writing into
+	// spare capacity that the slices of other processes share.
+	common := slices.Clip(append(clusterEnv(),
 		"SITEOPS_DATABASE_URL="+dbURL, "SITEOPS_SECRET_KEY="+secretKey(), "SITEOPS_TASK_QUEUE="+queue,
 		"AGENTSITE_BASE_URL="+simURL, "AGENTSITE_API_KEY="+apiKey, "SITEOPS_ALLOW_LOOPBACK_RECEIVERS=true",
-		"SITEOPS_WEBHOOK_SECRETS="+generatorSecret, "SITEOPS_LOG_FORMAT=json", "SITEOPS_LOG_LEVEL=warn", "SITEOPS_OPERATOR=scaleout")
+		"SITEOPS_WEBHOOK_SECRETS="+generatorSecret, "SITEOPS_LOG_FORMAT=json", "SITEOPS_LOG_LEVEL=warn", "SITEOPS_OPERATOR=scaleout"))
 	st, err := store.Open(t.Context(), dbURL, store.WithSecretKey(storetest.TestKey))
 	if err != nil {
 		t.Fatal(err)
@@ -81,34 +95,51 @@ func TestScaleOut(t *testing.T) {
 	defer cl.Close()
 	s := &starter.Starter{Client: cl, Texts: st, TaskQueue: queue, Namespace: namespace}
 
-	workerEnv := func(i int) []string { return append(common, "SITEOPS_METRICS_ADDR=") }
-	ingressAddrs, err := ports.FreeN(2)
+	// Every process gets its own ports: the webhook and admin ports of
+	// each ingress replica, the metrics port of each worker (two on one
+	// host would share the defaults).
+	ps, err := ports.FreeN(6)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ingressURL := func(i int) string { return fmt.Sprintf("http://127.0.0.1:%d", ingressAddrs[i]) }
+	local := func(p int) string { return fmt.Sprintf("127.0.0.1:%d", p) }
+	ingressURL := func(i int) string { return "http://" + local(ps[i]) }
+	adminURL := func(i int) string { return "http://" + local(ps[2+i]) }
+	workerURL := func(i int) string { return "http://" + local(ps[4+i]) }
+	workerEnv := func(i int) []string {
+		return slices.Concat(common, []string{"SITEOPS_METRICS_ADDR=" + local(ps[4+i])})
+	}
 	ingressEnv := func(i int) []string {
-		// No admin address: two replicas on one host would share its default.
-		return append(common, fmt.Sprintf("SITEOPS_INGRESS_ADDR=127.0.0.1:%d", ingressAddrs[i]), "SITEOPS_INGRESS_ADMIN_ADDR=")
+		return slices.Concat(common, []string{"SITEOPS_INGRESS_ADDR=" + local(ps[i]), "SITEOPS_INGRESS_ADMIN_ADDR=" + local(ps[2+i])})
 	}
 
 	// Relay dispatch, one replica against two, on events waiting in the
-	// inbox (no ingress running while it fills, no worker running at all:
-	// the lead syncs the events start are terminated after).
-	relayOne := relayPhase(t, st, cl, ingressEnv, ingressURL, 1, sc.relayEvents)
-	relayTwo := relayPhase(t, st, cl, ingressEnv, ingressURL, 2, sc.relayEvents)
-	t.Logf("THROUGHPUT relay: 1 replica %.0f events/s, 2 replicas %.0f events/s; ratio %.2f", relayOne, relayTwo, relayTwo/relayOne)
+	// inbox, against the ceiling the cluster sets: the same calls with no
+	// relay, as many in flight as two replicas have (16 each).
+	relayQueue := queue + "-relay"
+	relays := relayReplicas{
+		env: func(i int) []string {
+			return slices.Concat(ingressEnv(i), []string{"SITEOPS_TASK_QUEUE=" + relayQueue})
+		},
+		url: ingressURL, admin: adminURL,
+	}
+	relayOne := relayPhase(t, st, relays, 1, sc.relayEvents)
+	relayTwo := relayPhase(t, st, relays, 2, sc.relayEvents)
+	ceiling := signalCeiling(t, cl, relayQueue, sc.relayEvents/2, 32)
+	t.Logf("THROUGHPUT relay (%d events, claims of %d): 1 replica %.0f events/s (%s), 2 replicas %.0f events/s (%s; dispatched %v); ratio %.2f; raw SignalWithStart ceiling %.0f calls/s (%d calls, 32 in flight)",
+		relayOne.events, relayClaim, relayOne.rate, relayOne.took, relayTwo.rate, relayTwo.took, relayTwo.perReplica, relayTwo.rate/relayOne.rate,
+		ceiling, sc.relayEvents/2)
 
 	// Onboarding throughput, one worker against two, each after a warm-up
 	// onboarding (the first poll of a new task queue, cold caches).
-	w1 := startProc(t, "worker-1", workerEnv(1), "worker")
+	w1 := startProc(t, "worker-1", workerEnv(0), "worker")
 	onboardingPhase(t, s, "warm", 1)
 	one := onboardingPhase(t, s, "one", sc.phase)
-	w2 := startProc(t, "worker-2", workerEnv(2), "worker")
+	w2 := startProc(t, "worker-2", workerEnv(1), "worker")
 	onboardingPhase(t, s, "warm-2", 2)
 	two := onboardingPhase(t, s, "two", sc.phase)
-	t.Logf("THROUGHPUT onboardings: 1 worker %.2f/s (p50 %s), 2 workers %.2f/s (p50 %s); ratio %.2f",
-		one.rate, one.p50, two.rate, two.p50, two.rate/one.rate)
+	t.Logf("THROUGHPUT onboardings (%d at once): 1 worker %.2f/s (%s, p50 %s, max %s), 2 workers %.2f/s (%s, p50 %s, max %s); ratio %.2f",
+		sc.phase, one.rate, one.took, one.p50, one.max, two.rate, two.took, two.p50, two.max, two.rate/one.rate)
 
 	// The mixed run.
 	in1 := startProc(t, "ingress-1", ingressEnv(0), "ingress")
@@ -176,15 +207,27 @@ func TestScaleOut(t *testing.T) {
 		generated.Store(int32(generate(t, []string{ingressURL(0), ingressURL(1)}, leadSites, sc.genEvents)))
 	})
 
-	// Mid-run: a worker and an ingress replica die and come back.
-	time.Sleep(2 * time.Second)
+	// Mid-run: a worker and an ingress replica die and come back, each
+	// with its own environment, and serve again: the ingress answers its
+	// probes and accepts a delivery; the worker serves its metrics (and,
+	// checked at the end, ran tasks after its restart).
+	time.Sleep(2 * time.Second) // let the run get going; nothing waits on this
 	w1.kill()
 	in2.kill()
-	t.Logf("killed worker-1 and ingress-2 (SIGKILL)")
-	time.Sleep(2 * time.Second)
+	// Only an event leased and not yet recorded when the replica died can
+	// be signalled twice: its successor signals it again once the lease
+	// runs out. Leases of the surviving replica count too (an upper bound).
+	leasedAtKill := count(t, dbURL, `SELECT COUNT(*) FROM inbox WHERE event_type = 'lead.created' AND dispatched_at IS NULL AND next_attempt_at > now()`)
+	t.Logf("killed worker-1 and ingress-2 (SIGKILL); %d lead.created were leased and not yet recorded", leasedAtKill)
+	time.Sleep(2 * time.Second) // stay down a while; nothing waits on this
 	w1.start(t)
 	in2.start(t)
-	ready(t, ingressURL(1)+"/healthz")
+	readyOrLog(t, ingressURL(1)+"/healthz", in2)
+	readyOrLog(t, adminURL(1)+"/readyz", in2)
+	readyOrLog(t, workerURL(0)+"/healthz", w1)
+	if code := deliver(t, ingressURL(1), "evt_restart_probe", leadSites[0], "lead_restart_probe"); code != http.StatusOK {
+		t.Errorf("the restarted ingress-2 answered a new delivery with %d, want 200\n%s", code, tail(in2.log.String(), 2000))
+	}
 
 	// An incident and a rotation while it all runs.
 	incidentSite := leadSites[0]
@@ -200,8 +243,6 @@ func TestScaleOut(t *testing.T) {
 	}
 	wg.Wait()
 
-	// Every lead of every site is a delivery from the simulator; keep one
-	// coming until the rotation's new endpoint carries them (done above).
 	if got := int(onboarded.Load()); got != sc.onboardings {
 		t.Errorf("%d of %d onboardings published", got, sc.onboardings)
 	}
@@ -227,33 +268,17 @@ func TestScaleOut(t *testing.T) {
 		}
 	}
 
-	// No side effect doubled: one site per slug, each with its sources and
-	// FAQs once; the incident PATCHed twice.
-	bySlug := map[string]int{}
-	for _, site := range sim.Sites() {
-		bySlug[site.Slug]++
-		if strings.HasPrefix(site.Slug, "mixed-") && (site.Status != "published" || site.Knowledge != len(spec.Knowledge) || site.FAQs != len(spec.FAQs)) {
-			t.Errorf("site %s: %+v", site.Slug, site)
-		}
-	}
-	for slug, n := range bySlug {
-		if n != 1 {
-			t.Errorf("%d sites with slug %s", n, slug)
-		}
-	}
-	patches := 0
-	for _, r := range sim.Requests() {
-		if r.Method == http.MethodPatch && strings.Contains(r.Path, incidentSite+"/agent") {
-			patches++
-		}
-	}
-	if patches != 2 {
-		t.Errorf("%d PATCHes of the incident's site, want 2 (off and on)", patches)
-	}
+	checkNoDoubledSideEffects(t, sim, spec, incidentSite)
 
-	// Every distinct lead.created accepted was counted once by its sync. A
-	// query sees a workflow as of its last completed task, so the count is
-	// read until the syncs have processed every signal.
+	// Exactly once, as the store saw it: each event in the inbox has one
+	// recorded dispatch (across both relays), none is a dead letter, and
+	// every lead.created reached its lead sync.
+	checked := checkDispatchedOnce(t, st.DB())
+
+	// Exactly once, as the workflows saw it: every distinct lead.created
+	// accepted was counted once by its sync. A query sees a workflow as of
+	// its last completed task, so the count is read until the syncs have
+	// processed every signal.
 	accepted := distinctLeadEvents(t, dbURL)
 	counted := 0
 	deadline := time.Now().Add(time.Minute)
@@ -269,15 +294,15 @@ func TestScaleOut(t *testing.T) {
 		if counted == accepted || time.Now().After(deadline) {
 			break
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(200 * time.Millisecond) // poll interval of the deadline loop above
 	}
 	duplicates := 0
 	for _, site := range leadSites {
 		p, _ := s.LeadProgress(t.Context(), site)
 		duplicates += p.DuplicateEvents
 	}
-	t.Logf("lead.created: %d distinct accepted (%d from the generator), %d counted once each by the lead syncs; %d signals repeated an event already counted (leases of the killed replica taken over)",
-		accepted, generated.Load(), counted, duplicates)
+	t.Logf("inbox: %d events, each dispatched once; lead.created: %d distinct accepted (%d from the generator), %d counted once each by the lead syncs; %d signals repeated an event already counted",
+		checked, accepted, generated.Load(), counted, duplicates)
 	if counted != accepted {
 		t.Errorf("the lead syncs counted %d distinct events, the inbox accepted %d", counted, accepted)
 		for _, site := range leadSites {
@@ -291,6 +316,20 @@ func TestScaleOut(t *testing.T) {
 			t.Logf("site %s: counted %d (%d duplicates, %d runs), accepted %d; runs %v", site, p.Events, p.DuplicateEvents, p.Runs, n, runs)
 		}
 	}
+	// A repeated signal is harmless (the sync counts an event once), and
+	// only the kill explains one: an event the dead replica had signalled
+	// but not recorded. More repeats than events leased at the kill means
+	// relays signal events twice in normal operation.
+	if duplicates > leasedAtKill {
+		t.Errorf("the lead syncs got %d repeated events, more than the %d lead.created leased when ingress-2 was killed: relays signal events twice in normal operation", duplicates, leasedAtKill)
+	}
+
+	// The restarted worker ran tasks after its restart: its counters start
+	// at zero with the process.
+	body := scrape(t, workerURL(0))
+	if n := metricSum(body, "temporal_workflow_task_execution_latency_seconds_count") + metricSum(body, "temporal_activity_execution_latency_seconds_count"); n == 0 {
+		t.Errorf("the restarted worker-1 ran no workflow task or activity after its restart\n%s", tail(w1.log.String(), 2000))
+	}
 	for _, p := range []*proc{w1, w2, in1, in2} {
 		if strings.Contains(p.log.String(), apiKey) || strings.Contains(p.log.String(), "whsec_") || strings.Contains(p.log.String(), "PRIVATE KEY") {
 			t.Errorf("%s logged a secret", p.name)
@@ -301,90 +340,43 @@ func TestScaleOut(t *testing.T) {
 	}
 }
 
-type phaseResult struct {
-	rate float64
-	p50  time.Duration
-}
-
-// onboardingPhase runs n onboardings at once and returns their rate and
-// median latency.
-func onboardingPhase(t *testing.T, s *starter.Starter, name string, n int) phaseResult {
+// checkNoDoubledSideEffects checks the simulator for side effects done
+// twice: one site per slug, each onboarded site with its sources and FAQs
+// once, the incident's site PATCHed twice (off and on), and no idempotency
+// key applied twice.
+func checkNoDoubledSideEffects(t *testing.T, sim *simulator.Simulator, spec starter.Spec, incidentSite string) {
 	t.Helper()
-	spec := loadSpec(t)
-	lat := make([]time.Duration, n)
-	start := time.Now()
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			sp := spec
-			sp.Site.Slug = fmt.Sprintf("phase-%s-%03d", name, i)
-			p, _ := starter.Prepare(sp)
-			t0 := time.Now()
-			o, err := s.Onboard(t.Context(), p)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			if err := s.Wait(t.Context(), o.Run, nil); err != nil {
-				t.Error(err)
-			}
-			lat[i] = time.Since(t0)
-		})
-	}
-	wg.Wait()
-	took := time.Since(start)
-	slices.Sort(lat)
-	return phaseResult{rate: float64(n) / took.Seconds(), p50: lat[n/2].Round(time.Millisecond)}
-}
-
-// relayPhase starts replicas ingress processes on an empty inbox, then
-// commits n lead.created events (for n sites, so that none share a signal)
-// in one transaction and returns the rate at which the relays empty the
-// inbox. It terminates the lead syncs the events started.
-func relayPhase(t *testing.T, st *store.Store, cl client.Client, env func(int) []string, url func(int) string, replicas, n int) float64 {
-	t.Helper()
-	var procs []*proc
-	for i := range replicas {
-		procs = append(procs, startProc(t, fmt.Sprintf("relay-%d", i), env(i), "ingress"))
-		ready(t, url(i)+"/healthz")
-	}
-	run := time.Now().UnixNano()
-	tx, err := st.DB().BeginTx(t.Context(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range n {
-		id := fmt.Sprintf("evt_relay_%d_%06d", run, i)
-		body := fmt.Sprintf(`{"id":%q,"type":"lead.created","created_at":"2026-11-22T09:00:00.000Z","data":{"site_id":"site_r%d_%06d","lead_id":"lead_1"}}`, id, run, i)
-		if _, err := tx.ExecContext(t.Context(), `INSERT INTO inbox (event_id, event_type, kind, lane, receiver, endpoint_id, received_at, body, next_attempt_at)
-			VALUES ($1, 'lead.created', 'webhook', $2, '', 'env', now(), $3, now())`, id, int(store.LaneBulk), []byte(body)); err != nil {
-			t.Fatal(err)
+	bySlug := map[string]int{}
+	for _, site := range sim.Sites() {
+		bySlug[site.Slug]++
+		onboarded := strings.HasPrefix(site.Slug, "mixed-") || strings.HasPrefix(site.Slug, "phase-")
+		if onboarded && (site.Status != "published" || site.Knowledge != len(spec.Knowledge) || site.FAQs != len(spec.FAQs)) {
+			t.Errorf("site %s: %+v; want published with %d sources and %d FAQs", site.Slug, site, len(spec.Knowledge), len(spec.FAQs))
 		}
 	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
+	for slug, n := range bySlug {
+		if n != 1 {
+			t.Errorf("%d sites with slug %s", n, slug)
+		}
 	}
-	start := time.Now()
-	eventually(t, 5*time.Minute, "the relays to empty the inbox", func() bool {
-		is, err := st.InboxStatus(t.Context())
-		return err == nil && is.Undispatched == 0
-	})
-	took := time.Since(start)
-	for _, p := range procs {
-		p.stop()
+	patches := 0
+	applied := map[string]int{}
+	for _, r := range sim.Requests() {
+		if r.Method == http.MethodPatch && strings.Contains(r.Path, incidentSite+"/agent") {
+			patches++
+		}
+		if r.Method != http.MethodGet && r.IdempotencyKey != "" && !r.Replayed && r.Status >= 200 && r.Status < 300 {
+			applied[r.Method+" "+r.Path+" "+r.IdempotencyKey]++
+		}
 	}
-	// The workflows the events started are not part of the scenario.
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 16)
-	for i := range n {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			_ = cl.TerminateWorkflow(context.Background(), workflows.LeadSyncID(fmt.Sprintf("site_r%d_%06d", run, i)), "", "relay phase over")
-		})
+	if patches != 2 {
+		t.Errorf("%d PATCHes of the incident's site, want 2 (off and on)", patches)
 	}
-	wg.Wait()
-	return float64(n) / took.Seconds()
+	for req, n := range applied {
+		if n > 1 {
+			t.Errorf("%s applied %d times (not replayed); want once", req, n)
+		}
+	}
 }
 
 // generate sends n signed lead.created events, for leads the simulator
@@ -393,36 +385,50 @@ func relayPhase(t *testing.T, st *store.Store, cl client.Client, env func(int) [
 func generate(t *testing.T, ingresses, sites []string, n int) int {
 	t.Helper()
 	accepted := 0
-	hc := &http.Client{Timeout: 10 * time.Second}
 	for i := range n {
 		id := fmt.Sprintf("evt_gen_%06d", i)
-		body := fmt.Sprintf(`{"id":%q,"type":"lead.created","created_at":"2026-11-22T09:00:00.000Z","data":{"site_id":%q,"lead_id":"lead_gen_%d"}}`, id, sites[i%len(sites)], i)
 		for attempt := 0; ; attempt++ {
-			url := ingresses[(i+attempt)%len(ingresses)] + "/webhooks"
-			req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-			req.Header.Set("svc-event-id", id)
-			req.Header.Set("svc-event-type", "lead.created")
-			req.Header.Set("svc-signature", webhook.Sign(generatorSecret, time.Now(), []byte(body)))
-			resp, err := hc.Do(req)
-			if err == nil {
-				_, _ = io.Copy(io.Discard, resp.Body)
-				_ = resp.Body.Close()
-				if resp.StatusCode == http.StatusOK {
-					accepted++
-					break
-				}
-				if resp.StatusCode == http.StatusNoContent {
-					break
-				}
+			code := deliver(t, ingresses[(i+attempt)%len(ingresses)], id, sites[i%len(sites)], fmt.Sprintf("lead_gen_%d", i))
+			if code == http.StatusOK {
+				accepted++
+				break
+			}
+			if code == http.StatusNoContent {
+				break
 			}
 			if attempt > 50 {
 				t.Errorf("%s was never accepted", id)
 				break
 			}
-			time.Sleep(100 * time.Millisecond)
+			time.Sleep(100 * time.Millisecond) // back off before the other replica
 		}
 	}
 	return accepted
+}
+
+// deliverClient sends the test's signed deliveries.
+var deliverClient = &http.Client{Timeout: 10 * time.Second}
+
+// deliver POSTs one lead.created event, signed with generatorSecret, to an
+// ingress's /webhooks and returns the status (0 when the request failed).
+func deliver(t *testing.T, ingress, id, site, lead string) int {
+	t.Helper()
+	body := fmt.Sprintf(`{"id":%q,"type":"lead.created","created_at":"2026-11-22T09:00:00.000Z","data":{"site_id":%q,"lead_id":%q}}`, id, site, lead)
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, ingress+"/webhooks", strings.NewReader(body))
+	if err != nil {
+		t.Error(err) // it may run in a goroutine of its own, where Fatal must not
+		return 0
+	}
+	req.Header.Set("svc-event-id", id)
+	req.Header.Set("svc-event-type", "lead.created")
+	req.Header.Set("svc-signature", webhook.Sign(generatorSecret, time.Now(), []byte(body)))
+	resp, err := deliverClient.Do(req)
+	if err != nil {
+		return 0
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	return resp.StatusCode
 }
 
 // distinctLeadEvents counts the lead.created events the inbox accepted.

@@ -36,6 +36,25 @@ func PostgresURL() string {
 	return DefaultPostgresURL
 }
 
+// CheckPostgres connects to the PostgreSQL server of the admin URL raw
+// (PostgresURL() when empty) as Start would, and returns an error wrapping
+// ErrPostgresUnreachable when it cannot: for a caller that wants to say
+// before a long run whether the cluster tests will run or skip.
+func CheckPostgres(ctx context.Context, raw string) error {
+	if raw == "" {
+		raw = PostgresURL()
+	}
+	pg, err := parsePostgres(raw)
+	if err != nil {
+		return err
+	}
+	conn, err := pg.connect(ctx)
+	if err != nil {
+		return err
+	}
+	return conn.Close(ctx)
+}
+
 // pgServer is the PostgreSQL server the cluster's databases live on.
 type pgServer struct {
 	admin    string // the admin URL, password included

@@ -6,9 +6,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // stateFile is the name of the file in Dir that describes a cluster, so
@@ -18,8 +23,9 @@ const stateFile = "cluster.json"
 // ErrNoCluster is returned by Attach when Dir holds no cluster.
 var ErrNoCluster = errors.New("no cluster state")
 
-// state is what the state file records. The PostgreSQL password is left
-// out: Attach takes the admin URL again.
+// state is what the state file records. The PostgreSQL password is never
+// written (Postgres is the admin URL without it): Attach takes it from the
+// caller's URL or the environment's.
 type state struct {
 	Postgres           string                   `json:"postgres"`
 	Database           string                   `json:"database"`
@@ -41,7 +47,7 @@ func (c *Cluster) statePath() string { return filepath.Join(c.Dir, stateFile) }
 // writeState records the cluster in Dir; the caller holds c.mu.
 func (c *Cluster) writeState() error {
 	st := state{
-		Postgres:           redact(c.pg.admin),
+		Postgres:           withoutPassword(c.pg.admin),
 		Database:           c.Database,
 		VisibilityDatabase: c.VisibilityDatabase,
 		Namespaces:         c.Namespaces,
@@ -72,9 +78,12 @@ func (c *Cluster) writeState() error {
 // Attach finds the cluster a Start with Options.Dir dir left running (in
 // another process, e.g. `make cluster`), so that it can be stopped or its
 // services restarted. postgresURL is the admin connection used to drop the
-// databases; when empty the recorded one (without password) is used. log
-// receives progress lines like Options.Log. It returns ErrNoCluster when
-// dir holds no cluster.
+// databases (and given to restarted services); when empty it is
+// PostgresURL() — $SITEOPS_TEST_POSTGRES_URL, where a password lives — if
+// that names the server the cluster was started on, else the recorded URL,
+// which has no password (PostgreSQL's trust or peer authentication,
+// PGPASSWORD or ~/.pgpass then apply). log receives progress lines like
+// Options.Log. It returns ErrNoCluster when dir holds no cluster.
 func Attach(dir, postgresURL string, log io.Writer) (*Cluster, error) {
 	dir, err := filepath.Abs(dir)
 	if err != nil {
@@ -92,7 +101,7 @@ func Attach(dir, postgresURL string, log io.Writer) (*Cluster, error) {
 		return nil, fmt.Errorf("cluster: %s: %w; remove it and drop the siteops_tc_* databases by hand", filepath.Join(dir, stateFile), err)
 	}
 	if postgresURL == "" {
-		postgresURL = st.Postgres
+		postgresURL = attachURL(st.Postgres)
 	}
 	pg, err := parsePostgres(postgresURL)
 	if err != nil {
@@ -137,3 +146,46 @@ func (c *Cluster) Running() []Service {
 	}
 	return out
 }
+
+// attachURL is the admin connection Attach uses when its caller names
+// none: the environment's URL (PostgresURL) when it names the recorded
+// server (host and port), since only it can hold the password; otherwise
+// the recorded URL, stripped of any password an older state file kept in
+// redacted form ("xxxxx").
+func attachURL(recorded string) string {
+	env := PostgresURL()
+	if recorded == "" {
+		return env
+	}
+	r, errR := pgx.ParseConfig(recorded)
+	e, errE := pgx.ParseConfig(env)
+	if errR == nil && errE == nil && r.Host == e.Host && r.Port == e.Port {
+		return env
+	}
+	return withoutPassword(recorded)
+}
+
+// withoutPassword is raw with its password removed, for the state file:
+// from the user info and the query of a URL, from the password= setting of
+// a key=value connection string.
+func withoutPassword(raw string) string {
+	if !strings.HasPrefix(raw, "postgres://") && !strings.HasPrefix(raw, "postgresql://") {
+		return dsnPassword.ReplaceAllString(raw, "")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	if u.User != nil {
+		u.User = url.User(u.User.Username())
+	}
+	if q := u.Query(); q.Has("password") {
+		q.Del("password")
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
+}
+
+// dsnPassword matches the password setting of a key=value connection
+// string, quoted or not.
+var dsnPassword = regexp.MustCompile(`(?i)\bpassword\s*=\s*('(?:[^'\\]|\\.)*'|\S*)`)

@@ -1,13 +1,20 @@
 // Command localcluster starts and stops the local Temporal cluster of
 // `make cluster` and `make cluster-down`, through package cluster (the same
-// code the tests use):
+// code the tests use), and tells `make test` whether the cluster tests will
+// run:
 //
-//	localcluster up   [--dir .cluster] [--namespace siteops] [--postgres URL]
-//	localcluster down [--dir .cluster] [--postgres URL]
+//	localcluster up    [--dir .cluster] [--namespace siteops] [--postgres URL]
+//	localcluster down  [--dir .cluster] [--postgres URL]
+//	localcluster check [--postgres URL]
 //
 // up leaves the services running in the background, with their logs in the
 // directory, and prints the variables to export; down stops them and drops
-// the cluster's databases.
+// the cluster's databases. Without --postgres, down (and up, when it finds
+// a cluster) connects with $SITEOPS_TEST_POSTGRES_URL when it names the
+// cluster's server, since the state file never holds the password. check
+// prints one line saying whether the tests that need PostgreSQL (the cluster
+// tests among them) will run or skip; it exits 0 either way, as skipping is
+// allowed.
 package main
 
 import (
@@ -16,6 +23,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	neturl "net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -32,8 +40,8 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || (args[0] != "up" && args[0] != "down") {
-		return errors.New("usage: localcluster up|down [--dir DIR] [--namespace NS] [--postgres URL]")
+	if len(args) == 0 || (args[0] != "up" && args[0] != "down" && args[0] != "check") {
+		return errors.New("usage: localcluster up|down|check [--dir DIR] [--namespace NS] [--postgres URL]")
 	}
 	fs := flag.NewFlagSet("localcluster "+args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -45,8 +53,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if args[0] == "down" {
+	switch args[0] {
+	case "down":
 		return down(*dir, *pg, stdout)
+	case "check":
+		check(ctx, *pg, stdout)
+		return nil
 	}
 	return up(ctx, *dir, *ns, *pg, stdout, stderr)
 }
@@ -86,6 +98,60 @@ func up(ctx context.Context, dir, ns, pg string, stdout, stderr io.Writer) error
 	printEnv(stdout, c)
 	_, _ = fmt.Fprintln(stdout, "Stop it with: make cluster-down")
 	return nil
+}
+
+// check says in one line whether the tests that need PostgreSQL will run:
+// go test shows nothing of a package that passes, skipped tests included,
+// so without it a run that skipped the cluster scenario looks like one
+// that ran it.
+func check(ctx context.Context, pg string, stdout io.Writer) {
+	url := pg
+	if url == "" {
+		url = cluster.PostgresURL()
+	}
+	if err := cluster.CheckPostgres(ctx, url); err != nil {
+		// The innermost cause, on one line: the whole chain repeats the
+		// URL and puts each address pgx tried on a line of its own.
+		cause := innermost(err)
+		_, _ = fmt.Fprintf(stdout, "SKIPPING the tests that need PostgreSQL (the Temporal cluster scenario in e2e/production and internal/cluster, the PostgreSQL store variants): cannot connect to %s (%s); make sure it runs and accepts this user, or point SITEOPS_TEST_POSTGRES_URL at one that does\n",
+			redacted(url), strings.Join(strings.Fields(cause.Error()), " "))
+		return
+	}
+	missing := ""
+	for _, find := range []func() (string, error){cluster.FindServer, cluster.FindSQLTool} {
+		if _, err := find(); err != nil {
+			missing = "; but " + err.Error()
+		}
+	}
+	_, _ = fmt.Fprintf(stdout, "PostgreSQL reachable at %s: the tests that need it run, the Temporal cluster scenario among them%s\n", redacted(url), missing)
+}
+
+// innermost follows err's chain to its root cause, taking the last of a
+// joined set (the cause comes after the sentinel in "%w ... %w").
+func innermost(err error) error {
+	for {
+		switch u := err.(type) { //nolint:errorlint // walking the chain by hand
+		case interface{ Unwrap() error }:
+			if next := u.Unwrap(); next != nil {
+				err = next
+				continue
+			}
+		case interface{ Unwrap() []error }:
+			if errs := u.Unwrap(); len(errs) > 0 {
+				err = errs[len(errs)-1]
+				continue
+			}
+		}
+		return err
+	}
+}
+
+// redacted hides the password of a URL.
+func redacted(raw string) string {
+	if u, err := neturl.Parse(raw); err == nil {
+		return u.Redacted()
+	}
+	return "(unparsable URL)"
 }
 
 func printEnv(w io.Writer, c *cluster.Cluster) {
