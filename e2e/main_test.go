@@ -18,7 +18,7 @@ var (
 	namespace atomic.Int32
 )
 
-const namespaces = 48
+const namespaces = 80
 
 // TestMain starts one dev server with a namespace per test, so that derived
 // workflow IDs (lead-sync/site_1 in every simulator) never collide.

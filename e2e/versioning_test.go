@@ -59,11 +59,21 @@ func TestWorkerVersioningMovesOnlyWhatMayMove(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	set := exec.CommandContext(t.Context(), cli, "worker", "deployment", "set-current-version", "--address", server.Address, "--namespace", e.ns,
-		"--deployment-name", "siteops", "--build-id", "build-b", "--yes")
-	if out, err := set.CombinedOutput(); err != nil {
-		t.Fatalf("set-current-version: %v\n%s", err, out)
-	}
+	// The server refuses to make a version current until it has seen that
+	// version poll every task queue the current one serves ("missing
+	// active task queues"); build B's pollers reach them one by one, so an
+	// operator (and this test) tries again for a while.
+	var out []byte
+	eventually(t, 30*time.Second, "set-current-version to build-b to succeed", func() bool {
+		set := exec.CommandContext(t.Context(), cli, "worker", "deployment", "set-current-version", "--address", server.Address, "--namespace", e.ns,
+			"--deployment-name", "siteops", "--build-id", "build-b", "--yes")
+		var err error
+		out, err = set.CombinedOutput()
+		if err != nil && !strings.Contains(string(out), "missing active task queues") {
+			t.Fatalf("set-current-version: %v\n%s", err, out)
+		}
+		return err == nil
+	})
 
 	fresh := e.onboard(t, prepare(t, "../examples/acme-anvils.yaml", "fresh"), time.Minute)
 	if got := e.buildOf(t, "onboarding/fresh"); got != "build-b" || fresh.Status != "published" {
