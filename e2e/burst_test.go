@@ -198,9 +198,9 @@ func TestWaitedForEventsPassBulkOnes(t *testing.T) {
 // history reaches 2,000 events.
 func TestLeadSyncCutShortCarriesItsProgress(t *testing.T) {
 	// 200 pages of 10 at 200 ms each: the activity runs for 40 s or more,
-	// longer than the 24 s it can take to hear of a cancel (the SDK sends
-	// heartbeats, whose answers carry it, at most every 80 % of the
-	// heartbeat timeout).
+	// far longer than the signals take and than it takes to hear of a
+	// cancel (heartbeat answers carry it; the worker sends heartbeats at
+	// most worker.HeartbeatThrottle apart).
 	const leads = 2000
 	e := newEnv(t, store.SQLite, simulator.Config{})
 	e.startWorker(t)
@@ -263,6 +263,7 @@ func TestLeadSyncCutShortCarriesItsProgress(t *testing.T) {
 		t.Errorf("history lengths %v; want each under 2,000", runs)
 	}
 	_ = e.client.CancelWorkflow(t.Context(), id, "")
+	recordRunHistory(t, e, id, first, "lead_sync_cut_short")
 }
 
 // continuedWith reads the input a run continued as new with; false when

@@ -87,7 +87,9 @@ func (e *env) startWorker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := sdkworker.New(e.client, taskQueue, sdkworker.Options{})
+	// The heartbeat throttle worker.Run sets: cancellations reach
+	// activities within seconds, as in the siteops worker.
+	w := sdkworker.New(e.client, taskQueue, sdkworker.Options{MaxHeartbeatThrottleInterval: worker.HeartbeatThrottle})
 	worker.Register(w, activities.New(api, e.store))
 	if err := w.Start(); err != nil {
 		t.Fatal(err)

@@ -17,14 +17,21 @@ import (
 //	SITEOPS_RECORD_HISTORIES=release-2 go test ./e2e/
 const recordEnv = "SITEOPS_RECORD_HISTORIES"
 
-// recordHistory saves the history of a closed workflow as name.json.
+// recordHistory saves the history of a closed workflow's latest run as
+// name.json.
 func recordHistory(t *testing.T, e *env, workflowID, name string) {
+	t.Helper()
+	recordRunHistory(t, e, workflowID, "", name)
+}
+
+// recordRunHistory saves the history of one closed run as name.json.
+func recordRunHistory(t *testing.T, e *env, workflowID, runID, name string) {
 	t.Helper()
 	release := os.Getenv(recordEnv)
 	if release == "" {
 		return
 	}
-	it := e.client.GetWorkflowHistory(t.Context(), workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	it := e.client.GetWorkflowHistory(t.Context(), workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	var h historypb.History
 	for it.HasNext() {
 		ev, err := it.Next()

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -267,6 +268,11 @@ func TestDeletedEndpointSecretRefusedWithinOneReconcilePeriod(t *testing.T) {
 	d, err := h.Describe(t.Context())
 	if err != nil || d.Info.NumActions == 0 {
 		t.Fatalf("schedule %s: %+v, %v", workflows.SecretReconcileScheduleID, d, err)
+	}
+	if os.Getenv(recordEnv) != "" && len(d.Info.RecentActions) > 0 {
+		id := d.Info.RecentActions[0].StartWorkflowResult.WorkflowID
+		_ = e.client.GetWorkflow(t.Context(), id, "").Get(t.Context(), nil)
+		recordHistory(t, e, id, "secret_reconcile")
 	}
 	// A worker started with another period brings the schedule to it;
 	// the same period again changes nothing.
