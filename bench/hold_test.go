@@ -103,6 +103,7 @@ func BenchmarkForgedRequestStoreCalls(b *testing.B) {
 		perRequest(b, c, b.N)
 	})
 	b.Run("held during a creation", func(b *testing.B) {
+		scenario(b)
 		const held = 32
 		total := 0
 		var c *storeCalls

@@ -48,6 +48,7 @@ func noopWorkflow(workflow.Context) error { return nil }
 // reports the p50 of each and their ratios to the baseline (goal: the
 // command under 2×). Use -benchtime 1x.
 func BenchmarkIncident(b *testing.B) {
+	scenario(b)
 	n := benchSize(b, "SITEOPS_BENCH_INCIDENTS", incidentSites)
 	bin := filepath.Join(b.TempDir(), "siteops")
 	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/siteops").CombinedOutput(); err != nil {
@@ -104,7 +105,7 @@ func incidentRun(b *testing.B, bin string, n int) (cli, inProc, base []time.Dura
 	}
 	defer w.Stop()
 	s := &starter.Starter{Client: c, TaskQueue: queue}
-	env := append(os.Environ(), "TEMPORAL_ADDRESS="+server.Address, "TEMPORAL_NAMESPACE=default",
+	env := append(os.Environ(), "TEMPORAL_ADDRESS="+temporalAddress, "TEMPORAL_NAMESPACE=default",
 		"SITEOPS_TASK_QUEUE="+queue, "SITEOPS_OPERATOR=bench")
 
 	site := func(i int, variant string) string {
@@ -161,7 +162,7 @@ func incidentRun(b *testing.B, bin string, n int) (cli, inProc, base []time.Dura
 		return cmd.Run()
 	}
 	dialOnly := func() error {
-		dc, err := client.Dial(client.Options{HostPort: server.Address})
+		dc, err := client.Dial(client.Options{HostPort: temporalAddress})
 		if err == nil {
 			dc.Close()
 		}

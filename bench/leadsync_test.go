@@ -46,6 +46,7 @@ const leadSyncLeads = 100_000
 // activity's plumbing) and outside its activities (workflow and activity
 // tasks). Use -benchtime 1x.
 func BenchmarkLeadSync(b *testing.B) {
+	scenario(b)
 	n := benchSize(b, "SITEOPS_BENCH_LEADS", leadSyncLeads)
 	for range b.N {
 		t := leadSyncRun(b, n)

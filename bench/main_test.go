@@ -2,15 +2,32 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"testing"
 
+	"github.com/siteops/siteops/internal/cluster"
 	"github.com/siteops/siteops/internal/devserver"
 )
 
-var server *devserver.Server
+// ClusterEnv names the directory of a running cluster of `localcluster up`
+// (`make cluster`): with it set, the benchmarks run against that cluster
+// instead of a dev server of their own.
+const ClusterEnv = "SITEOPS_BENCH_CLUSTER"
+
+// temporalAddress is the frontend every benchmark dials (namespace
+// "default"); serverPIDs are the Temporal server's processes, whose CPU
+// time BenchmarkOnboarding reads: the dev server, or the cluster's four
+// services.
+var (
+	temporalAddress string
+	serverPIDs      func(b *testing.B) []int
+)
 
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
@@ -21,16 +38,91 @@ func run(m *testing.M) int {
 	if f := flag.Lookup("test.bench"); f == nil || f.Value.String() == "" {
 		return m.Run() // no benchmark asked for: no server needed
 	}
+	if dir := os.Getenv(ClusterEnv); dir != "" {
+		if err := useCluster(dir); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: %s=%s: %v\n", ClusterEnv, dir, err)
+			return 1
+		}
+		fmt.Fprintf(os.Stderr, "bench: on the Temporal cluster in %s at %s\n", dir, temporalAddress)
+		return m.Run()
+	}
 	if _, err := devserver.FindCLI(); err != nil {
 		fmt.Fprintf(os.Stderr, "SKIP bench: %v\n", err)
 		return 0
 	}
-	var err error
-	server, err = devserver.Start(context.Background(), devserver.Options{})
+	server, err := devserver.Start(context.Background(), devserver.Options{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		return 1
 	}
 	defer server.Stop()
+	temporalAddress = server.Address
+	serverPIDs = func(b *testing.B) []int { return []int{devServerPID(b)} }
 	return m.Run()
+}
+
+// useCluster points the benchmarks at the cluster recorded in dir, which
+// must be running every service and serve plain gRPC (the benchmarks'
+// clients and the siteops processes they start dial without TLS).
+func useCluster(dir string) error {
+	c, err := cluster.Attach(dir, "", nil)
+	if err != nil {
+		return fmt.Errorf("%w; start one with `go run ./internal/cluster/cmd/localcluster up --dir %s`", err, dir)
+	}
+	if running := c.Running(); len(running) != len(cluster.Services) {
+		return fmt.Errorf("only %v of the cluster's services are running; restart it (localcluster down, then up)", running)
+	}
+	// The state file is package cluster's; the benchmarks read only what
+	// Cluster does not export: whether it serves TLS and its processes.
+	b, err := os.ReadFile(filepath.Join(c.Dir, "cluster.json"))
+	if err != nil {
+		return err
+	}
+	var st struct {
+		TLS  json.RawMessage         `json:"tls"`
+		PIDs map[cluster.Service]int `json:"pids"`
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		return fmt.Errorf("reading %s: %w", filepath.Join(c.Dir, "cluster.json"), err)
+	}
+	if len(st.TLS) > 0 && string(st.TLS) != "null" {
+		return fmt.Errorf("the cluster serves TLS; the benchmarks dial without it: start one without TLS (localcluster up)")
+	}
+	pids := make([]int, 0, len(st.PIDs))
+	for _, pid := range st.PIDs {
+		pids = append(pids, pid)
+	}
+	slices.Sort(pids)
+	temporalAddress = c.Address
+	serverPIDs = func(*testing.B) []int { return pids }
+	return nil
+}
+
+// benchCount is the count in the environment variable env, def when it is
+// unset: how many workers or relays a benchmark runs side by side.
+func benchCount(b *testing.B, env string, def int) int {
+	b.Helper()
+	v := os.Getenv(env)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 8 {
+		b.Fatalf("%s=%q: want a count from 1 to 8", env, v)
+	}
+	return n
+}
+
+// maxScenarioRuns bounds b.N for the benchmarks whose every iteration is a
+// whole scenario (seconds to minutes): under -benchtime 5000x they would
+// repeat it 5,000 times.
+const maxScenarioRuns = 20
+
+// scenario fails b at once when b.N asks for more runs of a whole scenario
+// than anyone means to wait for, and says what to pass instead.
+func scenario(b *testing.B) {
+	b.Helper()
+	if b.N > maxScenarioRuns {
+		b.Fatalf("%s runs a whole scenario per iteration; -benchtime asked for %d of them: run it with -benchtime 1x (and -count N for more runs)", b.Name(), b.N)
+	}
 }

@@ -44,6 +44,7 @@ func BenchmarkWorkerMemory(b *testing.B) {
 	defer func() { srv.Close(); sim.Close() }()
 	for _, cache := range []int{2000, 10_000} {
 		b.Run(fmt.Sprintf("cache=%d", cache), func(b *testing.B) {
+			scenario(b)
 			for range b.N {
 				rss, hwm := idleWorkerRSS(b, bin, sim, srv.URL, apiKey, cache, workflows)
 				b.ReportMetric(float64(rss)/(1<<20), "rss-MiB")
@@ -74,7 +75,7 @@ func idleWorkerRSS(b *testing.B, bin string, sim *simulator.Simulator, simURL, a
 
 	cmd := exec.Command(bin, "worker", "--skip-checks")
 	cmd.Env = append(os.Environ(),
-		"TEMPORAL_ADDRESS="+server.Address, "TEMPORAL_NAMESPACE=default", "SITEOPS_TASK_QUEUE="+queue,
+		"TEMPORAL_ADDRESS="+temporalAddress, "TEMPORAL_NAMESPACE=default", "SITEOPS_TASK_QUEUE="+queue,
 		"AGENTSITE_BASE_URL="+simURL, "AGENTSITE_API_KEY="+apiKey,
 		"SITEOPS_DATABASE_URL=sqlite://"+filepath.Join(b.TempDir(), "mem.db"),
 		"SITEOPS_METRICS_ADDR=", "SITEOPS_WORKER_VERSIONING=false", "SITEOPS_LOG_LEVEL=warn",

@@ -41,8 +41,8 @@ const onboardings = 50
 // BenchmarkOnboarding runs batches of 50 onboardings at once, alternating
 // the specs in examples/, through starter.Onboard to a published site on an
 // in-process worker (PostgreSQL store, simulator over HTTP), and batches of
-// 50 no-op workflows at once on the same dev server and a worker of their
-// own, each with as many no-op activities as the onboarding of the same
+// 50 no-op workflows at once on the same Temporal server and a worker of
+// their own, each with as many no-op activities as the onboarding of the same
 // spec and in the same shape: two in sequence (create the site, configure
 // the agent), the knowledge and FAQs eight at a time, then one (publish).
 // The batches run in the order onboardings, no-ops, no-ops, onboardings.
@@ -51,8 +51,10 @@ const onboardings = 50
 // result) of both and their ratios (goal: ≥ 0.8 for both), and, from the
 // histories of the second round, the median time a workflow's tasks waited
 // in the task queue, the time its activities ran, and its history length.
-// Use -benchtime 1x.
+// SITEOPS_BENCH_WORKERS=2 runs two workers on each task queue. Use
+// -benchtime 1x.
 func BenchmarkOnboarding(b *testing.B) {
+	scenario(b)
 	for range b.N {
 		onb, noop := onboardingRun(b, benchSize(b, "SITEOPS_BENCH_ONBOARDINGS", onboardings))
 		b.ReportMetric(onb.rate(), "onboardings/s")
@@ -93,8 +95,9 @@ type batchTimes struct {
 	// storingTexts is the time starter.Onboard spent storing knowledge
 	// texts, all onboardings together.
 	storingTexts time.Duration
-	// serverCPU is the CPU time the dev server used during the batches,
-	// selfCPU this process's (starter, worker, simulator).
+	// serverCPU is the CPU time the Temporal server (the dev server, or
+	// the cluster's four services) used during the batches, selfCPU this
+	// process's (starter, workers, simulator).
 	serverCPU, selfCPU time.Duration
 }
 
@@ -190,21 +193,30 @@ func onboardingRun(b *testing.B, n int) (onb, noop batchTimes) {
 	c := dial(b)
 	run := time.Now().UnixNano()
 
+	// SITEOPS_BENCH_WORKERS workers poll each task queue, each on a
+	// connection of its own as separate worker processes would (issue 13,
+	// item 7: one worker against two).
 	queue := fmt.Sprintf("bench-onboarding-%d", run)
-	w := sdkworker.New(c, queue, sdkworker.Options{})
-	worker.Register(w, activities.New(api, st))
-	if err := w.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer w.Stop()
 	noopQueue := fmt.Sprintf("bench-noop-%d", run)
-	nw := sdkworker.New(c, noopQueue, sdkworker.Options{})
-	nw.RegisterWorkflowWithOptions(noopOnboarding, workflow.RegisterOptions{Name: noopOnboardingName})
-	nw.RegisterActivityWithOptions(noopActivity, activity.RegisterOptions{Name: noopActivityName})
-	if err := nw.Start(); err != nil {
-		b.Fatal(err)
+	for i := range benchCount(b, "SITEOPS_BENCH_WORKERS", 1) {
+		wc := c
+		if i > 0 {
+			wc = dial(b)
+		}
+		w := sdkworker.New(wc, queue, sdkworker.Options{})
+		worker.Register(w, activities.New(api, st))
+		if err := w.Start(); err != nil {
+			b.Fatal(err)
+		}
+		defer w.Stop()
+		nw := sdkworker.New(wc, noopQueue, sdkworker.Options{})
+		nw.RegisterWorkflowWithOptions(noopOnboarding, workflow.RegisterOptions{Name: noopOnboardingName})
+		nw.RegisterActivityWithOptions(noopActivity, activity.RegisterOptions{Name: noopActivityName})
+		if err := nw.Start(); err != nil {
+			b.Fatal(err)
+		}
+		defer nw.Stop()
 	}
-	defer nw.Stop()
 	var storingTexts atomic.Int64
 	s := &starter.Starter{Client: c, Texts: timedTexts{TextStore: st, spent: &storingTexts}, TaskQueue: queue}
 
@@ -315,10 +327,10 @@ func onboardingRun(b *testing.B, n int) (onb, noop batchTimes) {
 func runBatch(b *testing.B, n int, f func(ctx context.Context, i int) error) (t batchTimes) {
 	b.Helper()
 	t = batchTimes{lat: make([]time.Duration, n)}
-	pid := devServerPID(b)
-	server0, self0 := procCPU(b, pid), procCPU(b, os.Getpid())
+	pids := serverPIDs(b)
+	server0, self0 := procsCPU(b, pids), procCPU(b, os.Getpid())
 	defer func() {
-		t.serverCPU, t.selfCPU = procCPU(b, pid)-server0, procCPU(b, os.Getpid())-self0
+		t.serverCPU, t.selfCPU = procsCPU(b, pids)-server0, procCPU(b, os.Getpid())-self0
 	}()
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -354,7 +366,7 @@ func (t timedTexts) PutKnowledgeText(ctx context.Context, text string) (string, 
 // devServerPID finds the dev server TestMain started, by its port.
 func devServerPID(b *testing.B) int {
 	b.Helper()
-	_, port, _ := strings.Cut(server.Address, ":")
+	_, port, _ := strings.Cut(temporalAddress, ":")
 	dirs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, d := range dirs {
 		cmd, err := os.ReadFile(d)
@@ -368,6 +380,16 @@ func devServerPID(b *testing.B) int {
 	}
 	b.Fatalf("no dev server process with port %s", port)
 	return 0
+}
+
+// procsCPU is the CPU time the processes pids have used together.
+func procsCPU(b *testing.B, pids []int) time.Duration {
+	b.Helper()
+	var d time.Duration
+	for _, pid := range pids {
+		d += procCPU(b, pid)
+	}
+	return d
 }
 
 // procCPU is the user and system CPU time a process has used, from

@@ -1,8 +1,14 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,63 +22,153 @@ import (
 	"github.com/siteops/siteops/workflows"
 )
 
-// BenchmarkRelayDispatch measures, in one run and against the same dev
-// server, how fast the relay as it runs in the ingress (the bulk lane's
-// pipelines: two on PostgreSQL, one on SQLite; 16 signals in flight,
-// batches of 500) turns b.N
-// lead.created events — each for a site of its own, so that none share a
-// signal — into SignalWithStart calls, and how fast 16 goroutines make the
-// same number of SignalWithStart calls with no store in between (the
-// ceiling). It reports both rates and the relay's share of the ceiling.
+// BenchmarkRelayDispatch measures, in one run and against the same
+// Temporal server, how fast the relay as the ingress runs it (the bulk
+// lane: 16 signals in flight, claims of 500; two pipelines on PostgreSQL,
+// one on SQLite) turns lead.created events into SignalWithStart calls, and
+// how fast the same calls go from 16 goroutines with no store in between
+// (the ceiling: the same concurrency). The events are for b.N/2 sites whose
+// lead syncs are started before the clock starts, as they are once a site
+// is onboarded, each site once per round, so that no two events share a
+// signal and none is held back by the relay's per-site coalescing: every
+// event is one SignalWithStart to a running workflow on both sides. The
+// rounds run raw, relay, relay, raw (b.N/2 calls or events each), so that a
+// load that drifts weighs on both alike; a relay round is timed from the
+// relay's start until its last batch is marked dispatched. It reports both
+// rates and the relay's share of the ceiling (goal ≥ 0.95).
+//
+// SITEOPS_BENCH_RELAYS=2 runs two relays (each with a client of its own,
+// as two ingress replicas would) against a ceiling of 32 goroutines.
 func BenchmarkRelayDispatch(b *testing.B) {
 	for _, d := range []store.Dialect{store.SQLite, store.Postgres} {
 		b.Run("store="+string(d), func(b *testing.B) {
-			st := storetest.Open(b, d)
+			relays := benchCount(b, "SITEOPS_BENCH_RELAYS", 1)
+			st := &dispatchCounter{Store: storetest.Open(b, d)}
 			c := dial(b)
+			clients := []client.Client{c}
+			for range relays - 1 {
+				clients = append(clients, dial(b))
+			}
+			const parallel = 16 // the relay's default per lane
 			run := time.Now().UnixNano()
-			for i := range b.N {
-				id := fmt.Sprintf("evt_r%d_%08d", run, i)
-				body := fmt.Sprintf(`{"id":%q,"type":"lead.created","created_at":"2026-11-21T09:00:00.000Z","data":{"site_id":"site_r%d_%06d","lead_id":"lead_%d"}}`, id, run, i, i)
-				if _, err := st.RecordEvent(b.Context(), store.InboxEvent{EventID: id, EventType: "lead.created", Lane: store.LaneBulk, EndpointID: "env", ReceivedAt: time.Now().Add(-time.Second), Body: []byte(body)}); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ResetTimer()
-			raw := signalWithStartRate(b, c, b.N, 16)
-			relay := &webhookingress.Relay{Store: st, Temporal: c, TaskQueue: taskQueue, Idle: 10 * time.Millisecond}
-			if d == store.Postgres {
-				relay.Pipelines = 2 // as the ingress runs it there
-			}
-			ctx, cancel := context.WithCancel(b.Context())
-			done := make(chan error, 1)
-			start := time.Now()
-			go func() { done <- relay.Run(ctx) }()
-			for {
-				s, err := st.InboxStatus(b.Context())
-				if err != nil {
-					b.Fatal(err)
-				}
-				if s.Undispatched == 0 {
-					break
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
-			elapsed := time.Since(start)
-			cancel()
-			<-done
+			sites := max(b.N/2, 1)
+			site := func(i int) string { return fmt.Sprintf("site_r%d_%06d", run, i) }
 			b.StopTimer()
-			rate := float64(b.N) / elapsed.Seconds()
+			_ = signalWithStartTime(b, c, sites, 2*parallel, site) // the lead syncs, started
+			b.StartTimer()
+			var rawTime, relayTime time.Duration
+			var rawCalls, relayed int
+			var rawCPU, relayCPU cpuTimes
+			for round, relayFirst := range []bool{false, true} {
+				for _, relay := range []bool{relayFirst, !relayFirst} {
+					if !relay {
+						before := readCPU(b)
+						// Labelled, so that a -cpuprofile tells the rounds
+						// apart (go tool pprof -tagfocus round=raw).
+						pprof.Do(b.Context(), pprof.Labels("round", "raw"), func(context.Context) {
+							rawTime += signalWithStartTime(b, c, sites, parallel*relays, site)
+						})
+						rawCPU = rawCPU.add(readCPU(b).sub(before))
+						rawCalls += sites
+						continue
+					}
+					b.StopTimer()
+					fillInbox(b, st.Store, fmt.Sprintf("%d_%d", run, round), sites, site)
+					b.StartTimer()
+					before := readCPU(b)
+					pprof.Do(b.Context(), pprof.Labels("round", "relay"), func(context.Context) {
+						relayTime += relayTimeFor(b, st, clients, d, sites)
+					})
+					relayCPU = relayCPU.add(readCPU(b).sub(before))
+					relayed += sites
+				}
+			}
+			b.StopTimer()
+			rate := float64(relayed) / relayTime.Seconds()
+			raw := float64(rawCalls) / rawTime.Seconds()
 			b.ReportMetric(rate, "events/s")
 			b.ReportMetric(raw, "raw-calls/s")
 			b.ReportMetric(rate/raw, "of-raw")
+			// Where the CPU went, per call or event: the Temporal server,
+			// PostgreSQL (all its processes on this machine), this process.
+			rawCPU.report(b, "raw", rawCalls)
+			relayCPU.report(b, "relay", relayed)
 		})
 	}
 }
 
-// signalWithStartRate makes n SignalWithStart calls of lead syncs from
-// workers goroutines and returns the calls per second.
-func signalWithStartRate(b *testing.B, c client.Client, n, workers int) float64 {
-	run := time.Now().UnixNano()
+// fillInbox records n lead.created events in the bulk lane, the i-th for
+// site(i).
+func fillInbox(b *testing.B, st *store.Store, run string, n int, site func(int) string) {
+	b.Helper()
+	for i := range n {
+		id := fmt.Sprintf("evt_r%s_%08d", run, i)
+		body := fmt.Sprintf(`{"id":%q,"type":"lead.created","created_at":"2026-11-21T09:00:00.000Z","data":{"site_id":%q,"lead_id":"lead_%d"}}`, id, site(i), i)
+		if _, err := st.RecordEvent(b.Context(), store.InboxEvent{EventID: id, EventType: "lead.created", Lane: store.LaneBulk, EndpointID: "env", ReceivedAt: time.Now().Add(-time.Second), Body: []byte(body)}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// relayTimeFor runs one relay per client over st until n more events are
+// marked dispatched and returns the time that took.
+func relayTimeFor(b *testing.B, st *dispatchCounter, clients []client.Client, d store.Dialect, n int) time.Duration {
+	b.Helper()
+	want := st.dispatched.Load() + int64(n)
+	ctx, cancel := context.WithCancel(b.Context())
+	var wg sync.WaitGroup
+	start := time.Now()
+	for _, c := range clients {
+		// Idle as in production (1 s): the relay claims at once when it
+		// starts and goes on while claims come back full; a shorter Idle
+		// would also refresh its gauges (three queries, one counting the
+		// whole inbox) that often, work the ingress does not do.
+		relay := &webhookingress.Relay{Store: st, Temporal: c, TaskQueue: taskQueue}
+		if d == store.Postgres {
+			relay.Pipelines = 2 // as the ingress runs it there
+		}
+		wg.Go(func() { _ = relay.Run(ctx) })
+	}
+	deadline := time.Now().Add(5 * time.Minute)
+	for st.dispatched.Load() < want {
+		if time.Now().After(deadline) {
+			cancel()
+			wg.Wait()
+			b.Fatalf("the relay dispatched %d of %d events in 5 minutes", st.dispatched.Load()-want+int64(n), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	elapsed := time.Since(start)
+	cancel()
+	wg.Wait()
+	return elapsed
+}
+
+// dispatchCounter is the relay's store, counting the events it marks
+// dispatched (with an outcome; failed attempts do not count).
+type dispatchCounter struct {
+	*store.Store
+	dispatched atomic.Int64
+}
+
+func (s *dispatchCounter) RecordDispatches(ctx context.Context, ds []store.Dispatch) error {
+	if err := s.Store.RecordDispatches(ctx, ds); err != nil {
+		return err
+	}
+	n := 0
+	for _, d := range ds {
+		if d.Outcome != "" {
+			n++
+		}
+	}
+	s.dispatched.Add(int64(n))
+	return nil
+}
+
+// signalWithStartTime makes n SignalWithStart calls of lead syncs, the
+// i-th for site(i), as the relay makes them, from workers goroutines and
+// returns the time they took.
+func signalWithStartTime(b *testing.B, c client.Client, n, workers int, site func(int) string) time.Duration {
 	var next atomic.Int64
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -83,10 +179,10 @@ func signalWithStartRate(b *testing.B, c client.Client, n, workers int) float64 
 				if i >= int64(n) {
 					return
 				}
-				site := fmt.Sprintf("site_w%d_%06d", run, i)
-				id := workflows.LeadSyncID(site)
-				_, err := c.SignalWithStartWorkflow(b.Context(), id, workflows.SignalLeadsCreated, workflows.LeadsCreatedSignal{EventIDs: []string{fmt.Sprint(i)}},
-					client.StartWorkflowOptions{ID: id, TaskQueue: taskQueue}, workflows.LeadSyncWorkflowName, workflows.LeadSyncInput{SiteID: site})
+				id := workflows.LeadSyncID(site(int(i)))
+				_, err := c.SignalWithStartWorkflow(b.Context(), id, workflows.SignalLeadsCreated, workflows.LeadsCreatedSignal{EventIDs: []string{fmt.Sprintf("evt_w%d", i)}},
+					client.StartWorkflowOptions{ID: id, TaskQueue: taskQueue, WorkflowIDReusePolicy: workflows.LeadSyncKind.Policy.Reuse},
+					workflows.LeadSyncWorkflowName, workflows.LeadSyncInput{SiteID: site(int(i))})
 				if err != nil {
 					b.Error(err)
 					return
@@ -95,5 +191,55 @@ func signalWithStartRate(b *testing.B, c client.Client, n, workers int) float64 
 		})
 	}
 	wg.Wait()
-	return float64(n) / time.Since(start).Seconds()
+	return time.Since(start)
+}
+
+// cpuTimes is CPU time used by the Temporal server, the local PostgreSQL
+// server and this process.
+type cpuTimes struct{ server, postgres, self time.Duration }
+
+func readCPU(b *testing.B) cpuTimes {
+	b.Helper()
+	return cpuTimes{server: procsCPU(b, serverPIDs(b)), postgres: postgresCPU(), self: procCPU(b, os.Getpid())}
+}
+
+func (t cpuTimes) sub(u cpuTimes) cpuTimes {
+	return cpuTimes{t.server - u.server, t.postgres - u.postgres, t.self - u.self}
+}
+
+func (t cpuTimes) add(u cpuTimes) cpuTimes {
+	return cpuTimes{t.server + u.server, t.postgres + u.postgres, t.self + u.self}
+}
+
+// report reports the CPU time per unit of n in microseconds, as
+// NAME-server-cpu-us, NAME-pg-cpu-us and NAME-self-cpu-us.
+func (t cpuTimes) report(b *testing.B, name string, n int) {
+	per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(n) }
+	b.ReportMetric(per(t.server), name+"-server-cpu-us")
+	b.ReportMetric(per(t.postgres), name+"-pg-cpu-us")
+	b.ReportMetric(per(t.self), name+"-self-cpu-us")
+}
+
+// postgresCPU is the CPU time of every postgres process on this machine,
+// with that of the backends that have exited (counted in their parent's
+// children times); zero where PostgreSQL runs elsewhere.
+func postgresCPU() time.Duration {
+	comms, _ := filepath.Glob("/proc/[0-9]*/comm")
+	var ticks int64
+	for _, c := range comms {
+		name, err := os.ReadFile(c)
+		if err != nil || strings.TrimSpace(string(name)) != "postgres" {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join(filepath.Dir(c), "stat"))
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+2:]))
+		for _, k := range []int{11, 12, 13, 14} { // utime, stime, cutime, cstime
+			v, _ := strconv.ParseInt(f[k], 10, 64)
+			ticks += v
+		}
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond
 }

@@ -18,8 +18,17 @@ import (
 // while the flushers are busy, so batches grow exactly when they help.
 // Every caller still returns only after its own row is committed (or the
 // commit failed, and it answers 503 so the sender retries).
+//
+// Two commits in flight, not more: every commit waits for PostgreSQL to
+// flush its WAL, one flush at a time, so more flushers only queue there
+// (their sessions wait on LWLock:WALWrite and IO:WALSync) with smaller
+// batches each. Measured with BenchmarkIngressAccept on PostgreSQL
+// (bench/README.md, 2026-11-24): 4 flushers committed about 3 deliveries
+// per transaction, 6.5–6.9k/s, and PostgreSQL spent 3.7–3.9 s of CPU per
+// 30,000; 2 committed 7–8, 11.8–12.4k/s, 1.0 s; 1 committed 13,
+// 12.7–13.5k/s, but then one slow flush stalls every delivery.
 const (
-	groupFlushers = 4   // commits in flight at once
+	groupFlushers = 2   // commits in flight at once
 	groupMaxBatch = 200 // events per INSERT (11 arguments each)
 	groupTimeout  = 30 * time.Second
 )
