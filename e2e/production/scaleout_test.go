@@ -202,18 +202,32 @@ func TestScaleOut(t *testing.T) {
 			}
 		}
 	})
-	var generated atomic.Int32
+	var generated, sent atomic.Int32
+	var generating atomic.Bool
+	generating.Store(true)
 	wg.Go(func() {
-		generated.Store(int32(generate(t, []string{ingressURL(0), ingressURL(1)}, leadSites, sc.genEvents)))
+		defer generating.Store(false)
+		generated.Store(int32(generate(t, []string{ingressURL(0), ingressURL(1)}, leadSites, sc.genEvents, &sent)))
 	})
 
 	// Mid-run: a worker and an ingress replica die and come back, each
 	// with its own environment, and serve again: the ingress answers its
 	// probes and accepts a delivery; the worker serves its metrics (and,
-	// checked at the end, ran tasks after its restart).
-	time.Sleep(2 * time.Second) // let the run get going; nothing waits on this
+	// checked at the end, ran tasks after its restart). They die once the
+	// generator is a third of the way through or half the onboardings have
+	// published, whichever comes first, so the kill lands on work in
+	// flight (checked below, not assumed).
+	eventually(t, 2*time.Minute, "the run a third of the way through", func() bool {
+		return int(sent.Load()) >= sc.genEvents/3 || int(onboarded.Load()) >= sc.onboardings/2
+	})
 	w1.kill()
 	in2.kill()
+	if !generating.Load() {
+		t.Errorf("the generator had finished before the kill; the kill did not land mid-run")
+	}
+	if got := int(onboarded.Load()); got == sc.onboardings {
+		t.Errorf("all %d onboardings had finished before the kill; the kill did not land mid-run", got)
+	}
 	// Only an event leased and not yet recorded when the replica died can
 	// be signalled twice: its successor signals it again once the lease
 	// runs out. Leases of the surviving replica count too (an upper bound).
@@ -382,10 +396,11 @@ func checkNoDoubledSideEffects(t *testing.T, sim *simulator.Simulator, spec star
 // generate sends n signed lead.created events, for leads the simulator
 // already has, alternately to the ingresses, retrying each until a 2xx
 // (a replica may be down). It returns how many were accepted as new.
-func generate(t *testing.T, ingresses, sites []string, n int) int {
+func generate(t *testing.T, ingresses, sites []string, n int, sent *atomic.Int32) int {
 	t.Helper()
 	accepted := 0
 	for i := range n {
+		sent.Store(int32(i))
 		id := fmt.Sprintf("evt_gen_%06d", i)
 		for attempt := 0; ; attempt++ {
 			code := deliver(t, ingresses[(i+attempt)%len(ingresses)], id, sites[i%len(sites)], fmt.Sprintf("lead_gen_%d", i))
