@@ -41,6 +41,11 @@ const (
 	curlStatusMarker = "<!-- e2e: curl-status -->"
 )
 
+// RequireCurlEnv, set to 1, makes TestHTTPAPICurlCommands fail instead of
+// skipping when bash or curl is missing: CI sets it (.ci/run installs
+// curl), so that the README's commands always run there.
+const RequireCurlEnv = "SITEOPS_REQUIRE_CURL"
+
 // TestHTTPAPICurlCommands runs the README's curl commands against the
 // HTTP API of a dev server (its --http-port): they start an onboarding
 // with inline knowledge through the Nexus endpoint and read its status,
@@ -52,6 +57,9 @@ const (
 func TestHTTPAPICurlCommands(t *testing.T) {
 	for _, tool := range []string{"bash", "curl"} {
 		if _, err := exec.LookPath(tool); err != nil {
+			if os.Getenv(RequireCurlEnv) == "1" {
+				t.Fatalf("the README's commands need %s, which is not on PATH (Debian: apt-get install %s); %s=1 makes this a failure", tool, tool, RequireCurlEnv)
+			}
 			t.Skipf("SKIP: the README's commands need %s", tool)
 		}
 	}
