@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -100,6 +101,11 @@ type Relay struct {
 	// they only queue for the connection.
 	Pipelines int
 	// Lease is how long a claimed event is hidden from other replicas (30 s).
+	// A relay starts dispatching a claimed event only in the first half of
+	// its lease, and a dispatch lasts at most a third of it, so that every
+	// event it dispatches is recorded before another replica may claim it
+	// again. Events it could not start in time stay undispatched until
+	// their lease runs out, and the relay claims fewer at once.
 	Lease time.Duration
 	// Idle is how long to wait for new events when a lane is empty (1 s);
 	// Wake cuts it short.
@@ -111,11 +117,12 @@ type Relay struct {
 	MaxAttempts int
 	// Retention is how long dispatched events are kept (30 days).
 	Retention time.Duration
-	// DispatchTimeout bounds one dispatch (10 s).
+	// DispatchTimeout bounds one dispatch (10 s; at most a third of the
+	// Lease).
 	DispatchTimeout time.Duration
 	// LeadCoalesce is how long after signalling a site's lead sync the
 	// relay holds back further lead.created for that site (1 s; at most
-	// half the Lease; negative for never). Held events stay claimed and
+	// a quarter of the Lease; negative for never). Held events stay claimed and
 	// undispatched in the inbox, so a relay that dies holding them loses
 	// nothing: their lease runs out and they are claimed again.
 	LeadCoalesce time.Duration
@@ -124,6 +131,7 @@ type Relay struct {
 	coalesce coalescer
 	wake     [2]chan struct{} // by lane
 	slots    [2]chan struct{} // by lane: Parallel signals in flight
+	claim    [2]atomic.Int32  // by lane: how many events the next claim takes
 	initOnce sync.Once
 }
 
@@ -159,12 +167,13 @@ func (r *Relay) init() {
 		if r.DispatchTimeout == 0 {
 			r.DispatchTimeout = 10 * time.Second
 		}
+		r.DispatchTimeout = min(r.DispatchTimeout, r.Lease/3)
 		if r.LeadCoalesce == 0 {
 			r.LeadCoalesce = time.Second
 		}
 		// A held event must go out while its lease still hides it from
-		// other replicas.
-		r.LeadCoalesce = min(r.LeadCoalesce, r.Lease/2)
+		// other replicas, early enough in it to be dispatched.
+		r.LeadCoalesce = min(r.LeadCoalesce, r.Lease/4)
 		if r.Now == nil {
 			r.Now = time.Now
 		}
@@ -234,7 +243,7 @@ func (r *Relay) loop(ctx context.Context, lane store.Lane) {
 		if err != nil && ctx.Err() == nil {
 			r.Logger.Error("relay: claiming events failed; retrying", "lane", laneName(lane), "error", err)
 		}
-		if n == r.batch(lane) {
+		if n >= r.claimSize(lane) {
 			continue // more may be waiting
 		}
 		wait := r.Idle
@@ -262,6 +271,31 @@ func (r *Relay) batch(lane store.Lane) int {
 	return r.BulkBatch
 }
 
+// claimSize is how many events the next claim of lane takes: the lane's
+// batch, or fewer after claims the relay could not dispatch within half
+// their lease.
+func (r *Relay) claimSize(lane store.Lane) int {
+	if n := int(r.claim[laneIndex(lane)].Load()); n > 0 {
+		return min(n, r.batch(lane))
+	}
+	return r.batch(lane)
+}
+
+// adjustClaim sets the next claim's size of lane after a batch: down to
+// what was dispatched in time when some events were not (never below
+// Parallel), and up by a quarter, to at most the batch, when the whole
+// batch was dispatched within a quarter of the lease.
+func (r *Relay) adjustClaim(lane store.Lane, dispatched, late int, took time.Duration) {
+	size := r.claimSize(lane)
+	switch {
+	case late > 0:
+		size = max(min(dispatched, size/2), min(r.Parallel, r.batch(lane)))
+	case took < r.Lease/4:
+		size = min(size+size/4+1, r.batch(lane))
+	}
+	r.claim[laneIndex(lane)].Store(int32(size))
+}
+
 func laneName(l store.Lane) string {
 	if l == store.LanePriority {
 		return "priority"
@@ -287,11 +321,15 @@ func (r *Relay) updateGauges(ctx context.Context) {
 type job struct {
 	evs  []store.InboxEvent
 	site string // for a lead.created group
+	// startBy is the latest time the job may start: half-way through the
+	// lease of its earliest claimed event.
+	startBy time.Time
 }
 
 // jobs groups claimed events: the lead.created events of a site together,
-// every other event alone, in the order claimed.
-func jobs(evs []store.InboxEvent) []*job {
+// every other event alone, in the order claimed; each must start by
+// startBy.
+func jobs(evs []store.InboxEvent, startBy time.Time) []*job {
 	var out []*job
 	bySite := map[string]*job{}
 	for _, ev := range evs {
@@ -301,13 +339,13 @@ func jobs(evs []store.InboxEvent) []*job {
 					j.evs = append(j.evs, ev)
 					continue
 				}
-				j := &job{evs: []store.InboxEvent{ev}, site: d.SiteID}
+				j := &job{evs: []store.InboxEvent{ev}, site: d.SiteID, startBy: startBy}
 				bySite[d.SiteID] = j
 				out = append(out, j)
 				continue
 			}
 		}
-		out = append(out, &job{evs: []store.InboxEvent{ev}})
+		out = append(out, &job{evs: []store.InboxEvent{ev}, startBy: startBy})
 	}
 	return out
 }
@@ -319,11 +357,12 @@ func jobs(evs []store.InboxEvent) []*job {
 // those held before whose interval is up.
 func (r *Relay) DispatchOnce(ctx context.Context, lane store.Lane) (int, error) {
 	r.init()
-	evs, err := r.Store.ClaimEvents(ctx, lane, r.batch(lane), r.Lease)
+	claimed := r.Now()
+	evs, err := r.Store.ClaimEvents(ctx, lane, r.claimSize(lane), r.Lease)
 	if err != nil {
 		return 0, err
 	}
-	js := jobs(evs)
+	js := jobs(evs, claimed.Add(r.Lease/2))
 	if lane == store.LaneBulk && r.LeadCoalesce > 0 {
 		js = r.coalesce.hold(js, r.Now(), r.LeadCoalesce, r.BulkBatch)
 	}
@@ -348,10 +387,20 @@ func (r *Relay) DispatchOnce(ctx context.Context, lane store.Lane) (int, error) 
 	// event (BenchmarkRelayDispatch's profile). A job takes one of the
 	// lane's slots, shared with the lane's other pipelines, from when it
 	// is handed out until it is dispatched.
+	//
+	// A job that could not start by its startBy is left undispatched: its
+	// events may be claimed again once their lease runs out, and had it
+	// gone out now, it could have been recorded only after that.
 	next := make(chan *job)
+	var late atomic.Int32
 	for range min(r.Parallel, len(js)) {
 		wg.Go(func() {
 			for j := range next {
+				if r.Now().After(j.startBy) {
+					late.Add(int32(len(j.evs)))
+					<-sem
+					continue
+				}
 				ds := r.handle(ctx, j)
 				<-sem
 				mu.Lock()
@@ -366,6 +415,11 @@ func (r *Relay) DispatchOnce(ctx context.Context, lane store.Lane) (int, error) 
 	}
 	close(next)
 	wg.Wait()
+	r.adjustClaim(lane, len(done), int(late.Load()), r.Now().Sub(claimed))
+	if n := late.Load(); n > 0 {
+		r.Logger.Warn("relay: events not dispatched within half their lease; they are claimed again when it runs out",
+			"lane", laneName(lane), "count", n, "next_claim", r.claimSize(lane))
+	}
 	// One transaction marks the batch and records every attempt.
 	if err := r.Store.RecordDispatches(ctx, done); err != nil {
 		// The leases run out and the events are dispatched again; the
@@ -428,10 +482,13 @@ func (c *coalescer) hold(js []*job, now time.Time, interval time.Duration, limit
 				out = append(out, j)
 				continue
 			}
-			h = &job{site: j.site}
+			h = &job{site: j.site, startBy: j.startBy}
 			c.held[j.site], c.due[j.site] = h, at.Add(interval)
 		}
 		c.count += h.add(j.evs)
+		if j.startBy.Before(h.startBy) {
+			h.startBy = j.startBy
+		}
 	}
 	for site, h := range c.held {
 		if now.Before(c.due[site]) && c.count < limit {

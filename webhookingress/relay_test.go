@@ -29,6 +29,8 @@ type fakeTemporal struct {
 	// batches holds the event ids of each lead-sync signal, by workflow ID.
 	batches map[string][][]string
 	run     int
+	// slow, when set, runs before each SignalWithStart: a slow server.
+	slow func()
 }
 
 type fakeRun struct {
@@ -52,6 +54,9 @@ func (f *fakeTemporal) SignalWorkflow(_ context.Context, wf, _, _ string, _ any)
 }
 
 func (f *fakeTemporal) SignalWithStartWorkflow(_ context.Context, wf, _ string, arg any, _ client.StartWorkflowOptions, _ any, _ ...any) (client.WorkflowRun, error) {
+	if f.slow != nil {
+		f.slow()
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.fail != nil {
@@ -399,4 +404,55 @@ func sortedCopy(s []string) []string {
 	out := slices.Clone(s)
 	slices.Sort(out)
 	return out
+}
+
+// TestRelayDispatchesOnlyWithinItsLease makes every signal take 2 s (on
+// the relay's clock) with one in flight: of a claim of 20, the relay starts
+// only those it can start in the first half of their 30 s lease, leaves
+// the rest leased and undispatched, and claims fewer next time. Once the
+// lease runs out the rest go out, each event signalled exactly once.
+func TestRelayDispatchesOnlyWithinItsLease(t *testing.T) {
+	f := newRelayFixture(t, store.SQLite, 0)
+	f.relay = &Relay{Store: f.st, Temporal: f.tmp, TaskQueue: "q", Now: f.clock, Metrics: NewMetrics(f.reg), Parallel: 1, LeadCoalesce: -1}
+	f.tmp.slow = func() { f.advance(2 * time.Second) }
+	const n = 20
+	for i := range n {
+		f.record(t, fmt.Sprintf("evt_%02d", i), "lead.created", fmt.Sprintf(`{"site_id":"site_%02d","lead_id":"lead_1"}`, i))
+	}
+	if k, err := f.relay.DispatchOnce(t.Context(), store.LaneBulk); err != nil || k != n {
+		t.Fatalf("claimed %d, %v; want %d", k, err, n)
+	}
+	// Signals start at 0, 2, …, 14 s: eight within the first 15 s.
+	if got := len(f.tmp.signals); got != 8 {
+		t.Errorf("%d events signalled in the first half of their lease, want 8", got)
+	}
+	if got := f.relay.claimSize(store.LaneBulk); got != 8 {
+		t.Errorf("the next claim takes %d, want the 8 that went out in time", got)
+	}
+	is, err := f.st.InboxStatus(t.Context())
+	if err != nil || is.Undispatched != n-8 {
+		t.Fatalf("inbox status %+v, %v; want %d undispatched", is, err, n-8)
+	}
+	// Still leased: nothing to claim until the lease runs out.
+	if k, _ := f.relay.DispatchOnce(t.Context(), store.LaneBulk); k != 0 {
+		t.Errorf("claimed %d events whose lease had not run out", k)
+	}
+	f.advance(15 * time.Second) // 31 s after the claim
+	for range 3 {
+		if _, err := f.relay.DispatchOnce(t.Context(), store.LaneBulk); err != nil {
+			t.Fatal(err)
+		}
+		f.advance(31 * time.Second)
+	}
+	if is, _ := f.st.InboxStatus(t.Context()); is.Undispatched != 0 {
+		t.Errorf("%d events still undispatched", is.Undispatched)
+	}
+	if len(f.tmp.signals) != n {
+		t.Errorf("%d lead syncs signalled, want %d", len(f.tmp.signals), n)
+	}
+	for wf, c := range f.tmp.signals {
+		if c != 1 {
+			t.Errorf("%s signalled %d times, want once", wf, c)
+		}
+	}
 }
