@@ -181,30 +181,55 @@ func Database(ctx context.Context, st *store.Store, where string) Result {
 }
 
 // SecretKey checks that SITEOPS_SECRET_KEY decrypts every active stored
-// secret.
+// secret. Without the key it is skipped while nothing is stored, and fails
+// once secrets are: the ingress would answer 503 to every delivery for
+// their receivers while it looked ready.
 func SecretKey(ctx context.Context, st *store.Store) Result {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if !st.HasSecretKey() {
-		return Skipped("secret key", "SITEOPS_SECRET_KEY is not set: stored webhook secrets cannot be used (needed by the ingress for named receivers, and to create endpoints)")
-	}
 	all, err := st.Secrets(ctx)
 	if err != nil {
 		return fail("secret key", err)
+	}
+	if !st.HasSecretKey() {
+		if len(all) == 0 {
+			return Skipped("secret key", "SITEOPS_SECRET_KEY is not set and no webhook secret is stored (the key is needed to create endpoints, and by the ingress for named receivers)")
+		}
+		return fail("secret key", noSecretKeyError(fmt.Sprintf("SITEOPS_SECRET_KEY is not set, and the store holds %d active webhook secret(s) encrypted with it: %s; without it the ingress refuses every delivery to their receivers; set SITEOPS_SECRET_KEY to the key they were stored under",
+			len(all), describeSecrets(all))))
 	}
 	bad, err := st.UnreadableSecrets(ctx)
 	if err != nil {
 		return fail("secret key", err)
 	}
 	if len(bad) > 0 {
-		ids := make([]string, len(bad))
-		for i, b := range bad {
-			ids[i] = fmt.Sprintf("%s (receiver %s)", b.EndpointID, workflows.ReceiverName(b.Receiver))
-		}
 		return fail("secret key", fmt.Errorf("%d of %d stored secrets do not decrypt with SITEOPS_SECRET_KEY: %s; set the key they were stored with, or run `siteops secret rekey`: %w",
-			len(bad), len(all), strings.Join(ids, ", "), store.ErrKeyMismatch))
+			len(bad), len(all), describeSecrets(bad), store.ErrKeyMismatch))
 	}
 	return ok("secret key", "decrypts all %d active stored secrets", len(all))
+}
+
+// noSecretKeyError is a missing SITEOPS_SECRET_KEY beside stored secrets.
+// It matches store.ErrNoSecretKey without that error's advice to make a
+// new key, which would not decrypt what is stored.
+type noSecretKeyError string
+
+func (e noSecretKeyError) Error() string        { return string(e) }
+func (e noSecretKeyError) Is(target error) bool { return target == store.ErrNoSecretKey }
+
+// describeSecrets names the endpoints of secrets and their receivers, the
+// first few of them, so that a line stays a line.
+func describeSecrets(secrets []store.SecretInfo) string {
+	const named = 5
+	ids := make([]string, 0, named+1)
+	for i, s := range secrets {
+		if i == named {
+			ids = append(ids, fmt.Sprintf("and %d more", len(secrets)-named))
+			break
+		}
+		ids = append(ids, fmt.Sprintf("%s (receiver %s)", s.EndpointID, workflows.ReceiverName(s.Receiver)))
+	}
+	return strings.Join(ids, ", ")
 }
 
 // Address checks that addr can be listened on; setting names the variable

@@ -3,10 +3,14 @@ package wiring
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/config"
 	"github.com/siteops/siteops/doctor"
 	"github.com/siteops/siteops/store"
@@ -116,4 +120,56 @@ func hasTable(t *testing.T, url, name string) bool {
 		t.Fatal(err)
 	}
 	return n > 0
+}
+
+// TestIngressRefusesWithoutTheSecretKey checks that an ingress started
+// with SITEOPS_WEBHOOK_SECRETS but without SITEOPS_SECRET_KEY beside
+// stored secrets refuses to start with the secret key check (it would
+// answer 503 to every delivery for their receivers while /readyz said
+// ready), and that one beside no stored secret starts.
+func TestIngressRefusesWithoutTheSecretKey(t *testing.T) {
+	t.Setenv("TEMPORAL_ADDRESS", "127.0.0.1:1") // the ingress dials lazily; never reached here
+	for _, tc := range []struct {
+		name    string
+		secrets bool
+		refuses bool
+	}{
+		{"secrets stored", true, true},
+		{"nothing stored", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			url := storetest.SQLiteURL(t)
+			st, err := store.Open(t.Context(), url, store.WithSecretKey(storetest.TestKey))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.secrets {
+				if err := st.PutSecret(t.Context(), "we_1", "main", agentsite.NewSigningSecret("whsec_ingress_check")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_ = st.Close()
+
+			for k, v := range map[string]string{"SITEOPS_DATABASE_URL": url, "SITEOPS_SECRET_KEY": "",
+				"SITEOPS_INGRESS_ADDR": "127.0.0.1:0", "SITEOPS_INGRESS_ADMIN_ADDR": "", "SITEOPS_WEBHOOK_SECRETS": "whsec_env_only"} {
+				t.Setenv(k, v)
+			}
+			var cfg IngressConfig
+			if err := config.Load(&cfg); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+			defer cancel()
+			err = RunIngress(ctx, cfg, slog.New(slog.DiscardHandler), nil, Preflight{})
+			var refused *PreflightError
+			switch {
+			case tc.refuses && (!errors.As(err, &refused) || refused.Result.Check != "secret key" || !errors.Is(err, store.ErrNoSecretKey)):
+				t.Errorf("RunIngress = %v, want a refusal by the secret key check matching store.ErrNoSecretKey", err)
+			case tc.refuses && !strings.Contains(err.Error(), "we_1 (receiver main)"):
+				t.Errorf("the refusal %q does not name the endpoint", err)
+			case !tc.refuses && err != nil:
+				t.Errorf("RunIngress beside no stored secret = %v, want it to serve until stopped", err)
+			}
+		})
+	}
 }

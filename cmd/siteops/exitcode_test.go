@@ -25,6 +25,8 @@ func TestExitCodesOfStartUpAndStoreErrors(t *testing.T) {
 		{"a database not migrated", fmt.Errorf("schema version 3: %w", doctor.ErrNotMigrated), exitFailed},
 		{"a key that cannot read the stored secrets", refused, exitAuth},
 		{"a bad setting", config.Invalid("SITEOPS_LOG_FORMAT=%q: use text or json", "xml"), exitUsage},
+		{"no secret key beside stored secrets", &wiring.PreflightError{Process: "ingress", Result: doctor.Result{Check: "secret key", Status: doctor.Fail,
+			Err: fmt.Errorf("SITEOPS_SECRET_KEY is not set, and the store holds 1 active webhook secret(s): %w", store.ErrNoSecretKey)}}, exitUsage},
 		{"a database that does not answer", fmt.Errorf("opening: %w", store.ErrUnreachable), exitUnreachable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

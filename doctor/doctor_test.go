@@ -1,0 +1,86 @@
+package doctor
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/siteops/siteops/agentsite"
+	"github.com/siteops/siteops/store"
+	"github.com/siteops/siteops/store/storetest"
+)
+
+// TestSecretKey checks the secret key check against what the store holds:
+// without SITEOPS_SECRET_KEY it is skipped only while no active secret is
+// stored, and fails naming the endpoints and the fix once one is.
+func TestSecretKey(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		store   func(t *testing.T, st *store.Store) // what the worker stored, with the key
+		key     bool                                // whether the check runs with the key
+		want    Status
+		wantErr error
+		says    []string
+	}{
+		{"no key, nothing stored", nil, false, Skip, nil, []string{"SITEOPS_SECRET_KEY is not set"}},
+		{"no key, only a retired secret", func(t *testing.T, st *store.Store) {
+			put(t, st, "we_old", "main")
+			if err := st.RetireSecret(t.Context(), "we_old", time.Now().Add(-time.Minute)); err != nil {
+				t.Fatal(err)
+			}
+		}, false, Skip, nil, nil},
+		{"no key, secrets stored", func(t *testing.T, st *store.Store) {
+			put(t, st, "we_1", "main")
+			put(t, st, "we_2", "")
+		}, false, Fail, store.ErrNoSecretKey, []string{"2 active webhook secret(s)", "we_1 (receiver main)", "we_2 (receiver default)", "set SITEOPS_SECRET_KEY to the key they were stored under"}},
+		{"the key, secrets stored", func(t *testing.T, st *store.Store) { put(t, st, "we_1", "main") }, true, OK, nil, []string{"decrypts all 1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			url := storetest.SQLiteURL(t)
+			withKey, err := store.Open(t.Context(), url, store.WithSecretKey(storetest.TestKey))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.store != nil {
+				tc.store(t, withKey)
+			}
+			_ = withKey.Close()
+			var opts []store.Option
+			if tc.key {
+				opts = append(opts, store.WithSecretKey(storetest.TestKey))
+			}
+			st, err := store.Open(t.Context(), url, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = st.Close() }()
+
+			r := SecretKey(t.Context(), st)
+			if r.Status != tc.want {
+				t.Errorf("status = %s (%s), want %s", r.Status, r.Detail, tc.want)
+			}
+			if tc.wantErr != nil && !errors.Is(r.Err, tc.wantErr) {
+				t.Errorf("err = %v, want one matching %v", r.Err, tc.wantErr)
+			}
+			for _, s := range tc.says {
+				if !strings.Contains(r.Detail, s) {
+					t.Errorf("detail %q does not say %q", r.Detail, s)
+				}
+			}
+			if strings.Contains(r.Detail, "openssl rand") {
+				t.Errorf("detail %q advises a new key, which would not decrypt the stored secrets", r.Detail)
+			}
+			if strings.Contains(r.Detail, "whsec_") {
+				t.Errorf("detail %q shows a secret", r.Detail)
+			}
+		})
+	}
+}
+
+func put(t *testing.T, st *store.Store, endpointID, receiver string) {
+	t.Helper()
+	if err := st.PutSecret(t.Context(), endpointID, receiver, agentsite.NewSigningSecret("whsec_doctor_"+endpointID)); err != nil {
+		t.Fatal(err)
+	}
+}
