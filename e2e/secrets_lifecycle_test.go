@@ -269,9 +269,16 @@ func TestDeletedEndpointSecretRefusedWithinOneReconcilePeriod(t *testing.T) {
 	if err != nil || d.Info.NumActions == 0 {
 		t.Fatalf("schedule %s: %+v, %v", workflows.SecretReconcileScheduleID, d, err)
 	}
-	if os.Getenv(recordEnv) != "" && len(d.Info.RecentActions) > 0 {
-		id := d.Info.RecentActions[0].StartWorkflowResult.WorkflowID
-		_ = e.client.GetWorkflow(t.Context(), id, "").Get(t.Context(), nil)
+	if len(d.Info.RecentActions) == 0 {
+		t.Fatalf("schedule %s lists no recent action", workflows.SecretReconcileScheduleID)
+	}
+	// siteops status reads a reconciliation by the ID its schedule gave it.
+	id := d.Info.RecentActions[0].StartWorkflowResult.WorkflowID
+	_ = e.client.GetWorkflow(t.Context(), id, "").Get(t.Context(), nil)
+	if out, code := e.run(t, nil, "status", id); code != 0 || !strings.Contains(out, "Completed") || !strings.Contains(out, "stored secret(s)") {
+		t.Errorf("status of a reconciliation: exit %d\n%s", code, out)
+	}
+	if os.Getenv(recordEnv) != "" {
 		recordHistory(t, e, id, "secret_reconcile")
 	}
 	// A worker started with another period brings the schedule to it;

@@ -66,9 +66,12 @@ func TestFailuresEndWaitsAtOnce(t *testing.T) {
 	}
 }
 
-// TestStatusOfEveryKind checks that status reports every kind of the
-// catalogue: a rotation's step and, for a running workflow, the activity
-// it waits on with its attempt and last failure.
+// TestStatusOfEveryKind checks that status reports the kinds of the
+// catalogue: a rotation's step; for a running workflow, the activity it
+// waits on with its attempt and last failure; a lead sync's progress; an
+// endpoint registration's endpoint and receiver. (The incident's status is
+// checked in the CLI tests, the reconciliation's in
+// TestDeletedEndpointSecretRefusedWithinOneReconcilePeriod.)
 func TestStatusOfEveryKind(t *testing.T) {
 	e := newEnv(t, store.SQLite, simulator.Config{})
 	e.startWorker(t)
@@ -100,6 +103,40 @@ func TestStatusOfEveryKind(t *testing.T) {
 		t.Errorf("status of a running onboarding:\n%s", out)
 	}
 	_ = e.client.TerminateWorkflow(t.Context(), "onboarding/bayside-dental", "", "test over")
+	if err := e.sim.SetFaults(simulator.Faults{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// A lead sync: its progress line.
+	site := e.site(t, "status-leads")
+	if _, err := e.sim.CreateLeads(site, 30); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := e.run(t, nil, "leads", "sync", "--site", site, "--timeout", "1m"); code != 0 {
+		t.Fatalf("leads sync: exit %d\n%s", code, out)
+	}
+	out, code = e.run(t, nil, "status", workflows.LeadSyncID(site))
+	if code != 0 || !strings.Contains(out, "Running") || !strings.Contains(out, "30 leads stored") || !strings.Contains(out, "caught up") {
+		t.Errorf("status of a lead sync: exit %d\n%s", code, out)
+	}
+	_ = e.client.CancelWorkflow(t.Context(), workflows.LeadSyncID(site), "")
+
+	// An endpoint registration: its step, endpoint and fingerprint.
+	const hookURL = "http://127.0.0.1:9/webhooks/status"
+	out, code = e.run(t, []string{"SITEOPS_SECRET_KEY=" + testSecretKey()}, "webhook", "create", "--url", hookURL, "--events", "lead.created", "-o", "json", "--timeout", "1m")
+	if code != 0 {
+		t.Fatalf("webhook create: exit %d\n%s", code, out)
+	}
+	var created struct {
+		EndpointID string `json:"endpoint_id"`
+	}
+	if err := json.Unmarshal([]byte(out), &created); err != nil || created.EndpointID == "" {
+		t.Fatalf("webhook create -o json: %v\n%s", err, out)
+	}
+	out, code = e.run(t, nil, "status", workflows.EndpointRegistrationID(hookURL, []string{"lead.created"}, "status", ""))
+	if code != 0 || !strings.Contains(out, "Completed") || !strings.Contains(out, "endpoint "+created.EndpointID) || !strings.Contains(out, "receiver status") {
+		t.Errorf("status of an endpoint registration: exit %d\n%s", code, out)
+	}
 }
 
 // TestUsageErrorsAndVersion checks exit code 2 and suggestions for
