@@ -16,9 +16,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"time"
 
 	"go.temporal.io/api/serviceerror"
@@ -233,16 +235,68 @@ func describeSecrets(secrets []store.SecretInfo) string {
 }
 
 // Address checks that addr can be listened on; setting names the variable
-// that chose it.
-func Address(setting, addr string) Result {
+// that chose it. An address in use passes when a siteops process answers
+// GET /healthz on it, as the worker's metrics address and the ingress's
+// address do: doctor run beside the running worker and ingress (the
+// README's "run it by hand") finds their addresses taken by them.
+func Address(ctx context.Context, setting, addr string) Result {
 	check := "address " + setting
 	if addr == "" {
 		return Skipped(check, "not set")
 	}
 	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fail(check, fmt.Errorf("%s=%s cannot be listened on (%v); free the port or choose another address", setting, addr, err))
+	if err == nil {
+		_ = ln.Close()
+		return ok(check, "%s is free", addr)
 	}
-	_ = ln.Close()
-	return ok(check, "%s is free", addr)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		if url, answers := siteopsAnswers(ctx, addr); answers {
+			return ok(check, "%s is in use by a running siteops process (it answers GET %s)", addr, url)
+		}
+	}
+	return fail(check, fmt.Errorf("%s=%s cannot be listened on (%v), and no siteops process answers GET /healthz there; free the port or choose another address", setting, addr, err))
+}
+
+// siteopsAnswers reports whether a siteops process answers GET /healthz on
+// addr as the worker ("ok") and the ingress ({"status":"ok"}) do, and the
+// URL it asked.
+func siteopsAnswers(ctx context.Context, addr string) (string, bool) {
+	url, err := LocalURL(addr, "/healthz")
+	if err != nil {
+		return "", false
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return url, false
+	}
+	resp, err := (&http.Client{}).Do(req)
+	if err != nil {
+		return url, false
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 256))
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return url, false
+	}
+	switch strings.TrimSpace(string(body)) {
+	case "ok", `{"status":"ok"}`:
+		return url, true
+	}
+	return url, false
+}
+
+// LocalURL is the URL of path on the process listening on addr, asked from
+// this machine: an address without a host, or on every interface
+// (":9090", "0.0.0.0:9090", "[::]:9090"), is asked on 127.0.0.1.
+func LocalURL(addr, path string) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", err
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port) + path, nil
 }

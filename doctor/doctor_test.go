@@ -2,6 +2,10 @@ package doctor
 
 import (
 	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -82,5 +86,81 @@ func put(t *testing.T, st *store.Store, endpointID, receiver string) {
 	t.Helper()
 	if err := st.PutSecret(t.Context(), endpointID, receiver, agentsite.NewSigningSecret("whsec_doctor_"+endpointID)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestAddress checks the address checks: a free address passes, one held
+// by a running siteops process (the worker's metrics endpoint answers
+// "ok", the ingress {"status":"ok"}) passes saying so, and one held by
+// anything else fails naming the setting.
+func TestAddress(t *testing.T) {
+	answering := func(body string) func(t *testing.T) string {
+		return func(t *testing.T) string {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path != "/healthz" {
+					http.NotFound(w, r)
+					return
+				}
+				_, _ = io.WriteString(w, body)
+			}))
+			t.Cleanup(srv.Close)
+			return srv.Listener.Addr().String()
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		hold func(t *testing.T) string // holds an address and returns it
+		want Status
+		says string
+	}{
+		{"free", func(t *testing.T) string {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			addr := ln.Addr().String()
+			_ = ln.Close()
+			return addr
+		}, OK, "is free"},
+		{"held by a siteops worker", answering("ok\n"), OK, "in use by a running siteops process"},
+		{"held by a siteops ingress", answering(`{"status":"ok"}` + "\n"), OK, "in use by a running siteops process"},
+		{"held by another server", answering("<html>welcome</html>"), Fail, "SITEOPS_METRICS_ADDR="},
+		{"held by a plain listener", func(t *testing.T) string {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = ln.Close() })
+			return ln.Addr().String()
+		}, Fail, "SITEOPS_METRICS_ADDR="},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			addr := tc.hold(t)
+			r := Address(t.Context(), "SITEOPS_METRICS_ADDR", addr)
+			if r.Status != tc.want || !strings.Contains(r.Detail, tc.says) {
+				t.Errorf("Address(%s) = %s %q, want %s saying %q", addr, r.Status, r.Detail, tc.want, tc.says)
+			}
+		})
+	}
+	if r := Address(t.Context(), "SITEOPS_METRICS_ADDR", ""); r.Status != Skip {
+		t.Errorf("Address of an empty setting = %s %q, want skip", r.Status, r.Detail)
+	}
+}
+
+func TestLocalURL(t *testing.T) {
+	for addr, want := range map[string]string{
+		":9090":          "http://127.0.0.1:9090/healthz",
+		"0.0.0.0:9090":   "http://127.0.0.1:9090/healthz",
+		"[::]:9090":      "http://127.0.0.1:9090/healthz",
+		"10.0.0.5:9090":  "http://10.0.0.5:9090/healthz",
+		"[::1]:9090":     "http://[::1]:9090/healthz",
+		"localhost:8088": "http://localhost:8088/healthz",
+	} {
+		if got, err := LocalURL(addr, "/healthz"); err != nil || got != want {
+			t.Errorf("LocalURL(%q) = %q, %v; want %q", addr, got, err, want)
+		}
+	}
+	if _, err := LocalURL("9090", "/healthz"); err == nil {
+		t.Error("LocalURL of an address without a port: no error")
 	}
 }

@@ -21,8 +21,9 @@ func (c *cli) doctorCmd() *cobra.Command {
 Temporal reachable and the namespace present, the search attributes siteops
 uses registered, the Agent-Site API accepting the key with the scopes siteops
 reads with, the database reachable and migrated, SITEOPS_SECRET_KEY able to
-decrypt the stored secrets, and the metrics and ingress addresses free. It
-changes nothing: it opens the database read-only, so a database that does not
+decrypt the stored secrets, and the metrics and ingress addresses free (or
+held by a running siteops worker or ingress, which answer GET /healthz
+there). It changes nothing: it opens the database read-only, so a database that does not
 exist or is not migrated fails (start the worker or the ingress, which create
 and migrate it). The exit code is that of the first failure (see --help of
 siteops), 0 when every check passes. The worker and the ingress run the
@@ -111,8 +112,8 @@ func (c *cli) diagnose(ctx context.Context, tf *temporalFlags) []doctor.Result {
 		}
 		_ = st.Close()
 	}
-	add(doctor.Address("SITEOPS_METRICS_ADDR", cfg.MetricsAddr))
-	add(doctor.Address("SITEOPS_INGRESS_ADDR", cfg.Addr))
+	add(doctor.Address(ctx, "SITEOPS_METRICS_ADDR", cfg.MetricsAddr))
+	add(doctor.Address(ctx, "SITEOPS_INGRESS_ADDR", cfg.Addr))
 	return results
 }
 

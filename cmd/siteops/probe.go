@@ -4,13 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/siteops/siteops/config"
+	"github.com/siteops/siteops/doctor"
 )
 
 // probeCmd is a container health check run inside the container: the
@@ -81,12 +81,9 @@ func probeURL(role string) (string, error) {
 	if addr == "" {
 		return "", usageError{fmt.Errorf("%s is empty, so the %s serves no %s to probe; set it, e.g. %s", setting, role, path, example)}
 	}
-	host, port, err := net.SplitHostPort(addr)
+	url, err := doctor.LocalURL(addr, path)
 	if err != nil {
 		return "", usageError{fmt.Errorf("%s=%q is not HOST:PORT (%w); set it, e.g. %s", setting, addr, err, example)}
 	}
-	if host == "" || host == "0.0.0.0" || host == "::" {
-		host = "127.0.0.1"
-	}
-	return "http://" + net.JoinHostPort(host, port) + path, nil
+	return url, nil
 }
