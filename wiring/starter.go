@@ -6,34 +6,41 @@ import (
 
 	"github.com/siteops/siteops/config"
 	"github.com/siteops/siteops/starter"
+	"github.com/siteops/siteops/store"
 )
 
 // Starter dials Temporal and, when db is given, opens the store for
 // knowledge texts, and returns a starter over them and the function that
-// closes them.
+// closes them. The store must exist (OpenExistingStore): texts written to
+// a store that no worker reads would fail the onboarding later, so it is
+// refused before anything starts.
 func Starter(ctx context.Context, t config.Temporal, db *config.Database, logger *slog.Logger) (*starter.Starter, func(), error) {
 	o, conn, err := TemporalOptions(t, logger, nil)
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err := Dial(ctx, o, conn)
-	if err != nil {
-		return nil, nil, err
-	}
-	s := &starter.Starter{Client: c, TaskQueue: t.TaskQueue, Namespace: conn.Namespace, DataConverter: o.DataConverter}
-	closers := []func(){c.Close}
-	if db != nil {
-		st, _, err := OpenStore(ctx, *db)
-		if err != nil {
-			c.Close()
-			return nil, nil, err
-		}
-		s.Texts = st
-		closers = append(closers, func() { _ = st.Close() })
-	}
-	return s, func() {
+	var closers []func()
+	closeAll := func() {
 		for _, f := range closers {
 			f()
 		}
-	}, nil
+	}
+	var texts *store.Store
+	if db != nil {
+		if texts, _, err = OpenExistingStore(ctx, *db); err != nil {
+			return nil, nil, err
+		}
+		closers = append(closers, func() { _ = texts.Close() })
+	}
+	c, err := Dial(ctx, o, conn)
+	if err != nil {
+		closeAll()
+		return nil, nil, err
+	}
+	closers = append(closers, c.Close)
+	s := &starter.Starter{Client: c, TaskQueue: t.TaskQueue, Namespace: conn.Namespace, DataConverter: o.DataConverter}
+	if texts != nil {
+		s.Texts = texts
+	}
+	return s, closeAll, nil
 }

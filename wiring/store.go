@@ -9,18 +9,22 @@ import (
 	"strings"
 
 	"github.com/siteops/siteops/config"
+	"github.com/siteops/siteops/doctor"
 	"github.com/siteops/siteops/store"
 )
 
 // ErrNoStore marks a database that does not exist yet: nothing has created
-// it, because only the worker and the ingress create and migrate it.
+// it, because only the worker and the ingress (and the demo, for its own)
+// create and migrate it.
 var ErrNoStore = errors.New("no siteops database")
 
 // startToMigrate is the fix for a missing or unmigrated database.
 const startToMigrate = "start the worker (`siteops worker`) or the ingress, which create and migrate it at start, or set SITEOPS_DATABASE_URL to the database they use"
 
-// OpenStore opens and migrates the store that d names, with the key that
-// encrypts signing secrets when SITEOPS_SECRET_KEY is set. With no
+// OpenStore opens and migrates the store that d names, creating it when
+// it does not exist, with the key that encrypts signing secrets when
+// SITEOPS_SECRET_KEY is set. Only the processes that own the store call
+// it (the worker, the ingress, the demo); commands use OpenExistingStore. With no
 // SITEOPS_DATABASE_URL it is the per-user SQLite file, whose directory it
 // creates. It returns the URL it opened (a password in it redacted), for
 // the process to say where its state is.
@@ -44,6 +48,53 @@ func OpenStore(ctx context.Context, d config.Database, opts ...store.Option) (*s
 	return st, store.Redact(url), nil
 }
 
+// OpenExistingStore opens the store that d names for reading and writing,
+// for the commands that work on what the worker and the ingress keep
+// there (events, secret retire and rekey, onboarding's knowledge texts):
+// it creates no directory, no file and no schema, and applies no
+// migration. A SQLite file that does not exist (or is empty), or a
+// database that no siteops process ever migrated, is ErrNoStore with the
+// fix; one behind this build's schema is doctor.ErrNotMigrated. It
+// returns the URL it opened, a password in it redacted.
+func OpenExistingStore(ctx context.Context, d config.Database) (*store.Store, string, error) {
+	url, key, err := storeSettings(d)
+	if err != nil {
+		return nil, "", err
+	}
+	where := store.Redact(url)
+	opts := []store.Option{store.WithoutMigration()}
+	if key != nil {
+		opts = append(opts, store.WithSecretKey(key))
+	}
+	if path, ok := sqlitePath(url); ok {
+		if err := sqliteExists(path, where); err != nil {
+			return nil, where, err
+		}
+		// SQLite's default mode creates a missing file; rw refuses to,
+		// should it go between the look and the open.
+		url = withQuery(url, "mode=rw")
+	}
+	st, err := store.Open(ctx, url, opts...)
+	if err != nil {
+		return nil, where, err
+	}
+	version, pending, err := st.PendingMigrations(ctx)
+	switch {
+	case err != nil:
+		err = fmt.Errorf("%s: %w", where, err)
+	case version == 0 && pending > 0:
+		err = fmt.Errorf("%w at %s (it holds no siteops schema): %s", ErrNoStore, where, startToMigrate)
+	case pending > 0:
+		err = fmt.Errorf("the store %s is at schema version %d with %d migration(s) of this build not applied: start the worker (`siteops worker`) or the ingress of this build, which migrate it at start: %w",
+			where, version, pending, doctor.ErrNotMigrated)
+	}
+	if err != nil {
+		_ = st.Close()
+		return nil, where, err
+	}
+	return st, where, nil
+}
+
 // InspectStore opens the store that d names as it is and read-only, for
 // commands that must change nothing (doctor, signature verify): it creates
 // no directory and no file and applies no migration. A SQLite file that
@@ -61,26 +112,39 @@ func InspectStore(ctx context.Context, d config.Database) (*store.Store, string,
 	}
 	readOnly := "default_transaction_read_only=on"
 	if path, ok := sqlitePath(url); ok {
-		fi, err := os.Stat(path)
-		switch {
-		case errors.Is(err, os.ErrNotExist):
-			return nil, where, fmt.Errorf("%w at %s: %s", ErrNoStore, where, startToMigrate)
-		case err != nil:
-			return nil, where, fmt.Errorf("the store %s cannot be read (%v); check SITEOPS_DATABASE_URL: %w", where, err, store.ErrUnreachable)
-		case fi.Size() == 0:
-			return nil, where, fmt.Errorf("%w at %s (the file is empty): %s", ErrNoStore, where, startToMigrate)
+		if err := sqliteExists(path, where); err != nil {
+			return nil, where, err
 		}
 		readOnly = "mode=ro"
 	}
-	sep := "?"
-	if strings.Contains(url, "?") {
-		sep = "&"
-	}
-	st, err := store.Open(ctx, url+sep+readOnly, opts...)
+	st, err := store.Open(ctx, withQuery(url, readOnly), opts...)
 	if err != nil {
 		return nil, where, err
 	}
 	return st, where, nil
+}
+
+// sqliteExists says, as ErrNoStore with the fix, when the SQLite file at
+// path (where, as messages name it) does not exist or is empty.
+func sqliteExists(path, where string) error {
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("%w at %s: %s", ErrNoStore, where, startToMigrate)
+	case err != nil:
+		return fmt.Errorf("the store %s cannot be read (%v); check SITEOPS_DATABASE_URL: %w", where, err, store.ErrUnreachable)
+	case fi.Size() == 0:
+		return fmt.Errorf("%w at %s (the file is empty): %s", ErrNoStore, where, startToMigrate)
+	}
+	return nil
+}
+
+// withQuery adds a query parameter to a database URL.
+func withQuery(url, param string) string {
+	if strings.Contains(url, "?") {
+		return url + "&" + param
+	}
+	return url + "?" + param
 }
 
 // StoreURL is the store d names, as a process says where its state is: the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -172,4 +173,99 @@ func TestIngressRefusesWithoutTheSecretKey(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestOpenExistingStore checks, on both databases, that the commands'
+// store opens only a store that a worker or an ingress migrated: a missing
+// SQLite file (its directory left uncreated), an empty one, or a database
+// no siteops process migrated is ErrNoStore with the fix; one behind this
+// build's schema is doctor.ErrNotMigrated; a migrated one opens for
+// writing. A password in the URL is never in a message.
+func TestOpenExistingStore(t *testing.T) {
+	state := t.TempDir()
+	t.Setenv("XDG_STATE_HOME", state)
+	for _, tc := range []struct {
+		name string
+		db   config.Database
+		made string // what must still not exist afterwards
+	}{
+		{"the default store", config.Database{}, filepath.Join(state, "siteops")},
+		{"a named file", config.Database{URL: "sqlite://" + filepath.Join(state, "elsewhere", "x.db")}, filepath.Join(state, "elsewhere")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, _, err := OpenExistingStore(t.Context(), tc.db); !errors.Is(err, ErrNoStore) || !strings.Contains(err.Error(), "SITEOPS_DATABASE_URL") {
+				t.Errorf("OpenExistingStore = %v; want ErrNoStore naming SITEOPS_DATABASE_URL", err)
+			}
+			if _, err := os.Stat(tc.made); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("%s exists after the open (%v); want it left uncreated", tc.made, err)
+			}
+		})
+	}
+	empty := filepath.Join(state, "empty.db")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := OpenExistingStore(t.Context(), config.Database{URL: "sqlite://" + empty}); !errors.Is(err, ErrNoStore) {
+		t.Errorf("an empty file: %v, want ErrNoStore", err)
+	}
+
+	for _, d := range []store.Dialect{store.SQLite, store.Postgres} {
+		t.Run(string(d), func(t *testing.T) {
+			url := storetest.SQLiteURL(t)
+			if d == store.Postgres {
+				url = withPassword(t, storetest.PostgresSchemaURL(t), "pw-not-to-print")
+			}
+			raw, err := store.Open(t.Context(), url, store.WithoutMigration())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := raw.DB().ExecContext(t.Context(), "CREATE TABLE unrelated (a INTEGER)"); err != nil {
+				t.Fatal(err)
+			}
+			_ = raw.Close()
+			_, where, err := OpenExistingStore(t.Context(), config.Database{URL: url})
+			if !errors.Is(err, ErrNoStore) || !strings.Contains(err.Error(), "start the worker") {
+				t.Errorf("a database no siteops process migrated: %v, want ErrNoStore with the fix", err)
+			}
+			if strings.Contains(where+err.Error(), "pw-not-to-print") {
+				t.Errorf("the password is in %q / %q", where, err)
+			}
+			if hasTable(t, url, "goose_db_version") {
+				t.Error("opening created goose's version table")
+			}
+
+			migrated, _, err := OpenStore(t.Context(), config.Database{URL: url})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = migrated.Close()
+			st, _, err := OpenExistingStore(t.Context(), config.Database{URL: url})
+			if err != nil {
+				t.Fatalf("a migrated store: %v", err)
+			}
+			if _, err := st.DB().ExecContext(t.Context(), "CREATE TABLE written (a INTEGER)"); err != nil {
+				t.Errorf("the store refused a write: %v", err)
+			}
+			// One migration undone in the record: the store is behind this build.
+			if _, err := st.DB().ExecContext(t.Context(), "DELETE FROM goose_db_version WHERE version_id = (SELECT max(version_id) FROM goose_db_version)"); err != nil {
+				t.Fatal(err)
+			}
+			_ = st.Close()
+			if _, _, err := OpenExistingStore(t.Context(), config.Database{URL: url}); !errors.Is(err, doctor.ErrNotMigrated) {
+				t.Errorf("a store behind this build: %v, want doctor.ErrNotMigrated", err)
+			}
+		})
+	}
+}
+
+// withPassword puts a password in a PostgreSQL URL (the test server
+// trusts local connections, so it is not checked).
+func withPassword(t *testing.T, raw, password string) string {
+	t.Helper()
+	u, err := neturl.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = neturl.UserPassword(u.User.Username(), password)
+	return u.String()
 }

@@ -21,9 +21,10 @@ import (
 )
 
 const eventsHelp = `They read and change only the store (SITEOPS_DATABASE_URL, the one the
-ingress records into); they need no Temporal connection. A replay changes
-rows of the inbox: the relay of a running 'siteops ingress' dispatches the
-replayed events, within about a second.`
+ingress records into); they need no Temporal connection, and create no
+store: where the worker or the ingress has made none, they exit 3 naming
+it. A replay changes rows of the inbox: the relay of a running 'siteops
+ingress' dispatches the replayed events, within about a second.`
 
 func (c *cli) eventsCmd() *cobra.Command {
 	cmd := group("events", "List, inspect and replay the webhook events in the inbox",

@@ -17,10 +17,7 @@ import (
 // the site's content) and the examples pass. A dry run needs neither
 // Temporal nor the database.
 func TestOnboardDryRunAppliesTheSchema(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "siteops")
-	if out, err := exec.CommandContext(t.Context(), "go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("building siteops: %v\n%s", err, out)
-	}
+	bin := siteopsBinary(t)
 	dir := t.TempDir()
 	run := func(args ...string) (stdout, stderr string, code int) {
 		t.Helper()

@@ -140,13 +140,16 @@ func apiClient() (*agentsite.Client, error) {
 	return wiring.APIClient(cfg, nil)
 }
 
-// openStore opens the store from the environment.
+// openStore opens the store from the environment as the worker and the
+// ingress left it: only they create and migrate it, so that a command run
+// with the wrong settings says so instead of working on a new, empty
+// store (wiring.OpenExistingStore).
 func openStore(cmd *cobra.Command) (*store.Store, error) {
 	var db config.Database
 	if err := config.Load(&db); err != nil {
 		return nil, err
 	}
-	st, _, err := wiring.OpenStore(cmd.Context(), db)
+	st, _, err := wiring.OpenExistingStore(cmd.Context(), db)
 	return st, err
 }
 
