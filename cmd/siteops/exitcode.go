@@ -27,20 +27,28 @@ const (
 	exitOK          = 0   // success
 	exitFailed      = 1   // the operation failed (or a wait timed out)
 	exitUsage       = 2   // usage or invalid input
-	exitNotFound    = 3   // the site, workflow, incident or endpoint does not exist
+	exitNotFound    = 3   // the site, workflow, incident, endpoint, event or store does not exist
 	exitAuth        = 4   // Temporal or Agent-Site refused the credentials or a scope
 	exitUnreachable = 5   // Temporal, the API or the database cannot be reached
 	exitInterrupted = 130 // interrupted (Ctrl-C); workflows go on
 )
 
+// exitCodesHelp is the README's table of exit codes, word for word
+// (TestExitCodesHelpMatchesTheREADME).
 const exitCodesHelp = `Exit codes:
-  0    success
-  1    the operation failed (or --timeout ended a wait; the workflow goes on)
-  2    usage error or invalid input (bad flags, a spec that breaks the contract)
-  3    not found (site, workflow, incident, rotation, endpoint)
-  4    authentication or permission (Temporal or Agent-Site)
-  5    unreachable (Temporal, the Agent-Site API, the database)
-  130  interrupted (Ctrl-C): siteops stopped waiting, the workflow goes on`
+  0    success (also: the same spec onboarded before, "already onboarded")
+  1    the operation failed, or --timeout ended a wait (the workflow goes on)
+  2    usage or invalid input: bad flags, a setting (also SITEOPS_SECRET_KEY
+       unset where it is needed), a spec that breaks the contract, a
+       different spec for a slug
+  3    not found: site, workflow, incident, rotation, endpoint, event, or a
+       store that no worker or ingress made
+  4    authentication or permission: Temporal (API key, certificate) or
+       Agent-Site (401/403), or a SITEOPS_SECRET_KEY that cannot read the
+       stored secrets
+  5    unreachable: Temporal, the Agent-Site API, the database
+  130  interrupted (Ctrl-C): "stopped waiting; onboarding/x continues —
+       siteops status onboarding/x"`
 
 // usageError is a mistake in how a command was called.
 type usageError struct{ err error }

@@ -2,6 +2,9 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/siteops/siteops/config"
@@ -34,5 +37,58 @@ func TestExitCodesOfStartUpAndStoreErrors(t *testing.T) {
 				t.Errorf("exitCode(%v) = %d, want %d", tc.err, got, tc.want)
 			}
 		})
+	}
+}
+
+// TestExitCodesHelpMatchesTheREADME checks that `siteops --help` and the
+// README's table give the same codes with the same meanings.
+func TestExitCodesHelpMatchesTheREADME(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, found := strings.Cut(string(b), "| exit code | meaning |\n|---|---|\n")
+	if !found {
+		t.Fatal("the README has no exit code table")
+	}
+	table, _, _ = strings.Cut(table, "\n\n")
+	readme := map[string]string{}
+	var order []string
+	for row := range strings.SplitSeq(table, "\n") {
+		cells := strings.Split(strings.Trim(row, "| "), " | ")
+		if len(cells) != 2 {
+			t.Fatalf("README row %q is not | code | meaning |", row)
+		}
+		readme[cells[0]] = strings.ReplaceAll(cells[1], "`", "")
+		order = append(order, cells[0])
+	}
+
+	help := map[string]string{}
+	code := ""
+	for line := range strings.SplitSeq(strings.TrimPrefix(exitCodesHelp, "Exit codes:\n"), "\n") {
+		if f := strings.Fields(line); len(f) > 0 && !strings.HasPrefix(line, "   ") {
+			code = f[0]
+			help[code] = strings.Join(f[1:], " ")
+			continue
+		}
+		help[code] += " " + strings.Join(strings.Fields(line), " ")
+	}
+	out, err := runCLI(t, "", "--help")
+	if err != nil || !strings.Contains(out, exitCodesHelp) {
+		t.Errorf("--help does not show the exit codes (%v):\n%s", err, out)
+	}
+
+	if len(help) != len(readme) {
+		t.Errorf("--help lists %d exit codes, the README %d", len(help), len(readme))
+	}
+	for _, c := range order {
+		if help[c] != readme[c] {
+			t.Errorf("exit code %s:\n--help: %q\nREADME: %q", c, help[c], readme[c])
+		}
+	}
+	for _, code := range []int{exitOK, exitFailed, exitUsage, exitNotFound, exitAuth, exitUnreachable, exitInterrupted} {
+		if _, ok := readme[strconv.Itoa(code)]; !ok {
+			t.Errorf("the README does not document exit code %d", code)
+		}
 	}
 }
