@@ -576,7 +576,9 @@ outcome.
 				}
 				return waitErr
 			}
-			writeReplays(cmd.OutOrStdout(), out, dryRun, wait, more, limit, operator)
+			// Only a wait that ended with every event handled says the
+			// relay dispatched them; the error says what a cut one means.
+			writeReplays(cmd.OutOrStdout(), out, dryRun, wait && waitErr == nil, more, limit, operator)
 			return waitErr
 		},
 	}
@@ -633,7 +635,7 @@ func writeReplays(w io.Writer, out []replayJSON, dryRun, waited, more bool, limi
 	}
 	for _, r := range out {
 		_, _ = fmt.Fprintf(w, "%s  %s  %s  was %s: %s\n", r.EventID, r.Type, dash(r.SiteID), r.PreviousStatus, r.Note)
-		if waited && r.Status != "" {
+		if r.Status != "" { // what the wait saw become of it
 			line := "    now " + r.Status
 			if r.WorkflowID != "" {
 				line += " → " + r.WorkflowID
@@ -691,10 +693,26 @@ func awaitReplays(ctx context.Context, cmd *cobra.Command, st *store.Store, wf *
 		select {
 		case <-ctx.Done():
 			if errors.Is(ctx.Err(), context.Canceled) && cmd.Context().Err() != nil {
-				return cmd.Context().Err()
+				return &replayWaitStopped{left: left, total: len(out), cause: cmd.Context().Err()}
 			}
 			return fmt.Errorf("%d of %d replayed event(s) not dispatched after %s (--timeout): is siteops ingress running against this store? They stay queued", left, len(out), wf.timeout)
 		case <-t.C:
 		}
 	}
 }
+
+// replayWaitStopped is a wait for replayed events that an interrupt ended,
+// worded as the other interrupted waits are: what goes on without the
+// command, and where to follow it. It matches the interrupt's cause
+// (exit 130).
+type replayWaitStopped struct {
+	left, total int
+	cause       error
+}
+
+func (e *replayWaitStopped) Error() string {
+	return fmt.Sprintf("stopped waiting; %d of %d replayed event(s) stay queued and the relay of a running siteops ingress dispatches them — siteops events list --pending",
+		e.left, e.total)
+}
+
+func (e *replayWaitStopped) Unwrap() error { return e.cause }
