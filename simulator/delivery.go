@@ -118,16 +118,25 @@ func (s *Simulator) backoff(n int) time.Duration {
 }
 
 func (s *Simulator) attempt(d delivery) {
+	// At most MaxConcurrentDeliveries attempts are in flight; the rest
+	// wait here, before their timeout starts.
+	select {
+	case s.sending <- struct{}{}:
+	case <-s.ctx.Done():
+		return
+	}
 	s.mu.Lock()
 	e := s.endpoints[d.endpointID]
 	if e == nil {
 		s.mu.Unlock()
+		<-s.sending
 		return // deleted: its pending deliveries stop
 	}
 	target, secret := e.URL, e.secret
 	s.mu.Unlock()
 
 	status, err := s.send(target, secret, d.event)
+	<-s.sending
 	rec := DeliveryRecord{At: s.now().UTC(), EventID: d.event.Envelope.ID, EventType: d.event.Envelope.Type, EndpointID: d.endpointID, Attempt: d.attempt, StatusCode: status, Duplicate: d.duplicate}
 	switch {
 	case err == nil && status >= 200 && status <= 299:

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -319,5 +320,57 @@ func TestKnowledgeConversationsAndBroadcastsEmit(t *testing.T) {
 	h.sim.mu.Unlock()
 	if status != "ready" {
 		t.Errorf("knowledge status = %q after knowledge.ready", status)
+	}
+}
+
+// TestDeliveriesInFlightAreBounded sends a burst of 40 events to a receiver
+// that holds every request: at most MaxConcurrentDeliveries are in flight,
+// the rest wait their turn untimed and all succeed once it answers.
+func TestDeliveriesInFlightAreBounded(t *testing.T) {
+	cfg := testConfig()
+	cfg.MaxConcurrentDeliveries = 4
+	cfg.DeliveryTimeout = 5 * time.Second
+	h := newHarness(t, cfg)
+	var mu sync.Mutex
+	inFlight, most := 0, 0
+	release := make(chan struct{})
+	slow := newReceiver(t)
+	slow.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		inFlight++
+		most = max(most, inFlight)
+		mu.Unlock()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+		mu.Lock()
+		inFlight--
+		mu.Unlock()
+	})
+	h.register(t, slow, "/slow", "lead.created")
+	id := h.createSite(t, "acme")
+	if _, err := h.sim.CreateLeads(id, 40); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "four requests in flight", func() bool { mu.Lock(); defer mu.Unlock(); return inFlight == 4 })
+	time.Sleep(100 * time.Millisecond) // room for a fifth to arrive, were it sent
+	close(release)
+	waitFor(t, "every delivery to succeed", func() bool {
+		ok := 0
+		for _, d := range h.sim.Deliveries() {
+			if d.Outcome == "succeeded" {
+				ok++
+			}
+		}
+		return ok == 40
+	})
+	if most != 4 {
+		t.Errorf("%d deliveries were in flight at once, want at most 4", most)
+	}
+	for _, d := range h.sim.Deliveries() {
+		if d.Outcome != "succeeded" {
+			t.Errorf("delivery %+v: every queued delivery should succeed on its first attempt", d)
+		}
 	}
 }

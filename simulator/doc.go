@@ -60,8 +60,10 @@
 // contract's headers and envelope, signed with the endpoint's secret at each
 // attempt. 10 s timeout; only 2xx is success; redirects are failures and are
 // not followed; up to 8 attempts; the n-th retry waits 2 s × 2^(n-1) with
-// ±25 % jitter, capped at 1 h, all divided by Config.TimeScale. The
-// receiver's address is checked when the endpoint is registered and again
+// ±25 % jitter, capped at 1 h, all divided by Config.TimeScale. At most
+// Config.MaxConcurrentDeliveries (64) attempts are in flight at once; a
+// burst of events queues for them, its timeout starting only when its
+// attempt does. The receiver's address is checked when the endpoint is registered and again
 // when each connection is dialled, so a name that later resolves to a
 // private address fails the delivery. Config.AllowLoopbackReceivers (test
 // mode) also allows http and any port on 127.0.0.0/8, ::1 and localhost,

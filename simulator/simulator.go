@@ -57,6 +57,10 @@ type Config struct {
 	KnowledgeDelay time.Duration
 	// DeliveryTimeout bounds one delivery attempt (default 10 s, not scaled).
 	DeliveryTimeout time.Duration
+	// MaxConcurrentDeliveries is how many delivery attempts are in flight
+	// at once, over all endpoints (default 64); the others wait their
+	// turn, untimed, as a real sender's queue does.
+	MaxConcurrentDeliveries int
 	// Faults are the faults in force at start.
 	Faults Faults
 	// Resolver resolves webhook hosts, at registration and at every
@@ -76,6 +80,7 @@ type Simulator struct {
 	log     *slog.Logger
 	handler http.Handler
 	sender  *http.Client
+	sending chan struct{} // delivery attempts in flight
 
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -133,6 +138,9 @@ func New(cfg Config) (*Simulator, error) {
 	if cfg.DeliveryTimeout == 0 {
 		cfg.DeliveryTimeout = 10 * time.Second
 	}
+	if cfg.MaxConcurrentDeliveries <= 0 {
+		cfg.MaxConcurrentDeliveries = 64
+	}
 	if cfg.IdempotencyRetention < 0 || cfg.KnowledgeDelay < 0 || cfg.DeliveryTimeout < 0 {
 		return nil, errors.New("simulator: durations must not be negative")
 	}
@@ -165,6 +173,7 @@ func New(cfg Config) (*Simulator, error) {
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.sender = s.newSender()
+	s.sending = make(chan struct{}, cfg.MaxConcurrentDeliveries)
 	s.handler = s.routes()
 	return s, nil
 }
