@@ -2,9 +2,7 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,23 +15,10 @@ import (
 // the site's content) and the examples pass. A dry run needs neither
 // Temporal nor the database.
 func TestOnboardDryRunAppliesTheSchema(t *testing.T) {
-	bin := siteopsBinary(t)
 	dir := t.TempDir()
 	run := func(args ...string) (stdout, stderr string, code int) {
 		t.Helper()
-		cmd := exec.CommandContext(t.Context(), bin, args...)
-		cmd.Dir = dir
-		var o, e strings.Builder
-		cmd.Stdout, cmd.Stderr = &o, &e
-		err := cmd.Run()
-		var exit *exec.ExitError
-		switch {
-		case errors.As(err, &exit):
-			code = exit.ExitCode()
-		case err != nil:
-			t.Fatalf("running siteops %v: %v", args, err)
-		}
-		return o.String(), e.String(), code
+		return runBinary(t, dir, os.Environ(), args...)
 	}
 	write := func(name, body string) {
 		t.Helper()
