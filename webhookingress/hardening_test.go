@@ -243,6 +243,16 @@ func TestSlowForgedBodiesDoNotDelayValidDeliveries(t *testing.T) {
 	}
 	nl, sl, ll := drain(heldLarge)
 	ns, ss, ls := drain(heldSmall)
+	// Every slot's body is cut by now, but a loaded machine may not have
+	// told every uploader yet: give them up to 5 s more.
+	for wait := time.Now().Add(5 * time.Second); nl < DefaultMaxConcurrent && time.Now().Before(wait); {
+		time.Sleep(50 * time.Millisecond)
+		n, s, l := drain(heldLarge)
+		if n > 0 && (sl == 0 || s < sl) {
+			sl = s
+		}
+		nl, ll = nl+n, max(ll, l)
+	}
 	t.Logf("valid deliveries: worst %s; slow bodies cut: %d at the cap (held %s to %s), %d small (held %s to %s)",
 		worst.Round(time.Millisecond), nl, sl.Round(time.Millisecond), ll.Round(time.Millisecond), ns, ss.Round(time.Millisecond), ls.Round(time.Millisecond))
 	if nl < DefaultMaxConcurrent || sl < 2500*time.Millisecond || sl > 4*time.Second {
