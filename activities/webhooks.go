@@ -94,7 +94,7 @@ func (a *Activities) CreateEndpoint(ctx context.Context, in CreateEndpointInput)
 	if err := a.Store.EndExpectation(ctx, in.Receiver, in.IdempotencyKey); err != nil {
 		return CreatedEndpoint{}, classify(err)
 	}
-	activity.GetLogger(ctx).Info("webhook endpoint created; secret stored", "endpoint_id", created.EndpointID, "receiver", in.Receiver, "fingerprint", created.Fingerprint)
+	activity.GetLogger(ctx).Info("webhook endpoint created; secret stored", "endpoint_id", created.EndpointID, "receiver", store.ReceiverName(in.Receiver), "fingerprint", created.Fingerprint)
 	return created, nil
 }
 
@@ -323,7 +323,7 @@ func (a *Activities) ReconcileSecrets(ctx context.Context) (ReconcileSecretsResu
 			if _, err := a.Store.Retire(ctx, s.EndpointID, now); err != nil && !errors.Is(err, store.ErrNotFound) {
 				return out, classify(err)
 			}
-			activity.GetLogger(ctx).Warn("retired the secret of an endpoint that no longer exists", "endpoint_id", s.EndpointID, "receiver", s.Receiver, "fingerprint", s.Fingerprint)
+			activity.GetLogger(ctx).Warn("retired the secret of an endpoint that no longer exists", "endpoint_id", s.EndpointID, "receiver", store.ReceiverName(s.Receiver), "fingerprint", s.Fingerprint)
 			out.Retired = append(out.Retired, s.EndpointID)
 		}
 	}

@@ -30,7 +30,6 @@ import (
 	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"
-	"github.com/siteops/siteops/workflows"
 )
 
 // Status is how a check came out.
@@ -229,7 +228,7 @@ func describeSecrets(secrets []store.SecretInfo) string {
 			ids = append(ids, fmt.Sprintf("and %d more", len(secrets)-named))
 			break
 		}
-		ids = append(ids, fmt.Sprintf("%s (receiver %s)", s.EndpointID, workflows.ReceiverName(s.Receiver)))
+		ids = append(ids, fmt.Sprintf("%s (receiver %s)", s.EndpointID, store.ReceiverName(s.Receiver)))
 	}
 	return strings.Join(ids, ", ")
 }

@@ -11,6 +11,17 @@ import (
 	"github.com/siteops/siteops/agentsite"
 )
 
+// ReceiverName names an ingress receiver for people, logs and metric
+// labels: "" (POST /webhooks) is "default", the name `siteops signature
+// verify --receiver` takes for it. The CLI, the doctor, the ingress and the
+// activities all name receivers with it.
+func ReceiverName(receiver string) string {
+	if receiver == "" {
+		return "default"
+	}
+	return receiver
+}
+
 // SecretInfo describes a stored signing secret without revealing it.
 type SecretInfo struct {
 	EndpointID  string

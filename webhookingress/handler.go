@@ -20,7 +20,6 @@ import (
 
 	"github.com/siteops/siteops/agentsite/webhook"
 	"github.com/siteops/siteops/store"
-	"github.com/siteops/siteops/workflows"
 )
 
 // DefaultMaxBody caps a delivery's body. The contract's envelope is four
@@ -331,7 +330,7 @@ func (h *Handler) receive(w http.ResponseWriter, r *http.Request, receiver strin
 		return
 	}
 	if err != nil && !errors.Is(err, errUnknownReceiver) {
-		h.opts.Logger.Error("secret lookup failed", "receiver", workflows.ReceiverName(receiver), "error", err)
+		h.opts.Logger.Error("secret lookup failed", "receiver", store.ReceiverName(receiver), "error", err)
 		h.reject(w, r, http.StatusServiceUnavailable, "store_unavailable")
 		return
 	}
@@ -367,7 +366,7 @@ func (h *Handler) receive(w http.ResponseWriter, r *http.Request, receiver strin
 		h.reject(w, r, http.StatusNotFound, "unknown_receiver")
 		return
 	case errors.Is(err, errStoreDown):
-		h.opts.Logger.Error("secret lookup failed", "receiver", workflows.ReceiverName(receiver), "error", err)
+		h.opts.Logger.Error("secret lookup failed", "receiver", store.ReceiverName(receiver), "error", err)
 		h.reject(w, r, http.StatusServiceUnavailable, "store_unavailable")
 		return
 	case err != nil:
@@ -411,7 +410,7 @@ func (h *Handler) receive(w http.ResponseWriter, r *http.Request, receiver strin
 		return
 	}
 	h.opts.Metrics.delivery(r.Context(), "accepted", "")
-	h.opts.Logger.Info("webhook event recorded", "event_id", clipLog(env.ID), "event_type", clipLog(string(env.Type)), "receiver", workflows.ReceiverName(receiver), "endpoint_id", endpointID)
+	h.opts.Logger.Info("webhook event recorded", "event_id", clipLog(env.ID), "event_type", clipLog(string(env.Type)), "receiver", store.ReceiverName(receiver), "endpoint_id", endpointID)
 	if h.opts.Recorded != nil {
 		h.opts.Recorded(lane)
 	}
@@ -501,7 +500,7 @@ func (h *Handler) recordMalformed(w http.ResponseWriter, r *http.Request, receiv
 	if ok, _ := h.logs.allow(); ok {
 		h.opts.Logger.Warn("verified webhook body is not an event envelope; recorded as malformed",
 			"event_id", id, "header_event_id", clipLog(r.Header.Get("svc-event-id")), "event_type", typ,
-			"receiver", workflows.ReceiverName(receiver), "endpoint_id", endpointID, "error", clip(parseErr.Error(), 256))
+			"receiver", store.ReceiverName(receiver), "endpoint_id", endpointID, "error", clip(parseErr.Error(), 256))
 	}
 	answer(w, http.StatusOK, "recorded_malformed")
 }
@@ -554,7 +553,7 @@ func (h *Handler) awaitNewSecret(ctx context.Context, receiver string, sig webho
 				return s, -1, fmt.Errorf("%w: %w", errStoreDown, err), true
 			case err == nil:
 				if idx, err := sig.Match(body, s.secrets); err == nil {
-					h.opts.Logger.Info("delivery verified with a newly stored secret", "receiver", workflows.ReceiverName(receiver), "endpoint_id", s.endpoints[idx])
+					h.opts.Logger.Info("delivery verified with a newly stored secret", "receiver", store.ReceiverName(receiver), "endpoint_id", s.endpoints[idx])
 					return s, idx, nil, true
 				}
 				first = webhook.ErrNoValidSignature // the receiver's secrets as they are now

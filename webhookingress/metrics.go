@@ -9,8 +9,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/telemetry"
-	"github.com/siteops/siteops/workflows"
 )
 
 const meterName = "github.com/siteops/siteops/webhookingress"
@@ -119,7 +119,7 @@ func (m *Metrics) logSuppressed(ctx context.Context) { m.suppressed.Add(ctx, 1) 
 // unreadableSecrets sets how many of the receiver's secrets do not
 // decrypt.
 func (m *Metrics) unreadableSecrets(ctx context.Context, receiver string, n int) {
-	m.unreadable.Record(ctx, int64(n), metric.WithAttributes(attribute.String("receiver", workflows.ReceiverName(receiver))))
+	m.unreadable.Record(ctx, int64(n), metric.WithAttributes(attribute.String("receiver", store.ReceiverName(receiver))))
 }
 
 // dispatch counts an inbox event the relay handled.

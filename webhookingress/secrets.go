@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/siteops/siteops/store"
-	"github.com/siteops/siteops/workflows"
 )
 
 // SecretStore is where signing secrets of registered endpoints live.
@@ -309,7 +308,7 @@ func (s *secretSource) noteUnreadable(ctx context.Context, receiver string, info
 	}
 	if changed && len(ids) > 0 && s.log != nil {
 		s.log.Error("stored signing secrets do not decrypt with SITEOPS_SECRET_KEY and are skipped; deliveries signed with them are refused",
-			"receiver", workflows.ReceiverName(receiver), "endpoints", key, "fix", "set the key they were stored with, or run `siteops secret rekey`")
+			"receiver", store.ReceiverName(receiver), "endpoints", key, "fix", "set the key they were stored with, or run `siteops secret rekey`")
 	}
 }
 

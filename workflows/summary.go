@@ -3,6 +3,8 @@ package workflows
 import (
 	"fmt"
 	"time"
+
+	"github.com/siteops/siteops/store"
 )
 
 // Summary implements Status.
@@ -75,18 +77,7 @@ func (s *SecretRotationStatus) Summary() []string {
 
 // Summary implements Status.
 func (s *EndpointRegistrationStatus) Summary() []string {
-	return []string{fmt.Sprintf("step %s  endpoint %s → %s (receiver %s)  fingerprint %s", s.Step, orNone(s.EndpointID), s.URL, ReceiverName(s.Receiver), orNone(s.Fingerprint))}
-}
-
-// ReceiverName names an ingress receiver for people, logs and metric
-// labels: "" (POST /webhooks) is "default", the name `siteops signature
-// verify --receiver` takes for it. The CLI, the doctor and the ingress all
-// name receivers with it.
-func ReceiverName(receiver string) string {
-	if receiver == "" {
-		return "default"
-	}
-	return receiver
+	return []string{fmt.Sprintf("step %s  endpoint %s → %s (receiver %s)  fingerprint %s", s.Step, orNone(s.EndpointID), s.URL, store.ReceiverName(s.Receiver), orNone(s.Fingerprint))}
 }
 
 func orNone(s string) string {

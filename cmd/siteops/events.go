@@ -17,7 +17,6 @@ import (
 	"github.com/siteops/siteops/agentsite/webhook"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/webhookingress"
-	"github.com/siteops/siteops/workflows"
 )
 
 const eventsHelp = `They read and change only the store (SITEOPS_DATABASE_URL, the one the
@@ -125,7 +124,7 @@ func toEventJSON(r store.EventRecord) eventJSON {
 		EventID: r.EventID, Type: eventType(r), Kind: r.Kind, SiteID: r.SiteID, ReceivedAt: r.ReceivedAt,
 		Status: r.Status(), Outcome: r.Outcome, DispatchedAt: optTime(r.DispatchedAt), Attempts: r.Attempts, Failures: r.Failures,
 		LastError: r.LastError, Replays: r.Replays, ReplayedAt: optTime(r.ReplayedAt), ReplayedBy: r.ReplayedBy,
-		Receiver: workflows.ReceiverName(r.Receiver), EndpointID: r.EndpointID, SubjectEventID: r.SubjectEventID,
+		Receiver: store.ReceiverName(r.Receiver), EndpointID: r.EndpointID, SubjectEventID: r.SubjectEventID,
 	}
 	if r.Outcome == "" {
 		e.NextAttemptAt = optTime(r.NextAttemptAt)
@@ -336,7 +335,7 @@ type historyJSON struct {
 }
 
 func verification(d store.EventDetail) verificationJSON {
-	v := verificationJSON{Receiver: workflows.ReceiverName(d.Receiver), EndpointID: d.EndpointID, Fingerprint: d.Fingerprint}
+	v := verificationJSON{Receiver: store.ReceiverName(d.Receiver), EndpointID: d.EndpointID, Fingerprint: d.Fingerprint}
 	switch {
 	case d.Fingerprint != "":
 		v.Secret = "stored"
@@ -409,10 +408,10 @@ func writeEventDetail(w io.Writer, d store.EventDetail) error {
 	if d.SubjectEventID != "" {
 		p("about", "the first delivery verified with endpoint %s's stored secret: event %s", d.EndpointID, d.SubjectEventID)
 	}
-	p("received", "%s on receiver %s", d.ReceivedAt.Format(stamp), workflows.ReceiverName(d.Receiver))
+	p("received", "%s on receiver %s", d.ReceivedAt.Format(stamp), store.ReceiverName(d.Receiver))
 	switch v := verification(d); v.Secret {
 	case "stored":
-		p("verified", "with the stored secret of endpoint %s (receiver %s), fingerprint %s", d.EndpointID, workflows.ReceiverName(d.SecretReceiver), d.Fingerprint)
+		p("verified", "with the stored secret of endpoint %s (receiver %s), fingerprint %s", d.EndpointID, store.ReceiverName(d.SecretReceiver), d.Fingerprint)
 	case "env":
 		p("verified", "with a secret of SITEOPS_WEBHOOK_SECRETS (not stored, so no fingerprint here)")
 	default:

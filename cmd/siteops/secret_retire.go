@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/siteops/siteops/store"
-	"github.com/siteops/siteops/workflows"
 )
 
 func (c *cli) secretRetireCmd() *cobra.Command {
@@ -81,7 +80,7 @@ is not stored and cannot be retired here: remove it from that variable.`,
 				verb = "retired at"
 			}
 			_, err = fmt.Fprintf(cmd.OutOrStdout(), "secret of endpoint %s (receiver %s, fingerprint %s) %s %s\n",
-				info.EndpointID, workflows.ReceiverName(info.Receiver), info.Fingerprint, verb, end.Format(time.RFC3339))
+				info.EndpointID, store.ReceiverName(info.Receiver), info.Fingerprint, verb, end.Format(time.RFC3339))
 			return err
 		},
 	}

@@ -15,7 +15,6 @@ import (
 	"github.com/siteops/siteops/config"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/wiring"
-	"github.com/siteops/siteops/workflows"
 )
 
 // secretsEnv names the variable the signature commands read secrets from,
@@ -104,7 +103,7 @@ verifies it. Only fingerprints are printed, never secrets.`,
 			case errors.Is(err, webhook.ErrNoValidSignature):
 				holder := secretsEnv + " holds"
 				if names != nil {
-					holder = fmt.Sprintf("the secrets stored for receiver %s hold", workflows.ReceiverName(receiver))
+					holder = fmt.Sprintf("the secrets stored for receiver %s hold", store.ReceiverName(receiver))
 				}
 				return fmt.Errorf("%w; check that the body is byte for byte what was received (no proxy re-encoding), and that %s this endpoint's secret", err, holder)
 			case errors.Is(err, webhook.ErrTimestampOutsideWindow):
@@ -166,7 +165,7 @@ func readBody(cmd *cobra.Command, path string) ([]byte, error) {
 // It opens the store read-only: a check creates no database and migrates
 // none.
 func storedSecrets(cmd *cobra.Command, receiver string) (secrets, endpoints []string, err error) {
-	if receiver == workflows.ReceiverName("") {
+	if receiver == store.ReceiverName("") {
 		receiver = ""
 	}
 	var db config.Database
@@ -175,7 +174,7 @@ func storedSecrets(cmd *cobra.Command, receiver string) (secrets, endpoints []st
 	}
 	if db.SecretKey == "" {
 		return nil, nil, usageError{fmt.Errorf("SITEOPS_SECRET_KEY is not set, and the secrets stored for receiver %s are encrypted with it: set it to the key the worker and the ingress use, or verify with %s instead of --receiver",
-			workflows.ReceiverName(receiver), secretsEnv)}
+			store.ReceiverName(receiver), secretsEnv)}
 	}
 	st, _, err := wiring.InspectStore(cmd.Context(), db)
 	if err != nil {
@@ -191,7 +190,7 @@ func storedSecrets(cmd *cobra.Command, receiver string) (secrets, endpoints []st
 		endpoints = append(endpoints, set.Infos[i].EndpointID)
 	}
 	if len(secrets) == 0 {
-		msg := fmt.Sprintf("no active secret is stored for receiver %s", workflows.ReceiverName(receiver))
+		msg := fmt.Sprintf("no active secret is stored for receiver %s", store.ReceiverName(receiver))
 		if len(set.Unreadable) > 0 {
 			msg += fmt.Sprintf(" that decrypts with SITEOPS_SECRET_KEY (%d do not; see `siteops doctor`)", len(set.Unreadable))
 		}

@@ -74,7 +74,7 @@ same URL and events on purpose, give it a --label.`,
 						return err
 					}
 				} else if _, err := fmt.Fprintf(cmd.OutOrStdout(), "endpoint %s → %s (receiver %s) for %s; %s, fingerprint %s\n",
-					st.EndpointID, st.URL, workflows.ReceiverName(receiver), strings.Join(st.Events, ", "), what, st.Fingerprint); err != nil {
+					st.EndpointID, st.URL, store.ReceiverName(receiver), strings.Join(st.Events, ", "), what, st.Fingerprint); err != nil {
 					return err
 				}
 				if !usable {
@@ -228,7 +228,7 @@ fixed or 'siteops secret rekey' runs), or not stored. Never the secrets.`,
 						out[i].Secret = "not-stored"
 					}
 					if ok {
-						out[i].Receiver, out[i].Fingerprint = workflows.ReceiverName(info.Receiver), info.Fingerprint
+						out[i].Receiver, out[i].Fingerprint = store.ReceiverName(info.Receiver), info.Fingerprint
 					}
 				}
 			}
