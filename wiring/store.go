@@ -57,24 +57,9 @@ func OpenStore(ctx context.Context, d config.Database, opts ...store.Option) (*s
 // fix; one behind this build's schema is doctor.ErrNotMigrated. It
 // returns the URL it opened, a password in it redacted.
 func OpenExistingStore(ctx context.Context, d config.Database) (*store.Store, string, error) {
-	url, key, err := storeSettings(d)
-	if err != nil {
-		return nil, "", err
-	}
-	where := store.Redact(url)
-	opts := []store.Option{store.WithoutMigration()}
-	if key != nil {
-		opts = append(opts, store.WithSecretKey(key))
-	}
-	if path, ok := sqlitePath(url); ok {
-		if err := sqliteExists(path, where); err != nil {
-			return nil, where, err
-		}
-		// SQLite's default mode creates a missing file; rw refuses to,
-		// should it go between the look and the open.
-		url = withQuery(url, "mode=rw")
-	}
-	st, err := store.Open(ctx, url, opts...)
+	// SQLite's default mode creates a missing file; rw refuses to, should
+	// it go between the look and the open.
+	st, where, err := openAsIs(ctx, d, "mode=rw", "")
 	if err != nil {
 		return nil, where, err
 	}
@@ -101,6 +86,14 @@ func OpenExistingStore(ctx context.Context, d config.Database) (*store.Store, st
 // does not exist (or is empty) is ErrNoStore, with the fix. SQLite may
 // still create the -wal and -shm files a reader of a WAL database needs.
 func InspectStore(ctx context.Context, d config.Database) (*store.Store, string, error) {
+	return openAsIs(ctx, d, "mode=ro", "default_transaction_read_only=on")
+}
+
+// openAsIs opens the store that d names without creating or migrating
+// anything, adding sqliteParam or postgresParam (when not empty) to its
+// URL. A SQLite file that does not exist (or is empty) is ErrNoStore. It
+// returns the URL as messages name it, a password redacted.
+func openAsIs(ctx context.Context, d config.Database, sqliteParam, postgresParam string) (*store.Store, string, error) {
 	url, key, err := storeSettings(d)
 	if err != nil {
 		return nil, "", err
@@ -110,14 +103,17 @@ func InspectStore(ctx context.Context, d config.Database) (*store.Store, string,
 	if key != nil {
 		opts = append(opts, store.WithSecretKey(key))
 	}
-	readOnly := "default_transaction_read_only=on"
+	param := postgresParam
 	if path, ok := sqlitePath(url); ok {
 		if err := sqliteExists(path, where); err != nil {
 			return nil, where, err
 		}
-		readOnly = "mode=ro"
+		param = sqliteParam
 	}
-	st, err := store.Open(ctx, withQuery(url, readOnly), opts...)
+	if param != "" {
+		url = withQuery(url, param)
+	}
+	st, err := store.Open(ctx, url, opts...)
 	if err != nil {
 		return nil, where, err
 	}
