@@ -7,6 +7,7 @@ import (
 
 	"github.com/siteops/siteops/internal/testcerts"
 	"github.com/siteops/siteops/simulator"
+	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/store/storetest"
 )
 
@@ -18,7 +19,15 @@ import (
 func TestMutualTLS(t *testing.T) {
 	need(t)
 	_, simURL := newSimulator(t, simulator.Config{})
-	db := []string{"SITEOPS_DATABASE_URL=" + storetest.PostgresSchemaURL(t), "AGENTSITE_BASE_URL=" + simURL, "AGENTSITE_API_KEY=" + apiKey,
+	dbURL := storetest.PostgresSchemaURL(t)
+	// The store made and migrated up front, as a worker that ran before
+	// would have: onboard, started beside the worker here, creates none.
+	st, err := store.Open(t.Context(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = st.Close()
+	db := []string{"SITEOPS_DATABASE_URL=" + dbURL, "AGENTSITE_BASE_URL=" + simURL, "AGENTSITE_API_KEY=" + apiKey,
 		"SITEOPS_TASK_QUEUE=tls-" + t.Name(), "SITEOPS_METRICS_ADDR="}
 	env := append(clusterEnv(), db...)
 
