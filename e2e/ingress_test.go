@@ -83,7 +83,17 @@ func TestLeadCreatedWakesTheLeadSync(t *testing.T) {
 				st, _ := e.store.InboxStatus(t.Context())
 				return st.Undispatched == 0 && st.Total >= 50
 			})
-			if n := telemetrytest.Value(t, in.metrics, "siteops_relay_dispatched_total", "type", "lead.created", "outcome", webhookingress.OutcomeSignalled); n != 50 {
+			// The relay counts a batch just after it records it: the
+			// inbox can show it dispatched a moment before the metric
+			// does, so read it until it settles.
+			signalled := func() float64 {
+				return telemetrytest.Value(t, in.metrics, "siteops_relay_dispatched_total", "type", "lead.created", "outcome", webhookingress.OutcomeSignalled)
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for signalled() < 50 && time.Now().Before(deadline) {
+				time.Sleep(20 * time.Millisecond)
+			}
+			if n := signalled(); n != 50 {
 				t.Errorf("%v lead.created events signalled, want 50", n)
 			}
 			eventually(t, 30*time.Second, "the lead sync to count 50 events", func() bool {

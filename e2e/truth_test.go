@@ -115,7 +115,12 @@ func TestStatusOfEveryKind(t *testing.T) {
 	if out, code := e.run(t, nil, "leads", "sync", "--site", site, "--timeout", "1m"); code != 0 {
 		t.Fatalf("leads sync: exit %d\n%s", code, out)
 	}
-	out, code = e.run(t, nil, "status", workflows.LeadSyncID(site))
+	// leads sync returns once the sync is asked for; status shows it
+	// syncing, then caught up.
+	eventually(t, 30*time.Second, "the lead sync to catch up", func() bool {
+		out, code = e.run(t, nil, "status", workflows.LeadSyncID(site))
+		return code != 0 || strings.Contains(out, "caught up")
+	})
 	if code != 0 || !strings.Contains(out, "Running") || !strings.Contains(out, "30 leads stored") || !strings.Contains(out, "caught up") {
 		t.Errorf("status of a lead sync: exit %d\n%s", code, out)
 	}
