@@ -133,7 +133,7 @@ func endToEnd(b *testing.B, rate int, coalesce bool) {
 	ctx, cancel := context.WithCancel(b.Context())
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ctx, ln) }()
-	defer func() { cancel(); <-served }()
+	defer func() { cancel(); <-served }() //nolint:errcheck // the server's end, not its error, is awaited
 	url := "http://" + ln.Addr().String()
 
 	rnd := rand.New(rand.NewPCG(uint64(rate), 13)) // a reproducible traffic shape

@@ -253,7 +253,7 @@ func Address(ctx context.Context, setting, addr string) Result {
 			return ok(check, "%s is in use by a running siteops process (it answers GET %s)", addr, url)
 		}
 	}
-	return fail(check, fmt.Errorf("%s=%s cannot be listened on (%v), and no siteops process answers GET /healthz there; free the port or choose another address", setting, addr, err))
+	return fail(check, fmt.Errorf("%s=%s cannot be listened on (%w), and no siteops process answers GET /healthz there; free the port or choose another address", setting, addr, err))
 }
 
 // siteopsAnswers reports whether a siteops process answers GET /healthz on

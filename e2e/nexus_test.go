@@ -550,13 +550,14 @@ func TestNexusRotatesASecret(t *testing.T) {
 
 // appError is the application error at the root of a caller's error.
 func appError(err error) *temporal.ApplicationError {
-	var app *temporal.ApplicationError
-	for e := err; e != nil; e = errors.Unwrap(e) {
-		if a, ok := e.(*temporal.ApplicationError); ok {
-			app = a
+	var root *temporal.ApplicationError
+	for e := err; ; {
+		var app *temporal.ApplicationError
+		if !errors.As(e, &app) {
+			return root
 		}
+		root, e = app, app.Unwrap()
 	}
-	return app
 }
 
 // onboardingInput reads an onboarding's input from its first event.

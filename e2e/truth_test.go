@@ -202,8 +202,8 @@ func TestInterruptedWaitLeavesTheWorkflowRunning(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := cmd.Wait()
-	exit, _ := err.(*exec.ExitError)
-	if exit == nil || exit.ExitCode() != 130 {
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 130 {
 		t.Fatalf("after Ctrl-C: %v\n%s", err, out.String())
 	}
 	want := "stopped waiting; onboarding/bayside-dental continues — siteops status onboarding/bayside-dental"

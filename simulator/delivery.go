@@ -229,7 +229,8 @@ func (s *Simulator) newSender() *http.Client {
 			return nil, fmt.Errorf("delivery refused: %s resolves to no address", host)
 		}
 		for _, a := range addrs {
-			if ok, why := addressVerdict(a); !ok && !(s.cfg.AllowLoopbackReceivers && loopbackAddress(a)) {
+			allowedLoopback := s.cfg.AllowLoopbackReceivers && loopbackAddress(a)
+			if ok, why := addressVerdict(a); !ok && !allowedLoopback {
 				return nil, fmt.Errorf("delivery refused: %s resolves to %s, which is not a public address: %s", host, a, why)
 			}
 		}

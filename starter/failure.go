@@ -58,7 +58,7 @@ func (e *WorkflowFailedError) Error() string {
 func RootCause(err error) Failure {
 	var f Failure
 	for e := err; e != nil; e = errors.Unwrap(e) {
-		switch x := e.(type) {
+		switch x := e.(type) { //nolint:errorlint // walks the chain itself, keeping the innermost
 		case *temporal.ApplicationError:
 			f = Failure{Message: x.Message(), Type: x.Type()}
 			var d activities.APIFailure
@@ -121,7 +121,7 @@ func waitErr(ctx context.Context, workflowID, runID string, err error) error {
 			status = "Terminated"
 		case errors.As(err, &canceled):
 			status = "Canceled"
-		case errors.As(err, &timeout) && errors.Unwrap(we) == timeout:
+		case errors.As(err, &timeout) && errors.Unwrap(we) == timeout: //nolint:errorlint // the workflow's own timeout, not an activity's inside it
 			status = "TimedOut"
 		}
 	}

@@ -165,9 +165,9 @@ func (s *Store) insertAttempts(ctx context.Context, tx *sql.Tx, now time.Time, d
 		for _, r := range chunk {
 			args = append(args, r.EventID, r.Outcome, r.WorkflowID, r.RunID, r.Error)
 		}
-		// Only placeholders are concatenated; every value is a bound argument.
+		//nolint:gosec // only placeholders are concatenated; every value is a bound argument
 		q := insert + `?, '` + HistoryAttempt + `', i.attempts, i.replays, v.column2, v.column3, v.column4, v.column5
-			FROM (VALUES ` + values[:len(values)-1] + `) AS v JOIN inbox i ON i.event_id = v.column1` //nolint:gosec // see above
+			FROM (VALUES ` + values[:len(values)-1] + `) AS v JOIN inbox i ON i.event_id = v.column1`
 		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
 			return fmt.Errorf("store: recording the history of %d dispatches: %w", len(ds), err)
 		}

@@ -456,14 +456,15 @@ func (s *Store) replayIn(ctx context.Context, tx *sql.Tx, ids []string, operator
 	if err != nil {
 		return nil, err
 	}
-	// Only fixed SQL is concatenated; every value is a bound argument.
+	//nolint:gosec // only fixed SQL is concatenated; every value is a bound argument
 	reset := `UPDATE inbox SET dispatched_at = NULL, outcome = '', failures = 0, last_error = '', next_attempt_at = $1,
-		replays = replays + 1, replayed_at = $1, replayed_by = $2 WHERE ` + s.inJSON("event_id", 3) //nolint:gosec // see above
+		replays = replays + 1, replayed_at = $1, replayed_by = $2 WHERE ` + s.inJSON("event_id", 3)
 	if _, err := tx.ExecContext(ctx, reset, now, operator, jsonArg(ids)); err != nil {
 		return nil, fmt.Errorf("store: replaying events: %w", err)
 	}
+	//nolint:gosec // as above
 	note := `INSERT INTO inbox_history (event_id, at, kind, attempt, replay, operator)
-		SELECT event_id, ` + s.timestampArg(1) + `, '` + HistoryReplay + `', attempts, replays, $2 FROM inbox WHERE ` + s.inJSON("event_id", 3) //nolint:gosec // see above
+		SELECT event_id, ` + s.timestampArg(1) + `, '` + HistoryReplay + `', attempts, replays, $2 FROM inbox WHERE ` + s.inJSON("event_id", 3)
 	if _, err := tx.ExecContext(ctx, note, now, operator, jsonArg(ids)); err != nil {
 		return nil, fmt.Errorf("store: recording the replay: %w", err)
 	}

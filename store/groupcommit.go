@@ -141,6 +141,7 @@ func (s *Store) insertEvents(ctx context.Context, evs []InboxEvent) (map[string]
 		at := ev.ReceivedAt.UTC()
 		args = append(args, ev.EventID, ev.EventType, ev.Kind, int(ev.Lane), ev.Receiver, ev.EndpointID, at, ev.Body, ev.TraceContext, at, ev.SubjectEventID)
 	}
+	//nolint:gosec // only placeholders are concatenated; every value is a bound argument
 	q := `INSERT INTO inbox (event_id, event_type, kind, lane, receiver, endpoint_id, received_at, body, trace_context, next_attempt_at, subject_event_id)
 		VALUES ` + placeholders(len(evs), cols) + ` ON CONFLICT (event_id) DO NOTHING RETURNING event_id`
 	rows, err := s.db.QueryContext(ctx, q, args...)

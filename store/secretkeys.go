@@ -15,6 +15,8 @@ import (
 // gets its own label, so that no derived key is ever the key material of
 // another purpose (the payload codec's key among them), even when an
 // operator sets one value for both variables.
+//
+//nolint:gosec // labels that name purposes, not credentials
 const (
 	secretSealLabel  = "siteops/webhook-secrets/seal/v2"
 	secretKeyIDLabel = "siteops/webhook-secrets/key-id/v2"

@@ -131,7 +131,7 @@ type Relay struct {
 	coalesce coalescer
 	wake     [2]chan struct{} // by lane
 	slots    [2]chan struct{} // by lane: Parallel signals in flight
-	claim    [2]atomic.Int32  // by lane: how many events the next claim takes
+	claim    [2]atomic.Int64  // by lane: how many events the next claim takes
 	initOnce sync.Once
 }
 
@@ -293,7 +293,7 @@ func (r *Relay) adjustClaim(lane store.Lane, dispatched, late int, took time.Dur
 	case took < r.Lease/4:
 		size = min(size+size/4+1, r.batch(lane))
 	}
-	r.claim[laneIndex(lane)].Store(int32(size))
+	r.claim[laneIndex(lane)].Store(int64(size))
 }
 
 func laneName(l store.Lane) string {
@@ -392,12 +392,12 @@ func (r *Relay) DispatchOnce(ctx context.Context, lane store.Lane) (int, error) 
 	// events may be claimed again once their lease runs out, and had it
 	// gone out now, it could have been recorded only after that.
 	next := make(chan *job)
-	var late atomic.Int32
+	var late atomic.Int64
 	for range min(r.Parallel, len(js)) {
 		wg.Go(func() {
 			for j := range next {
 				if r.Now().After(j.startBy) {
-					late.Add(int32(len(j.evs)))
+					late.Add(int64(len(j.evs)))
 					<-sem
 					continue
 				}

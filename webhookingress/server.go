@@ -142,7 +142,7 @@ func (s *Server) ServeWithAdmin(ctx context.Context, ln, admin net.Listener) err
 			_ = hs.Close()
 		}
 		for range len(servers) - 1 {
-			<-errc
+			<-errc //nolint:errcheck // the first error is the one returned
 		}
 	case <-ctx.Done():
 		shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -128,7 +128,7 @@ func sqliteExists(path, where string) error {
 	case errors.Is(err, os.ErrNotExist):
 		return fmt.Errorf("%w at %s: %s", ErrNoStore, where, startToMigrate)
 	case err != nil:
-		return fmt.Errorf("the store %s cannot be read (%v); check SITEOPS_DATABASE_URL: %w", where, err, store.ErrUnreachable)
+		return fmt.Errorf("the store %s cannot be read (%w); check SITEOPS_DATABASE_URL: %w", where, err, store.ErrUnreachable)
 	case fi.Size() == 0:
 		return fmt.Errorf("%w at %s (the file is empty): %s", ErrNoStore, where, startToMigrate)
 	}

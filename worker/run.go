@@ -155,7 +155,7 @@ func becomeCurrentIfFirst(ctx context.Context, c client.Client, d Deployment, lo
 			if errors.Is(ctx.Err(), context.Canceled) {
 				return nil // the worker is stopping
 			}
-			return fmt.Errorf("worker deployment %s: build %s could not be made current (%v); set it with `temporal worker deployment set-current-version --deployment-name %s --build-id %s`, or start with SITEOPS_WORKER_VERSIONING=false",
+			return fmt.Errorf("worker deployment %s: build %s could not be made current (%w); set it with `temporal worker deployment set-current-version --deployment-name %s --build-id %s`, or start with SITEOPS_WORKER_VERSIONING=false",
 				d.Name, d.BuildID, lastErr, d.Name, d.BuildID)
 		case <-time.After(200 * time.Millisecond):
 		}

@@ -95,7 +95,7 @@ var (
 	}
 )
 
-// The secret reconciliation is started by its schedule
+// SecretReconcileKind is the secret reconciliation, started by its schedule
 // (SecretReconcileScheduleID), never by a caller; a scheduled start
 // while one runs is skipped by the schedule's overlap policy.
 var SecretReconcileKind = Kind{

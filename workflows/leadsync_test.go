@@ -289,12 +289,6 @@ func TestLeadSyncFailsAfterTheStallTimeout(t *testing.T) {
 	}
 }
 
-func sortedCopy(s []string) []string {
-	out := slices.Clone(s)
-	slices.Sort(out)
-	return out
-}
-
 // TestLeadSyncFailsAtOnceOnABrokenContract answers the lead list with pages
 // that break the contract: the sync fails on the first attempt, as a
 // ContractViolation that says what the API did wrong, instead of retrying

@@ -17,7 +17,7 @@ import (
 )
 
 // codecTokenEnv holds the codec server's bearer token (or use --token-file).
-const codecTokenEnv = "SITEOPS_CODEC_TOKEN"
+const codecTokenEnv = "SITEOPS_CODEC_TOKEN" //nolint:gosec // the name of a variable, not a token
 
 func (c *cli) codecServerCmd() *cobra.Command {
 	var addr, tokenFile string

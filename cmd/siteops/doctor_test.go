@@ -25,7 +25,7 @@ func TestDoctorBesideRunningProcesses(t *testing.T) {
 	go func() {
 		served <- (&telemetry.Telemetry{Registry: prometheus.NewRegistry()}).ServeMetrics(ctx, metrics)
 	}()
-	t.Cleanup(func() { stop(); <-served })
+	t.Cleanup(func() { stop(); <-served }) //nolint:errcheck // its end, not its error, is awaited
 	other, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -271,7 +271,8 @@ func listCommand(ff eventFilterFlags, pending bool, limit int) string {
 // of ids, types and durations.
 func shellQuote(s string) string {
 	for _, r := range s {
-		if !(r == '.' || r == '_' || r == '-' || r == ':' || r == '+' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+		plain := r == '.' || r == '_' || r == '-' || r == ':' || r == '+' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z'
+		if !plain {
 			return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 		}
 	}
