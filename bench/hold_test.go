@@ -7,7 +7,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,26 +15,8 @@ import (
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/store/storetest"
 	"github.com/siteops/siteops/webhookingress"
+	"github.com/siteops/siteops/webhookingress/ingresstest"
 )
-
-// storeCalls counts the store reads a forged delivery can cause: a
-// receiver's secrets (one SELECT, and a decryption per secret) and whether
-// it expects a new one (one SELECT). Nothing else is read before a
-// delivery verifies.
-type storeCalls struct {
-	*store.Store
-	n atomic.Int64
-}
-
-func (c *storeCalls) ActiveSecrets(ctx context.Context, receiver string) (store.ActiveSet, error) {
-	c.n.Add(1)
-	return c.Store.ActiveSecrets(ctx, receiver)
-}
-
-func (c *storeCalls) SecretExpectation(ctx context.Context, receiver string) (store.Expectation, error) {
-	c.n.Add(1)
-	return c.Store.SecretExpectation(ctx, receiver)
-}
 
 // forged is a delivery whose header is well formed and current but whose
 // MAC is not made with any secret of the receiver.
@@ -56,18 +37,18 @@ func forged(path, id string) *http.Request {
 // handler's MaxHeld — to a receiver whose endpoint creation is in flight,
 // where each is held for PendingWait (5 s) waiting for the new secret.
 func BenchmarkForgedRequestStoreCalls(b *testing.B) {
-	setup := func(b *testing.B) (*webhookingress.Handler, *storeCalls) {
+	setup := func(b *testing.B) (*webhookingress.Handler, *ingresstest.CountingStore) {
 		b.Helper()
 		st := storetest.Open(b, store.SQLite)
 		if err := st.PutSecret(context.Background(), "we_2", "v2", agentsite.NewSigningSecret("whsec_stored_for_v2")); err != nil {
 			b.Fatal(err)
 		}
-		c := &storeCalls{Store: st}
+		c := &ingresstest.CountingStore{Store: st}
 		return webhookingress.NewHandler(webhookingress.Options{Inbox: c, Secrets: c}), c
 	}
-	perRequest := func(b *testing.B, c *storeCalls, requests int) {
-		b.ReportMetric(float64(c.n.Load())/float64(requests), "store-calls/req")
-		b.Logf("%d forged requests: %d store calls", requests, c.n.Load())
+	perRequest := func(b *testing.B, c *ingresstest.CountingStore, requests int) {
+		b.ReportMetric(float64(c.Calls())/float64(requests), "store-calls/req")
+		b.Logf("%d forged requests: %d store calls", requests, c.Calls())
 	}
 	b.Run("known receiver", func(b *testing.B) {
 		h, c := setup(b)
@@ -106,7 +87,7 @@ func BenchmarkForgedRequestStoreCalls(b *testing.B) {
 		scenario(b)
 		const held = 32
 		total := 0
-		var c *storeCalls
+		var c *ingresstest.CountingStore
 		for range b.N {
 			var h *webhookingress.Handler
 			h, c = setup(b)

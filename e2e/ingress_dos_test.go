@@ -22,6 +22,7 @@ import (
 	"github.com/siteops/siteops/internal/ports"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/store"
+	"github.com/siteops/siteops/webhookingress/ingresstest"
 )
 
 // ingressProc is a `siteops ingress` process started by a test.
@@ -182,46 +183,6 @@ func TestIngressMemoryUnderSlowJunkUploads(t *testing.T) {
 	}
 }
 
-// forgedSlowUpload is one attacker of the kind the header checks cannot
-// stop: it sends POST /webhooks with a well-formed, current svc-signature
-// (t now, v1 64 hex digits) and a declared body, then trickles the body a
-// byte every 100 ms; when the server closes the connection it reports how
-// long the connection was held and opens another.
-func forgedSlowUpload(ctx context.Context, addr string, declared int, held chan<- time.Duration) {
-	forged := strings.Repeat("0f", 32)
-	for ctx.Err() == nil {
-		conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
-		if err != nil {
-			sleepCtx(ctx, 200*time.Millisecond)
-			continue
-		}
-		start := time.Now()
-		closed := make(chan struct{})
-		go func() { _, _ = io.Copy(io.Discard, conn); close(closed) }()
-		_, err = fmt.Fprintf(conn, "POST /webhooks HTTP/1.1\r\nHost: ingress\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"+
-			"svc-event-id: evt_forged\r\nsvc-event-type: lead.created\r\nsvc-signature: t=%d,v1=%s\r\n\r\n", declared, time.Now().Unix(), forged)
-		tick := time.NewTicker(100 * time.Millisecond)
-	trickle:
-		for sent := 0; err == nil && sent < declared-1; sent++ {
-			select {
-			case <-ctx.Done():
-				break trickle
-			case <-closed:
-				select {
-				case held <- time.Since(start):
-				default:
-				}
-				break trickle
-			case <-tick.C:
-				_, err = conn.Write([]byte("a"))
-			}
-		}
-		tick.Stop()
-		_ = conn.Close()
-		<-closed
-	}
-}
-
 // TestIngressSlowForgedUploadsDoNotDelayValidDeliveries is the attack the
 // checks before the body cannot stop, against a real `siteops ingress`:
 // more clients than there are slots send deliveries whose signature header
@@ -241,8 +202,8 @@ func TestIngressSlowForgedUploadsDoNotDelayValidDeliveries(t *testing.T) {
 	defer func() { cancel(); wg.Wait() }()
 	heldLarge, heldSmall := make(chan time.Duration, 10*perLane), make(chan time.Duration, 10*perLane)
 	for range perLane {
-		wg.Go(func() { forgedSlowUpload(ctx, p.addr, 256<<10, heldLarge) })
-		wg.Go(func() { forgedSlowUpload(ctx, p.addr, 400, heldSmall) })
+		wg.Go(func() { ingresstest.SlowForgedUpload(ctx, p.addr, 256<<10, heldLarge) })
+		wg.Go(func() { ingresstest.SlowForgedUpload(ctx, p.addr, 400, heldSmall) })
 	}
 	var lat []time.Duration
 	pace := time.NewTicker(500 * time.Millisecond)

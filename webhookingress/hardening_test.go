@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -22,6 +21,7 @@ import (
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/store/storetest"
 	"github.com/siteops/siteops/telemetry/telemetrytest"
+	"github.com/siteops/siteops/webhookingress/ingresstest"
 )
 
 // untouchable is a body that fails the test if anything reads it.
@@ -130,45 +130,6 @@ func TestConcurrentDeliveriesAreBounded(t *testing.T) {
 	}
 }
 
-// forgedUploader is a client that sends deliveries whose svc-signature is
-// well formed and current (t now, v1 64 hex digits) to a receiver that
-// exists, so every check before the body passes, then trickles the body a
-// byte every 100 ms; when the server closes the connection it records how
-// long it was held and opens another.
-func forgedUploader(ctx context.Context, addr string, declared int, held chan<- time.Duration) {
-	forged := strings.Repeat("ab", 32)
-	for ctx.Err() == nil {
-		conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
-		if err != nil {
-			return
-		}
-		start := time.Now()
-		closed := make(chan struct{})
-		go func() { _, _ = io.Copy(io.Discard, conn); close(closed) }()
-		_, err = fmt.Fprintf(conn, "POST /webhooks HTTP/1.1\r\nHost: ingress\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"+
-			"svc-event-id: evt_forged\r\nsvc-event-type: lead.created\r\nsvc-signature: t=%d,v1=%s\r\n\r\n", declared, time.Now().Unix(), forged)
-		tick := time.NewTicker(100 * time.Millisecond)
-	trickle:
-		for sent := 0; err == nil && sent < declared-1; sent++ {
-			select {
-			case <-ctx.Done():
-				break trickle
-			case <-closed:
-				select {
-				case held <- time.Since(start):
-				default:
-				}
-				break trickle
-			case <-tick.C:
-				_, err = conn.Write([]byte("a"))
-			}
-		}
-		tick.Stop()
-		_ = conn.Close()
-		<-closed
-	}
-}
-
 // TestSlowForgedBodiesDoNotDelayValidDeliveries is the attack the checks
 // before the body cannot stop: deliveries whose header is well formed and
 // current, to a receiver that exists, whose bodies are then uploaded a byte
@@ -189,8 +150,8 @@ func TestSlowForgedBodiesDoNotDelayValidDeliveries(t *testing.T) {
 	const perLane = DefaultMaxConcurrent + 16
 	heldLarge, heldSmall := make(chan time.Duration, 4*perLane), make(chan time.Duration, 4*perLane)
 	for range perLane {
-		wg.Go(func() { forgedUploader(ctx, addr, DefaultMaxBody, heldLarge) })
-		wg.Go(func() { forgedUploader(ctx, addr, 400, heldSmall) })
+		wg.Go(func() { ingresstest.SlowForgedUpload(ctx, addr, DefaultMaxBody, heldLarge) })
+		wg.Go(func() { ingresstest.SlowForgedUpload(ctx, addr, 400, heldSmall) })
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for len(h.slots) < DefaultMaxConcurrent {
@@ -336,29 +297,12 @@ func TestUnknownReceiversNeitherGrowNorEvictTheCache(t *testing.T) {
 	}
 }
 
-// countingInbox counts the store reads a request may cause.
-type countingInbox struct {
-	*store.Store
-	expectations atomic.Int64
-	secrets      atomic.Int64
-}
-
-func (c *countingInbox) SecretExpectation(ctx context.Context, receiver string) (store.Expectation, error) {
-	c.expectations.Add(1)
-	return c.Store.SecretExpectation(ctx, receiver)
-}
-
-func (c *countingInbox) ActiveSecrets(ctx context.Context, receiver string) (store.ActiveSet, error) {
-	c.secrets.Add(1)
-	return c.Store.ActiveSecrets(ctx, receiver)
-}
-
 // TestUnknownReceiverAnswersAreCached checks that a flood of deliveries to
 // a receiver nobody registered costs the store one read of its secrets and
 // one of its expectation per cache period, not two queries per request.
 func TestUnknownReceiverAnswersAreCached(t *testing.T) {
 	st := storetest.Open(t, store.SQLite)
-	c := &countingInbox{Store: st}
+	c := &ingresstest.CountingStore{Store: st}
 	clock := now
 	h := NewHandler(Options{Inbox: c, Secrets: c, Now: func() time.Time { return clock }})
 	f := &fixture{h: h, st: st}
@@ -367,12 +311,12 @@ func TestUnknownReceiverAnswersAreCached(t *testing.T) {
 			t.Fatalf("delivery %d to an unknown receiver = %d", i, rec.Code)
 		}
 	}
-	if s, e := c.secrets.Load(), c.expectations.Load(); s != 1 || e != 1 {
+	if s, e := c.Secrets.Load(), c.Expectations.Load(); s != 1 || e != 1 {
 		t.Errorf("200 deliveries to an unknown receiver read its secrets %d times and its expectation %d times; want 1 and 1", s, e)
 	}
 	clock = clock.Add(3 * time.Second) // past SecretRefresh and UnknownTTL
 	f.send(t, delivery{path: "/webhooks/nobody", at: clock})
-	if s, e := c.secrets.Load(), c.expectations.Load(); s != 2 || e != 2 {
+	if s, e := c.Secrets.Load(), c.Expectations.Load(); s != 2 || e != 2 {
 		t.Errorf("after the cache periods: %d and %d reads; want 2 and 2", s, e)
 	}
 }
@@ -382,7 +326,7 @@ func TestUnknownReceiverAnswersAreCached(t *testing.T) {
 // interval for the receiver, not one per held delivery.
 func TestHeldDeliveriesShareOnePoll(t *testing.T) {
 	st := storetest.Open(t, store.SQLite)
-	c := &countingInbox{Store: st}
+	c := &ingresstest.CountingStore{Store: st}
 	const held, wait = 20, 500 * time.Millisecond
 	h := NewHandler(Options{Inbox: c, Secrets: c, PendingWait: wait, MaxHeld: held})
 	f := &fixture{h: h, st: st}
@@ -402,13 +346,13 @@ func TestHeldDeliveriesShareOnePoll(t *testing.T) {
 	took := time.Since(start)
 	// One read per half poll interval at most, plus the first of each.
 	limit := int64(took/(holdPoll/2)) + 2
-	if e := c.expectations.Load(); e > limit {
+	if e := c.Expectations.Load(); e > limit {
 		t.Errorf("%d held deliveries read the expectation %d times in %s; want at most %d (one poll for the receiver)", held, e, took.Round(time.Millisecond), limit)
 	}
-	if s := c.secrets.Load(); s > 2 {
+	if s := c.Secrets.Load(); s > 2 {
 		t.Errorf("%d held deliveries read the secrets %d times; want one shared read", held, s)
 	}
-	t.Logf("%d deliveries held for %s: %d expectation reads, %d secret reads", held, took.Round(time.Millisecond), c.expectations.Load(), c.secrets.Load())
+	t.Logf("%d deliveries held for %s: %d expectation reads, %d secret reads", held, took.Round(time.Millisecond), c.Expectations.Load(), c.Secrets.Load())
 }
 
 // TestRejectionLogsAreClippedAndSampled checks that the sender's header

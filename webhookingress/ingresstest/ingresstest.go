@@ -1,0 +1,85 @@
+// Package ingresstest holds what the ingress's tests, the end-to-end tests
+// and the benchmarks share to attack and observe a webhook ingress: a slow
+// forged uploader and a store that counts the reads a request causes.
+package ingresstest
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/siteops/siteops/store"
+)
+
+// SlowForgedUpload is one attacker of the kind the checks before the body
+// cannot stop: it sends, to addr's POST /webhooks, a delivery whose
+// svc-signature is well formed and current (but whose MAC is made up) for
+// a receiver that exists, declaring a body of declared bytes, and uploads
+// that body a byte every 100 ms. When the server closes the connection it
+// reports how long it was held on held (without blocking) and starts
+// again, until ctx is done; a refused connection is tried again 200 ms
+// later.
+func SlowForgedUpload(ctx context.Context, addr string, declared int, held chan<- time.Duration) {
+	forged := strings.Repeat("ab", 32)
+	for ctx.Err() == nil {
+		conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+		if err != nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+			continue
+		}
+		start := time.Now()
+		closed := make(chan struct{})
+		go func() { _, _ = io.Copy(io.Discard, conn); close(closed) }()
+		_, err = fmt.Fprintf(conn, "POST /webhooks HTTP/1.1\r\nHost: ingress\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"+
+			"svc-event-id: evt_forged\r\nsvc-event-type: lead.created\r\nsvc-signature: t=%d,v1=%s\r\n\r\n", declared, time.Now().Unix(), forged)
+		tick := time.NewTicker(100 * time.Millisecond)
+	trickle:
+		for sent := 0; err == nil && sent < declared-1; sent++ {
+			select {
+			case <-ctx.Done():
+				break trickle
+			case <-closed:
+				select {
+				case held <- time.Since(start):
+				default:
+				}
+				break trickle
+			case <-tick.C:
+				_, err = conn.Write([]byte("a"))
+			}
+		}
+		tick.Stop()
+		_ = conn.Close()
+		<-closed
+	}
+}
+
+// CountingStore counts the store reads a delivery can cause before it
+// verifies: a receiver's secrets and whether it expects a new one.
+type CountingStore struct {
+	*store.Store
+	Secrets      atomic.Int64 // ActiveSecrets calls
+	Expectations atomic.Int64 // SecretExpectation calls
+}
+
+// ActiveSecrets counts the call and asks the store.
+func (c *CountingStore) ActiveSecrets(ctx context.Context, receiver string) (store.ActiveSet, error) {
+	c.Secrets.Add(1)
+	return c.Store.ActiveSecrets(ctx, receiver)
+}
+
+// SecretExpectation counts the call and asks the store.
+func (c *CountingStore) SecretExpectation(ctx context.Context, receiver string) (store.Expectation, error) {
+	c.Expectations.Add(1)
+	return c.Store.SecretExpectation(ctx, receiver)
+}
+
+// Calls is how many reads were counted in all.
+func (c *CountingStore) Calls() int64 { return c.Secrets.Load() + c.Expectations.Load() }
