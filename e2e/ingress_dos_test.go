@@ -221,21 +221,8 @@ func TestIngressSlowForgedUploadsDoNotDelayValidDeliveries(t *testing.T) {
 	// A connection's time includes its wait for a slot: the 16 clients
 	// at the cap beyond the 64 slots wait for one. The shortest is a body
 	// that had a slot at once, cut at its deadline.
-	drain := func(held chan time.Duration) (n int, shortest, longest time.Duration) {
-		for {
-			select {
-			case d := <-held:
-				n, longest = n+1, max(longest, d)
-				if shortest == 0 || d < shortest {
-					shortest = d
-				}
-			default:
-				return n, shortest, longest
-			}
-		}
-	}
-	nl, sl, ll := drain(heldLarge)
-	ns, ss, ls := drain(heldSmall)
+	nl, sl, ll := ingresstest.Drain(heldLarge)
+	ns, ss, ls := ingresstest.Drain(heldSmall)
 	slices.Sort(lat)
 	t.Logf("RESULT slow forged uploads: %d clients (%d at the 256 KiB cap, %d small); slow bodies cut: %d at the cap (held %s to %s), %d small (held %s to %s); valid deliveries %d, latency max %s",
 		2*perLane, perLane, perLane, nl, sl.Round(time.Millisecond), ll.Round(time.Millisecond), ns, ss.Round(time.Millisecond), ls.Round(time.Millisecond), len(lat), lat[len(lat)-1].Round(time.Millisecond))

@@ -189,26 +189,13 @@ func TestSlowForgedBodiesDoNotDelayValidDeliveries(t *testing.T) {
 	// By now (4 s and more into the attack) slow bodies have been cut. A
 	// connection's time includes its wait for a slot (16 clients at the cap
 	// wait for one); the shortest is a body that had a slot at once.
-	drain := func(held chan time.Duration) (n int, shortest, longest time.Duration) {
-		for {
-			select {
-			case d := <-held:
-				n, longest = n+1, max(longest, d)
-				if shortest == 0 || d < shortest {
-					shortest = d
-				}
-			default:
-				return n, shortest, longest
-			}
-		}
-	}
-	nl, sl, ll := drain(heldLarge)
-	ns, ss, ls := drain(heldSmall)
+	nl, sl, ll := ingresstest.Drain(heldLarge)
+	ns, ss, ls := ingresstest.Drain(heldSmall)
 	// Every slot's body is cut by now, but a loaded machine may not have
 	// told every uploader yet: give them up to 5 s more.
 	for wait := time.Now().Add(5 * time.Second); nl < DefaultMaxConcurrent && time.Now().Before(wait); {
 		time.Sleep(50 * time.Millisecond)
-		n, s, l := drain(heldLarge)
+		n, s, l := ingresstest.Drain(heldLarge)
 		if n > 0 && (sl == 0 || s < sl) {
 			sl = s
 		}

@@ -83,3 +83,20 @@ func (c *CountingStore) SecretExpectation(ctx context.Context, receiver string) 
 
 // Calls is how many reads were counted in all.
 func (c *CountingStore) Calls() int64 { return c.Secrets.Load() + c.Expectations.Load() }
+
+// Drain takes what SlowForgedUpload reported on held so far, without
+// waiting: how many connections were cut, and the shortest and longest
+// time one was held.
+func Drain(held <-chan time.Duration) (n int, shortest, longest time.Duration) {
+	for {
+		select {
+		case d := <-held:
+			n, longest = n+1, max(longest, d)
+			if shortest == 0 || d < shortest {
+				shortest = d
+			}
+		default:
+			return n, shortest, longest
+		}
+	}
+}
