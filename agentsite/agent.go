@@ -93,6 +93,7 @@ func (c *Client) UpdateAgent(ctx context.Context, idempotencyKey, siteID string,
 	u.AllowedOrigins = origins
 	r := newRequest(http.MethodPatch, "/sites/{site_id}/agent", siteID)
 	r.body, r.key = u, idempotencyKey
+	r.answer = "{ data: <agent> }"
 	var out data[Agent]
 	if _, err := c.do(ctx, r, &out); err != nil {
 		return nil, err

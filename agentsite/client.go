@@ -254,6 +254,9 @@ type request struct {
 	query  url.Values
 	body   any
 	key    string // idempotency key; mutating requests only
+	// answer is the 2xx body the contract promises, e.g. { data: <site> },
+	// named in the ContractError when the body does not decode into it.
+	answer string
 }
 
 // newRequest fills route with args in order, each escaped as one path segment.
@@ -277,7 +280,8 @@ func (r *request) mutating() bool { return r.method != http.MethodGet && r.metho
 var errNotSent = errors.New("nothing was sent")
 
 // do sends r and decodes a 2xx body into out (when out is non-nil and the
-// body is not empty). It is the one place that builds headers, waits for the
+// body is not empty); a body that does not decode is a *ContractError. It
+// is the one place that builds headers, waits for the
 // limiter, goes through the breaker, reads bodies and makes errors.
 func (c *Client) do(ctx context.Context, r *request, out any) (*Response, error) {
 	if r.mutating() {
@@ -373,7 +377,13 @@ func (c *Client) do(ctx context.Context, r *request, out any) (*Response, error)
 	}
 	if out != nil && len(bytes.TrimSpace(res.body)) > 0 {
 		if err := json.Unmarshal(res.body, out); err != nil {
-			return res.meta, fmt.Errorf("agentsite: %s %s: decoding the %d answer: %w", r.method, fullPath, res.meta.Status, err)
+			// Every decoding failure of a 2xx body is the answer's fault
+			// (the out values only decode), and asking again gets it again.
+			answer := r.answer
+			if answer == "" {
+				answer = "what the contract says"
+			}
+			return res.meta, c.contractError(r, res.meta, fmt.Sprintf("the %d answer is not %s: %s", res.meta.Status, answer, decodeProblem(err)), err)
 		}
 	}
 	return res.meta, nil

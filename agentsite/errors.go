@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strings"
 	"time"
 )
@@ -112,3 +113,86 @@ func (e *BreakerOpenError) Error() string {
 
 // Is makes errors.Is(err, ErrBreakerOpen) true.
 func (e *BreakerOpenError) Is(target error) bool { return target == ErrBreakerOpen }
+
+// ErrContractViolation matches every *ContractError with errors.Is.
+var ErrContractViolation = errors.New("agentsite: the answer breaks the API contract")
+
+// ErrCursorStuck is wrapped by the *ContractError a paged list (leads,
+// webhook endpoints) returns when the server hands back a cursor the
+// iteration has already followed, which would read the same pages for ever.
+var ErrCursorStuck = errors.New("agentsite: the API returned a next_cursor it had already returned; stopping instead of looping")
+
+// ContractError is a 2xx answer that breaks the API contract: a body that
+// does not decode into what the contract says, a created site without
+// data.id, a created webhook endpoint without its id or one-time whsec_
+// secret, a publish that does not answer published, a record without the
+// id the client keys it by, a cursor that leads back to a page already
+// read. Every resource method that checks a 2xx body returns it, so that
+// callers tell it apart with one errors.As (or errors.Is with
+// ErrContractViolation). Sending the same request again gets the same
+// answer (an idempotent replay of it, for a mutation), so it is not worth
+// retrying; Problem says what the API did wrong, for a report to
+// Agent-Site. It never holds the body, which may carry personal data or a
+// signing secret.
+type ContractError struct {
+	Method    string
+	Path      string // the request path, e.g. /api/v1/sites/site_1/leads
+	RequestID string
+	Problem   string
+	// Err is the decoding error or sentinel behind Problem, when there is one.
+	Err error
+}
+
+func (e *ContractError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "agentsite: %s %s: the answer breaks the API contract: %s", e.Method, e.Path, e.Problem)
+	if e.RequestID != "" {
+		fmt.Fprintf(&b, " [request id %s]", e.RequestID)
+	}
+	b.WriteString("; retrying gets the same answer: report it to Agent-Site")
+	return b.String()
+}
+
+// Unwrap returns the error behind Problem.
+func (e *ContractError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrContractViolation) true.
+func (e *ContractError) Is(target error) bool { return target == ErrContractViolation }
+
+// contractError is the one way a resource method reports a 2xx answer that
+// breaks the contract. meta may be nil when the problem is found after the
+// answers (a cursor that loops).
+func (c *Client) contractError(r *request, meta *Response, problem string, err error) *ContractError {
+	ce := &ContractError{Method: r.method, Path: c.base.EscapedPath() + apiPrefix + r.path, Problem: problem, Err: err}
+	if meta != nil {
+		ce.RequestID = meta.RequestID
+	}
+	return ce
+}
+
+// decodeProblem says where decoding a 2xx body failed without quoting the
+// body.
+func decodeProblem(err error) string {
+	var typ *json.UnmarshalTypeError
+	if errors.As(err, &typ) {
+		field := typ.Field
+		if field == "" {
+			field = "the body"
+		}
+		want := typ.Type.Kind().String()
+		switch typ.Type.Kind() {
+		case reflect.Struct, reflect.Map:
+			want = "an object"
+		case reflect.Slice, reflect.Array:
+			want = "an array"
+		case reflect.String:
+			want = "a string"
+		}
+		return fmt.Sprintf("%s is a JSON %s where %s belongs", field, typ.Value, want)
+	}
+	var syntax *json.SyntaxError
+	if errors.As(err, &syntax) {
+		return fmt.Sprintf("the body is not valid JSON (at byte %d)", syntax.Offset)
+	}
+	return err.Error()
+}

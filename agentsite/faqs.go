@@ -26,6 +26,7 @@ func (c *Client) AddFAQ(ctx context.Context, idempotencyKey, siteID string, f FA
 		Answer   string `json:"answer"`
 		Approved bool   `json:"approved"`
 	}{f.Question, f.Answer, f.Approved}, idempotencyKey
+	r.answer = "{ data: <faq> }"
 	var out data[FAQ]
 	if _, err := c.do(ctx, r, &out); err != nil {
 		return nil, err

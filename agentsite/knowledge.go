@@ -33,6 +33,7 @@ func (c *Client) AddKnowledge(ctx context.Context, idempotencyKey, siteID string
 	}
 	r := newRequest(http.MethodPost, "/sites/{site_id}/knowledge", siteID)
 	r.body, r.key = k, idempotencyKey
+	r.answer = "{ data: <knowledge source> }"
 	var out data[Knowledge]
 	if _, err := c.do(ctx, r, &out); err != nil {
 		return nil, err

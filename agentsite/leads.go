@@ -3,15 +3,12 @@ package agentsite
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"iter"
 	"log/slog"
 	"net/http"
 	"net/url"
-	"reflect"
 	"strconv"
-	"strings"
 )
 
 // Lead is one lead record. The contract does not show its fields, so the
@@ -118,11 +115,9 @@ func (c *Client) ListLeads(ctx context.Context, siteID string, opts ListLeadsOpt
 		Data       []Lead  `json:"data"`
 		NextCursor *string `json:"next_cursor"`
 	}
+	r.answer = "{ data: [lead, ...], next_cursor: string or null }"
 	meta, err := c.do(ctx, r, &out)
 	if err != nil {
-		if isDecodeError(err) {
-			return nil, c.contractError(r, meta, "the page is not { data: [lead, ...], next_cursor: string or null }: "+decodeProblem(err), err)
-		}
 		return nil, err
 	}
 	for i, l := range out.Data {
@@ -136,11 +131,6 @@ func (c *Client) ListLeads(ctx context.Context, siteID string, opts ListLeadsOpt
 	}
 	return page, nil
 }
-
-// ErrCursorStuck is wrapped by the *ContractError LeadPages returns when
-// the server hands back a cursor the iteration has already followed, which
-// would read the same pages for ever.
-var ErrCursorStuck = errors.New("agentsite: the leads API returned a next_cursor it had already returned; stopping instead of looping")
 
 // LeadPages iterates over the pages of a site's leads from opts.Cursor,
 // following next_cursor until it is null. It stops after yielding the first
@@ -172,82 +162,4 @@ func (c *Client) LeadPages(ctx context.Context, siteID string, opts ListLeadsOpt
 			opts.Cursor = page.Next
 		}
 	}
-}
-
-// ErrContractViolation matches every *ContractError with errors.Is.
-var ErrContractViolation = errors.New("agentsite: the answer breaks the API contract")
-
-// ContractError is a 2xx answer that breaks the API contract: a body that
-// does not decode into what the contract says, a record without the id
-// the client keys it by, a cursor that leads back to a page already read.
-// Sending the same request again gets the same answer, so it is not worth
-// retrying; Problem says what the API did wrong, for a report to
-// Agent-Site. It never holds the body, which may carry personal data.
-type ContractError struct {
-	Method    string
-	Path      string // the request path, e.g. /api/v1/sites/site_1/leads
-	RequestID string
-	Problem   string
-	// Err is the decoding error or sentinel behind Problem, when there is one.
-	Err error
-}
-
-func (e *ContractError) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "agentsite: %s %s: the answer breaks the API contract: %s", e.Method, e.Path, e.Problem)
-	if e.RequestID != "" {
-		fmt.Fprintf(&b, " [request id %s]", e.RequestID)
-	}
-	b.WriteString("; retrying gets the same answer: report it to Agent-Site")
-	return b.String()
-}
-
-// Unwrap returns the error behind Problem.
-func (e *ContractError) Unwrap() error { return e.Err }
-
-// Is makes errors.Is(err, ErrContractViolation) true.
-func (e *ContractError) Is(target error) bool { return target == ErrContractViolation }
-
-func (c *Client) contractError(r *request, meta *Response, problem string, err error) *ContractError {
-	ce := &ContractError{Method: r.method, Path: c.base.EscapedPath() + apiPrefix + r.path, Problem: problem, Err: err}
-	if meta != nil {
-		ce.RequestID = meta.RequestID
-	}
-	return ce
-}
-
-// isDecodeError reports whether err is do's failure to decode a 2xx body:
-// only decoding makes these (building a request body fails with others).
-func isDecodeError(err error) bool {
-	var (
-		syntax *json.SyntaxError
-		typ    *json.UnmarshalTypeError
-	)
-	return errors.As(err, &syntax) || errors.As(err, &typ)
-}
-
-// decodeProblem says where decoding failed without quoting the body.
-func decodeProblem(err error) string {
-	var typ *json.UnmarshalTypeError
-	if errors.As(err, &typ) {
-		field := typ.Field
-		if field == "" {
-			field = "the body"
-		}
-		want := typ.Type.Kind().String()
-		switch typ.Type.Kind() {
-		case reflect.Struct, reflect.Map:
-			want = "an object"
-		case reflect.Slice, reflect.Array:
-			want = "an array"
-		case reflect.String:
-			want = "a string"
-		}
-		return fmt.Sprintf("%s is a JSON %s where %s belongs", field, typ.Value, want)
-	}
-	var syntax *json.SyntaxError
-	if errors.As(err, &syntax) {
-		return fmt.Sprintf("the body is not valid JSON (at byte %d)", syntax.Offset)
-	}
-	return err.Error()
 }

@@ -2,7 +2,7 @@ package agentsite
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"net/http"
 )
 
@@ -53,19 +53,20 @@ type CreatedSite struct {
 	Response *Response
 }
 
-// CreateSite creates a site.
+// CreateSite creates a site. An answer without data.id is a
+// *ContractError.
 //
 // POST /api/v1/sites (scope sites:write), 201 with {data: site} and Location.
 func (c *Client) CreateSite(ctx context.Context, idempotencyKey string, s NewSite) (*CreatedSite, error) {
 	r := newRequest(http.MethodPost, "/sites")
-	r.body, r.key = s, idempotencyKey
+	r.body, r.key, r.answer = s, idempotencyKey, "{ data: <site> }"
 	var out data[Site]
 	resp, err := c.do(ctx, r, &out)
 	if err != nil {
 		return nil, err
 	}
 	if out.Data.ID == "" {
-		return nil, errors.New("agentsite: POST /api/v1/sites answered without data.id")
+		return nil, c.contractError(r, resp, "the 201 answer has no data.id, so the new site cannot be addressed; the site may exist: look for its slug in the dashboard before creating it again", nil)
 	}
 	return &CreatedSite{Site: out.Data, Location: resp.Header.Get("Location"), Response: resp}, nil
 }
@@ -77,9 +78,12 @@ type PublishResult struct {
 }
 
 // Publish sets whether a site is published: true moves a draft to published,
-// false returns it to draft.
+// false returns it to draft. An answer without data.id or data.status, or
+// one to published true whose status is not published, is a
+// *ContractError.
 //
-// POST /api/v1/sites/{site_id}/publish with {published: bool}.
+// POST /api/v1/sites/{site_id}/publish with {published: bool}, answered
+// { data: { id, status } }.
 func (c *Client) Publish(ctx context.Context, idempotencyKey, siteID string, published bool) (*PublishResult, error) {
 	if err := requireID("site_id", siteID); err != nil {
 		return nil, err
@@ -88,9 +92,17 @@ func (c *Client) Publish(ctx context.Context, idempotencyKey, siteID string, pub
 	r.body, r.key = struct {
 		Published bool `json:"published"`
 	}{published}, idempotencyKey
+	r.answer = "{ data: { id, status } }"
 	var out data[PublishResult]
-	if _, err := c.do(ctx, r, &out); err != nil {
+	resp, err := c.do(ctx, r, &out)
+	if err != nil {
 		return nil, err
+	}
+	switch {
+	case out.Data.ID == "" || out.Data.Status == "":
+		return nil, c.contractError(r, resp, "the answer lacks data.id or data.status", nil)
+	case published && out.Data.Status != SitePublished:
+		return nil, c.contractError(r, resp, fmt.Sprintf("publishing answered status %q, not %q", out.Data.Status, SitePublished), nil)
 	}
 	return &out.Data, nil
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -81,7 +82,8 @@ type CreatedWebhookEndpoint struct {
 // default port with no credentials or fragment and a host that resolves
 // only to public addresses, and every event type must be one the service
 // emits; all of it is checked before sending. Store the returned secret at
-// once: it cannot be read again.
+// once: it cannot be read again. An answer without the endpoint's id or a
+// whsec_ secret is a *ContractError.
 //
 // POST /api/v1/webhook-endpoints (scope webhooks:write), 201.
 func (c *Client) CreateWebhookEndpoint(ctx context.Context, idempotencyKey string, e NewWebhookEndpoint) (*CreatedWebhookEndpoint, error) {
@@ -89,27 +91,37 @@ func (c *Client) CreateWebhookEndpoint(ctx context.Context, idempotencyKey strin
 		return nil, err
 	}
 	r := newRequest(http.MethodPost, "/webhook-endpoints")
-	r.body, r.key = e, idempotencyKey
+	r.body, r.key, r.answer = e, idempotencyKey, "{ data: <endpoint with its whsec_ secret> }"
 	var out data[struct {
 		WebhookEndpoint
 		Secret        string `json:"secret"`
 		SigningSecret string `json:"signing_secret"`
 	}]
-	if _, err := c.do(ctx, r, &out); err != nil {
+	resp, err := c.do(ctx, r, &out)
+	if err != nil {
 		return nil, err
 	}
 	secret := out.Data.Secret
 	if secret == "" {
 		secret = out.Data.SigningSecret
 	}
-	if out.Data.ID == "" || !strings.HasPrefix(secret, "whsec_") {
-		return nil, errors.New("agentsite: POST /api/v1/webhook-endpoints answered without an endpoint id and a whsec_ secret; the endpoint may exist: list endpoints and delete it before trying again")
+	// The problem names what is missing, never the secret itself.
+	var missing []string
+	if out.Data.ID == "" {
+		missing = append(missing, "the endpoint's id")
+	}
+	if !strings.HasPrefix(secret, "whsec_") {
+		missing = append(missing, "a whsec_ signing secret")
+	}
+	if len(missing) > 0 {
+		return nil, c.contractError(r, resp, "the answer lacks "+strings.Join(missing, " and ")+"; the endpoint may exist without a secret siteops can store: list endpoints and delete it before registering again", nil)
 	}
 	return &CreatedWebhookEndpoint{Endpoint: out.Data.WebhookEndpoint, Secret: SigningSecret{secret}}, nil
 }
 
 // ListWebhookEndpoints lists the registered receivers with their status and
-// latest delivery, never their secrets.
+// latest delivery, never their secrets. An entry without an id is a
+// *ContractError.
 //
 // GET /api/v1/webhook-endpoints. The contract names the operation but not
 // its path; this one is assumed. Nor does it say whether the list is paged:
@@ -125,12 +137,21 @@ func (c *Client) ListWebhookEndpoints(ctx context.Context) ([]WebhookEndpoint, e
 		if cursor != "" {
 			r.query = url.Values{"cursor": {cursor}}
 		}
+		r.answer = "{ data: [endpoint, ...], next_cursor: string or null }"
 		var out struct {
 			Data       []WebhookEndpoint `json:"data"`
 			NextCursor *string           `json:"next_cursor"`
 		}
-		if _, err := c.do(ctx, r, &out); err != nil {
+		meta, err := c.do(ctx, r, &out)
+		if err != nil {
 			return nil, err
+		}
+		for i, e := range out.Data {
+			// Callers match the list with stored secrets and delete by id:
+			// an entry without one would read as an endpoint that is gone.
+			if e.ID == "" {
+				return nil, c.contractError(r, meta, fmt.Sprintf("endpoint %d of the list has no id, so it cannot be matched with its stored secret or deleted", i), nil)
+			}
 		}
 		all = append(all, out.Data...)
 		if out.NextCursor == nil || *out.NextCursor == "" {
