@@ -44,6 +44,10 @@ type Faults struct {
 	// DelayRate holds a first delivery attempt for Delay (scaled).
 	DelayRate float64  `json:"delay_rate"`
 	Delay     Duration `json:"delay"`
+	// BrokenAnswerRate answers 200 {"data":{}} before anything is applied:
+	// a 2xx that breaks the contract for every route that promises a body
+	// (no data.id, no whsec_ secret, no array of leads or endpoints).
+	BrokenAnswerRate float64 `json:"broken_answer_rate,omitempty"`
 }
 
 // Duration is a duration in the simulator's JSON (faults, config): "1.5s",
@@ -51,7 +55,7 @@ type Faults struct {
 type Duration = duration.Duration
 
 func (f Faults) validate() error {
-	for name, r := range map[string]float64{"error_rate": f.ErrorRate, "rate_limit_rate": f.RateLimitRate, "drop_rate": f.DropRate, "duplicate_rate": f.DuplicateRate, "delay_rate": f.DelayRate} {
+	for name, r := range map[string]float64{"error_rate": f.ErrorRate, "rate_limit_rate": f.RateLimitRate, "drop_rate": f.DropRate, "duplicate_rate": f.DuplicateRate, "delay_rate": f.DelayRate, "broken_answer_rate": f.BrokenAnswerRate} {
 		if r < 0 || r > 1 {
 			return fmt.Errorf("simulator: fault %s = %g; a rate is from 0 to 1", name, r)
 		}
@@ -73,6 +77,7 @@ const (
 	faultRateLimit = "rate_limit"
 	faultFixedRate = "fixed_rate_limit"
 	faultDrop      = "drop_after_apply"
+	faultBroken    = "broken_answer"
 )
 
 // SetFaults replaces the faults in force.
@@ -114,6 +119,9 @@ func (s *Simulator) injectBefore(w http.ResponseWriter) (response, string) {
 			return fail(http.StatusServiceUnavailable, "unavailable", "the service is briefly unavailable", ""), faultError
 		}
 		return fail(http.StatusInternalServerError, "internal", "an internal error occurred", ""), faultError
+	}
+	if s.chance(f.BrokenAnswerRate) {
+		return response{status: http.StatusOK, body: []byte(`{"data":{}}`)}, faultBroken
 	}
 	return response{}, ""
 }

@@ -202,3 +202,41 @@ func TestDropAfterApplyIsAmbiguous(t *testing.T) {
 		t.Errorf("requests = %+v", recs)
 	}
 }
+
+// TestBrokenAnswerFault answers a 2xx that breaks the contract before
+// anything is applied: the client reports it as a *ContractError, nothing
+// is created, and the record names the fault.
+func TestBrokenAnswerFault(t *testing.T) {
+	h := newHarness(t, testConfig())
+	if err := h.sim.SetFaults(Faults{BrokenAnswerRate: 1}); err != nil {
+		t.Fatal(err)
+	}
+	r := h.do(t, "POST", "/api/v1/sites", keyAll, "broken", `{"title":"A","slug":"acme","type":"business","template":"minimal"}`)
+	if r.Status != http.StatusOK || string(r.Body) != `{"data":{}}` {
+		t.Fatalf("answer = %d %s, want 200 {\"data\":{}}", r.Status, r.Body)
+	}
+	_, err := h.client.CreateSite(t.Context(), "broken-2", agentsite.NewSite{Title: "A", Slug: "acme", Type: "business", Template: "minimal"})
+	var ce *agentsite.ContractError
+	if !errors.As(err, &ce) {
+		t.Fatalf("CreateSite error = %v (%T), want a *agentsite.ContractError", err, err)
+	}
+	if n := len(h.sim.sites); n != 0 {
+		t.Errorf("%d sites created through broken answers, want 0", n)
+	}
+	for _, rec := range h.sim.Requests() {
+		if rec.Fault != faultBroken {
+			t.Errorf("request %s %s recorded fault %q, want %q", rec.Method, rec.Path, rec.Fault, faultBroken)
+		}
+	}
+	if err := h.sim.SetFaults(Faults{BrokenAnswerRate: 1.5}); err == nil {
+		t.Error("SetFaults accepted broken_answer_rate 1.5")
+	}
+	// Nothing was stored under the key: the same key succeeds once the
+	// fault lifts.
+	if err := h.sim.SetFaults(Faults{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.client.CreateSite(t.Context(), "broken-2", agentsite.NewSite{Title: "A", Slug: "acme", Type: "business", Template: "minimal"}); err != nil {
+		t.Fatalf("after the fault lifted: %v", err)
+	}
+}

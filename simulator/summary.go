@@ -66,7 +66,7 @@ type RequestStats struct {
 	ByStatus map[int]int `json:"by_status"`
 	// ByFault counts answers decided by a fault: "fixed_rate_limit" (the
 	// per-key limit of Faults.RateLimitRPS), "rate_limit", "error",
-	// "drop_after_apply".
+	// "drop_after_apply", "broken_answer".
 	ByFault map[string]int `json:"by_fault"`
 	// RateLimitedByKey counts 429 answers by key fingerprint (see KeyID).
 	RateLimitedByKey map[string]int `json:"rate_limited_by_key"`
