@@ -186,12 +186,41 @@ func parseURL(raw string) (Dialect, string, error) {
 	return "", "", fmt.Errorf("%w: SITEOPS_DATABASE_URL %q must start with sqlite:// or postgres://", ErrBadURL, Redact(raw))
 }
 
-// Redact hides a password in a database URL, for logs and messages.
+// Redact hides a password in a database URL, for logs and messages: the
+// userinfo's, and a password given as a query parameter (PostgreSQL reads
+// ?password=, and sslpassword for a client key). A URL that does not parse
+// is hidden whole after its scheme, since it may hold a password anywhere.
 func Redact(raw string) string {
-	if u, err := url.Parse(raw); err == nil && u.User != nil {
+	u, err := url.Parse(raw)
+	if err != nil {
+		scheme, _, found := strings.Cut(raw, "://")
+		if !found {
+			return "xxxxx"
+		}
+		return scheme + "://xxxxx"
+	}
+	if u.RawQuery != "" {
+		q := u.Query()
+		changed := false
+		for name := range q {
+			if secretParam(name) {
+				q.Set(name, "xxxxx")
+				changed = true
+			}
+		}
+		if changed {
+			u.RawQuery = q.Encode()
+		}
+	}
+	if u.User != nil {
 		return u.Redacted()
 	}
-	return raw
+	return u.String()
+}
+
+// secretParam reports whether a connection parameter holds a secret.
+func secretParam(name string) bool {
+	return strings.Contains(strings.ToLower(name), "password")
 }
 
 func (s *Store) migrate(ctx context.Context) error {

@@ -346,3 +346,25 @@ func TestConcurrentOpensMigrateOnce(t *testing.T) {
 		t.Errorf("a concurrent open failed: %v", err)
 	}
 }
+
+// TestRedactHidesEveryPassword keeps passwords out of logs and errors,
+// wherever a URL carries one.
+func TestRedactHidesEveryPassword(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"postgres://siteops:s3cret@db:5432/siteops", "postgres://siteops:xxxxx@db:5432/siteops"},
+		{"postgres://siteops@db:5432/siteops?password=s3cret&sslmode=require", "postgres://siteops@db:5432/siteops?password=xxxxx&sslmode=require"},
+		{"postgres://db/siteops?user=siteops&PassWord=s3cret", "postgres://db/siteops?PassWord=xxxxx&user=siteops"},
+		{"postgres://db/siteops?sslpassword=s3cret", "postgres://db/siteops?sslpassword=xxxxx"},
+		{"postgres://db/siteops?sslmode=disable", "postgres://db/siteops?sslmode=disable"},
+		{"sqlite:///var/lib/siteops/siteops.db", "sqlite:///var/lib/siteops/siteops.db"},
+		{"postgres://u:s3cret@db:5432/x y%zz", "postgres://xxxxx"},
+	} {
+		got := store.Redact(tc.in)
+		if got != tc.want {
+			t.Errorf("Redact(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+		if strings.Contains(got, "s3cret") {
+			t.Errorf("Redact(%q) = %q still shows the password", tc.in, got)
+		}
+	}
+}
