@@ -12,9 +12,17 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/siteops/siteops/config"
 )
 
 func main() {
+	// Secrets given as files (NAME_FILE) become variables before anything
+	// reads the environment: envconfig, the Temporal SDK's loader, children.
+	if err := config.LoadSecretFiles(); err != nil {
+		writeError(os.Stderr, err, exitUsage, false)
+		os.Exit(exitUsage)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:])
 	stop()
