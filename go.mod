@@ -2,6 +2,8 @@ module github.com/siteops/siteops
 
 go 1.26.0
 
+toolchain go1.26.8
+
 require (
 	github.com/chromedp/chromedp v0.23.0
 	github.com/jackc/pgx/v5 v5.12.0
