@@ -51,10 +51,13 @@ func classify(err error) error {
 	case errors.Is(err, agentsite.ErrMissingIdempotencyKey):
 		return nonRetryable(ErrTypeMissingKey, err)
 	case errors.Is(err, agentsite.ErrContractViolation):
-		// A body that does not decode, a lead without an id, a cursor
-		// that loops: the same request gets the same answer, so fail at
-		// once rather than retry until the stall timeout (or for ever,
-		// when each attempt stores a page again).
+		// Every 2xx that breaks the contract, from any resource: a body
+		// that does not decode, a created site without data.id, a created
+		// endpoint without its id or one-time secret, a lead without an
+		// id, a cursor that loops. The same request gets the same answer
+		// (a mutation's is replayed under its idempotency key), so fail at
+		// once rather than retry 12 times, until the stall timeout, or for
+		// ever when each attempt stores a page again.
 		return nonRetryable(ErrTypeContract, err)
 	case errors.As(err, &openErr):
 		return retryAfter(err, openErr.RetryAfter)

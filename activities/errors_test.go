@@ -43,6 +43,7 @@ func TestClassify(t *testing.T) {
 		{"validation", &agentsite.ValidationError{Field: "text", Reason: "short"}, true, ErrTypeInvalidInput, 0, false},
 		{"missing key", agentsite.ErrMissingIdempotencyKey, true, ErrTypeMissingKey, 0, false},
 		{"contract: stuck cursor", fmt.Errorf("page 3: %w", &agentsite.ContractError{Method: "GET", Path: "/api/v1/sites/s/leads", Problem: "next_cursor repeats", Err: agentsite.ErrCursorStuck}), true, ErrTypeContract, 0, false},
+		{"contract: created site without data.id", fmt.Errorf("create: %w", &agentsite.ContractError{Method: "POST", Path: "/api/v1/sites", Problem: "no data.id"}), true, ErrTypeContract, 0, false},
 		{"contract: undecodable page", &agentsite.ContractError{Method: "GET", Path: "/api/v1/sites/s/leads", Problem: "not valid JSON"}, true, ErrTypeContract, 0, false},
 		{"breaker open", &agentsite.BreakerOpenError{RetryAfter: 12 * time.Second}, false, "Retryable", 12 * time.Second, false},
 		{"transport", &agentsite.TransportError{Method: "POST", Path: "/x", Err: errors.New("connection reset")}, false, "", 0, true},

@@ -66,7 +66,7 @@ func (c *Client) CreateSite(ctx context.Context, idempotencyKey string, s NewSit
 		return nil, err
 	}
 	if out.Data.ID == "" {
-		return nil, c.contractError(r, resp, "the 201 answer has no data.id, so the new site cannot be addressed; the site may exist: look for its slug in the dashboard before creating it again", nil)
+		return nil, c.contractError(r, resp, fmt.Sprintf("the %d answer has no data.id, so the new site cannot be addressed; the site may exist: look for its slug in the dashboard before creating it again", resp.Status), nil)
 	}
 	return &CreatedSite{Site: out.Data, Location: resp.Header.Get("Location"), Response: resp}, nil
 }
