@@ -14,10 +14,14 @@
 // UI and the CLI send, for the codec server) and its original metadata —
 // the whole original payload, encoding and all, is the plaintext, so the tag
 // covers it. A payload copied from one namespace's history into another
-// does not decode there. The codec deliberately leaves out key rotation
-// (one key at a time, named by its ID in every payload) and binding a
+// does not decode there. The codec deliberately leaves out binding a
 // payload to its workflow or event: the SDK hands a codec payloads without
 // saying whose they are.
+//
+// Keys rotate through a key ring (ParseKeyRing, NewRing):
+// SITEOPS_PAYLOAD_KEY=<new>,<old>,... encrypts with the first key and
+// decrypts with whichever key a payload names by its ID, so that a key can
+// be replaced while histories written under the old one are still read.
 //
 // A codec refuses nothing for being unencrypted unless told to
 // (RequireEncrypted): a worker must still read the plaintext its callers
@@ -78,10 +82,13 @@ var namespaceName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$`)
 // encrypted, when the codec requires encryption (RequireEncrypted).
 var ErrNotEncrypted = errors.New("codec: a payload is not encrypted")
 
-// AESGCM is a converter.PayloadCodec.
+// AESGCM is a converter.PayloadCodec over a key ring: the first key
+// encrypts, every key decrypts the payloads that name it.
 type AESGCM struct {
-	aead             cipher.AEAD
-	keyID            string
+	aead             cipher.AEAD // the first key's, which encrypts
+	keyID            string      // the first key's ID
+	keys             map[string]cipher.AEAD
+	keyIDs           []string // in the ring's order
 	namespace        string
 	requireEncrypted bool
 	err              error // from an option
@@ -122,30 +129,78 @@ func WithNamespace(ns string) Option {
 	}
 }
 
-// ParseKey decodes SITEOPS_PAYLOAD_KEY: 32 bytes in standard base64.
-func ParseKey(s string) ([]byte, error) {
-	key, err := base64.StdEncoding.DecodeString(strings.TrimSpace(s))
-	if err != nil || len(key) != 32 {
-		return nil, errors.New("SITEOPS_PAYLOAD_KEY must be 32 random bytes in base64; make one with `openssl rand -base64 32`")
+// ParseKeyRing decodes SITEOPS_PAYLOAD_KEY: one key, or a key ring of
+// keys separated by commas, the first of which encrypts while all of them
+// decrypt ("<new>,<old1>,<old2>"). Each key is 32 bytes in standard base64
+// (whose alphabet holds no comma). Its errors name a key by its place in
+// the ring, never by its value.
+func ParseKeyRing(s string) ([][]byte, error) {
+	fields := strings.Split(s, ",")
+	keys := make([][]byte, 0, len(fields))
+	for i, f := range fields {
+		key, err := base64.StdEncoding.DecodeString(strings.TrimSpace(f))
+		if err != nil || len(key) != 32 {
+			if len(fields) == 1 {
+				return nil, errors.New("SITEOPS_PAYLOAD_KEY must be 32 random bytes in base64; make one with `openssl rand -base64 32`")
+			}
+			return nil, fmt.Errorf("SITEOPS_PAYLOAD_KEY holds %d keys separated by commas, and key %d is not 32 random bytes in base64; make one with `openssl rand -base64 32`", len(fields), i+1)
+		}
+		keys = append(keys, key)
 	}
-	return key, nil
+	return keys, nil
 }
 
-// New returns a codec for a 32-byte key.
+// ParseKey decodes a SITEOPS_PAYLOAD_KEY of one key. A key ring is
+// refused rather than cut to its first key: the payloads written under the
+// others would stop decoding.
+//
+// Deprecated: use ParseKeyRing and NewRing, which read a key ring.
+func ParseKey(s string) ([]byte, error) {
+	keys, err := ParseKeyRing(s)
+	if err != nil {
+		return nil, err
+	}
+	if len(keys) != 1 {
+		return nil, fmt.Errorf("SITEOPS_PAYLOAD_KEY holds %d keys separated by commas, but this part of siteops reads one key only; set one key until it reads a key ring", len(keys))
+	}
+	return keys[0], nil
+}
+
+// New returns a codec for one 32-byte key.
 func New(key []byte, opts ...Option) (*AESGCM, error) {
-	if len(key) != 32 {
-		return nil, fmt.Errorf("codec: the key is %d bytes, want 32", len(key))
+	return NewRing([][]byte{key}, opts...)
+}
+
+// NewRing returns a codec for a key ring of 32-byte keys: keys[0]
+// encrypts, and a payload decrypts with the key of the ring whose ID it
+// carries. A key listed twice is refused: it would be a ring that cannot
+// say which of its entries to drop.
+func NewRing(keys [][]byte, opts ...Option) (*AESGCM, error) {
+	if len(keys) == 0 {
+		return nil, errors.New("codec: the key ring is empty; set SITEOPS_PAYLOAD_KEY to a key made with `openssl rand -base64 32`")
 	}
-	block, err := aes.NewCipher(key)
-	if err != nil {
-		return nil, err
+	c := &AESGCM{keys: make(map[string]cipher.AEAD, len(keys))}
+	for i, key := range keys {
+		if len(key) != 32 {
+			return nil, fmt.Errorf("codec: key %d of the ring is %d bytes, want 32", i+1, len(key))
+		}
+		block, err := aes.NewCipher(key)
+		if err != nil {
+			return nil, err
+		}
+		aead, err := cipher.NewGCM(block)
+		if err != nil {
+			return nil, err
+		}
+		id := KeyID(key)
+		if _, dup := c.keys[id]; dup {
+			return nil, fmt.Errorf("codec: key %d of the ring has the ID %s of an earlier key (the same key twice); list each key once in SITEOPS_PAYLOAD_KEY", i+1, id)
+		}
+		c.keys[id] = aead
+		c.keyIDs = append(c.keyIDs, id)
 	}
-	aead, err := cipher.NewGCM(block)
-	if err != nil {
-		return nil, err
-	}
-	sum := sha256.Sum256(key)
-	c := &AESGCM{aead: aead, keyID: hex.EncodeToString(sum[:4])}
+	c.keyID = c.keyIDs[0]
+	c.aead = c.keys[c.keyID]
 	for _, opt := range opts {
 		opt(c)
 	}
@@ -155,8 +210,20 @@ func New(key []byte, opts ...Option) (*AESGCM, error) {
 	return c, nil
 }
 
-// KeyID names the key without revealing it, as payload metadata does.
+// KeyID is the ID that names key in the metadata of the payloads it
+// encrypts: the first 4 bytes of its SHA-256 in hex, which reveal nothing
+// of the key.
+func KeyID(key []byte) string {
+	sum := sha256.Sum256(key)
+	return hex.EncodeToString(sum[:4])
+}
+
+// KeyID names the key that encrypts, the ring's first, without revealing
+// it, as payload metadata does.
 func (c *AESGCM) KeyID() string { return c.keyID }
+
+// KeyIDs names every key of the ring, in its order: the first encrypts.
+func (c *AESGCM) KeyIDs() []string { return append([]string(nil), c.keyIDs...) }
 
 // Namespace is the namespace the codec binds payloads to ("" for none).
 func (c *AESGCM) Namespace() string { return c.namespace }
@@ -246,12 +313,16 @@ func (c *AESGCM) decode(payloads []*commonpb.Payload, ns string, requireEncrypte
 	return out, nil
 }
 
-// open decrypts one encrypted payload read in namespace ns ("" for any),
-// choosing the additional data by its version. A version-3 payload written
-// for no namespace opens in any: only a codec given none writes one.
+// open decrypts one encrypted payload read in namespace ns ("" for any)
+// with the key of the ring it names, choosing the additional data by its
+// version. A version-3 payload written for no namespace opens in any: only
+// a codec given none writes one.
 func (c *AESGCM) open(md map[string][]byte, data []byte, ns string) (*commonpb.Payload, error) {
-	if id := string(md[metaKeyID]); id != c.keyID {
-		return nil, fmt.Errorf("codec: payload encrypted with key %s, this key is %s; set SITEOPS_PAYLOAD_KEY to the key it was written with", truncate(id, 16), c.keyID)
+	id := string(md[metaKeyID])
+	aead, ok := c.keys[id]
+	if !ok {
+		return nil, fmt.Errorf("codec: a payload was encrypted with key %q, which SITEOPS_PAYLOAD_KEY does not hold (it holds %s); add that key at the end of SITEOPS_PAYLOAD_KEY, after a comma",
+			truncate(id, 16), strings.Join(c.keyIDs, ", "))
 	}
 	if name, ok := md[metaCipher]; ok && string(name) != cipherName {
 		return nil, fmt.Errorf("codec: payload encrypted with cipher %q, this codec knows only %s", truncate(string(name), 40), cipherName)
@@ -259,26 +330,26 @@ func (c *AESGCM) open(md map[string][]byte, data []byte, ns string) (*commonpb.P
 	var aad []byte
 	switch v, ok := md[metaVersion]; {
 	case !ok:
-		aad = []byte(c.keyID) // version 1
+		aad = []byte(id) // version 1
 	case string(v) == version2:
-		aad = aadV2(c.keyID)
+		aad = aadV2(id)
 	case string(v) == version3:
 		written := string(md[metaNamespace])
 		if ns != "" && written != "" && written != ns {
 			return nil, fmt.Errorf("codec: a payload written for namespace %q is read in namespace %q: payloads do not move between namespaces; write it again in %s",
 				truncate(written, 64), ns, ns)
 		}
-		aad = aadV3(c.keyID, written)
+		aad = aadV3(id, written)
 	default:
 		return nil, fmt.Errorf("codec: payload encryption version %q is unknown; it was written by a newer siteops, upgrade this one", truncate(string(v), 16))
 	}
-	n := c.aead.NonceSize()
+	n := aead.NonceSize()
 	if len(data) < n {
 		return nil, errors.New("codec: encrypted payload too short")
 	}
-	plain, err := c.aead.Open(nil, data[:n], data[n:], aad)
+	plain, err := aead.Open(nil, data[:n], data[n:], aad)
 	if err != nil {
-		return nil, errors.New("codec: an encrypted payload does not decrypt (tampered, or another key)")
+		return nil, fmt.Errorf("codec: an encrypted payload does not decrypt with key %s (tampered with)", id)
 	}
 	var dec commonpb.Payload
 	if err := proto.Unmarshal(plain, &dec); err != nil {

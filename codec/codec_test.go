@@ -3,7 +3,9 @@ package codec
 import (
 	"bytes"
 	"crypto/rand"
+	"encoding/base64"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -203,11 +205,118 @@ func TestRequireEncrypted(t *testing.T) {
 	}
 }
 
-func TestParseKey(t *testing.T) {
-	if _, err := ParseKey("c2hvcnQ="); err == nil {
-		t.Error("a short key was accepted")
+func TestParseKeyRing(t *testing.T) {
+	keyA := base64.StdEncoding.EncodeToString(key)
+	keyB := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte("b"), 32))
+	tests := []struct {
+		name, value string
+		want        int    // keys
+		wantErr     string // empty: no error
+	}{
+		{name: "one key", value: keyA, want: 1},
+		{name: "one key with a newline", value: keyA + "\n", want: 1},
+		{name: "a ring", value: keyB + "," + keyA, want: 2},
+		{name: "a ring with spaces", value: keyB + " , " + keyA + " ", want: 2},
+		{name: "a short key", value: "c2hvcnQ=", wantErr: "32 random bytes in base64"},
+		{name: "a short key in a ring", value: keyB + ",c2hvcnQ=", wantErr: "key 2 is not 32 random bytes"},
+		{name: "an empty entry", value: keyB + ",", wantErr: "key 2 is not"},
+		{name: "empty", value: "", wantErr: "32 random bytes"},
 	}
-	if k, err := ParseKey("MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="); err != nil || !bytes.Equal(k, key) {
-		t.Errorf("ParseKey = %v", err)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			keys, err := ParseKeyRing(tt.value)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("ParseKeyRing = %d keys, %v; want an error saying %q", len(keys), err, tt.wantErr)
+				}
+				if strings.Contains(err.Error(), keyB) || strings.Contains(err.Error(), keyA) {
+					t.Errorf("the error shows a key: %v", err)
+				}
+				return
+			}
+			if err != nil || len(keys) != tt.want {
+				t.Fatalf("ParseKeyRing = %d keys, %v; want %d", len(keys), err, tt.want)
+			}
+		})
+	}
+	if keys, err := ParseKeyRing(keyA); err != nil || !bytes.Equal(keys[0], key) {
+		t.Errorf("ParseKeyRing(one key) = %q, %v; want the key", keys, err)
+	}
+}
+
+// TestKeyRingRotation checks a rotation from key A to key B: with the ring
+// "B,A" payloads written under A (in every format) still decode, and new
+// ones are written under B; with "B" alone, A's payloads fail with an
+// error that names A's key ID and shows no key. A ring with one key is
+// the codec of one key.
+func TestKeyRingRotation(t *testing.T) {
+	keyA, keyB := key, bytes.Repeat([]byte("b"), 32)
+	onlyA, err := New(keyA, WithNamespace("prod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner, _ := converter.GetDefaultDataConverter().ToPayload(map[string]string{"title": "Bayside Dental"})
+	underA := map[string]*commonpb.Payload{"version 1": sealV1(t, onlyA, inner), "version 2": sealV2(t, onlyA, inner)}
+	enc, err := onlyA.Encode([]*commonpb.Payload{inner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	underA["version 3"] = enc[0]
+
+	ring, err := ParseKeyRing(base64.StdEncoding.EncodeToString(keyB) + "," + base64.StdEncoding.EncodeToString(keyA))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rotated, err := NewRing(ring, WithNamespace("prod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := rotated.KeyIDs(), []string{KeyID(keyB), KeyID(keyA)}; !slices.Equal(got, want) {
+		t.Errorf("KeyIDs = %q, want %q (B encrypts)", got, want)
+	}
+	for name, p := range underA {
+		out, err := rotated.Decode([]*commonpb.Payload{p})
+		if err != nil || !proto.Equal(out[0], inner) {
+			t.Errorf("A's %s payload read with the ring B,A = %v, %v; want the inner payload", name, out, err)
+		}
+	}
+	enc, err = rotated.Encode([]*commonpb.Payload{inner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(enc[0].GetMetadata()[metaKeyID]); got != KeyID(keyB) {
+		t.Errorf("a new payload is written under key %s, want B's %s", got, KeyID(keyB))
+	}
+	if _, err := onlyA.Decode(enc); err == nil || !strings.Contains(err.Error(), KeyID(keyB)) {
+		t.Errorf("B's payload read by a process holding A alone: %v; want an error naming key %s", err, KeyID(keyB))
+	}
+
+	onlyB, err := NewRing([][]byte{keyB}, WithNamespace("prod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := onlyB.Decode(enc); err != nil || !proto.Equal(out[0], inner) {
+		t.Errorf("B's payload read with the ring B = %v, %v", out, err)
+	}
+	for name, p := range underA {
+		_, err := onlyB.Decode([]*commonpb.Payload{p})
+		if err == nil || !strings.Contains(err.Error(), KeyID(keyA)) || !strings.Contains(err.Error(), "SITEOPS_PAYLOAD_KEY") {
+			t.Fatalf("A's %s payload read with the ring B = %v; want an error naming the missing key %s and SITEOPS_PAYLOAD_KEY", name, err, KeyID(keyA))
+		}
+		for _, secret := range []string{string(keyA), string(keyB), base64.StdEncoding.EncodeToString(keyA), base64.StdEncoding.EncodeToString(keyB)} {
+			if strings.Contains(err.Error(), secret) {
+				t.Errorf("the error shows a key: %v", err)
+			}
+		}
+	}
+
+	if _, err := NewRing([][]byte{keyB, keyA, keyB}); err == nil || !strings.Contains(err.Error(), "key 3") {
+		t.Errorf("a ring holding B twice: %v, want a refusal naming key 3", err)
+	}
+	if _, err := NewRing(nil); err == nil {
+		t.Error("an empty ring was accepted")
+	}
+	if _, err := NewRing([][]byte{keyB, []byte("short")}); err == nil || !strings.Contains(err.Error(), "key 2") {
+		t.Errorf("a ring with a short key: %v, want a refusal naming key 2", err)
 	}
 }

@@ -1,6 +1,7 @@
 package codec
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
@@ -22,11 +23,30 @@ import (
 // over 2 MiB), and the cap keeps one request from taking the server's memory.
 const MaxRequestBytes = 8 << 20
 
-// MaxConcurrent bounds the requests that hold a body in memory at once;
-// more wait their turn (a history page of the Web UI sends several at
-// once). With MaxRequestBytes it bounds the memory the server can be made
-// to use.
+// MaxConcurrent bounds the requests that decrypt or encrypt at once: the
+// CPU work, and the memory of the payloads it parses and writes. A request
+// takes its place only once its body has arrived, so a slow upload holds
+// none while its bytes trickle in.
 const MaxConcurrent = 4
+
+// MaxBufferedBytes bounds the bytes of request bodies held in memory at
+// once, counted as they arrive (in blocks of up to 64 KiB): eight bodies
+// at the size cap, or thousands of uploads that have sent little.
+const MaxBufferedBytes = 8 * MaxRequestBytes
+
+// BodyTimeout bounds the time a request's body takes to arrive once its
+// headers have: a history page's payloads arrive in milliseconds, and an
+// upload slower than this is cut (408).
+const BodyTimeout = 10 * time.Second
+
+// SlotWait bounds how long a request waits for room — for its body's bytes
+// (MaxBufferedBytes) or for a place to decrypt (MaxConcurrent) — before it
+// is answered 503 with Retry-After instead of being left to hang.
+const SlotWait = 2 * time.Second
+
+// readBlock is how many bytes of a body are taken from the budget, and
+// allocated, at a time.
+const readBlock = 64 << 10
 
 // MinTokenLength is the shortest bearer token Handler accepts.
 const MinTokenLength = 16
@@ -111,14 +131,20 @@ func NewServer(h http.Handler) *http.Server {
 // and the CORS preflights (OPTIONS) a browser sends before them.
 //
 // A request is refused, before its body is read, when
-//   - its Host is not one of o.Hosts (403: a DNS-rebinding page),
+//   - its Host is not one of o.Hosts (403: a DNS-rebinding page in a
+//     browser; a client outside a browser writes any Host it likes),
 //   - it carries an Origin that is not one of o.Origins (403: a page of
 //     another site; the Web UI's own page is served),
 //   - o.Token is set and the request does not carry it (401; preflights,
 //     which browsers send without credentials, need none),
 //   - its Content-Type is not application/json (415: a browser can send
 //     text/plain cross-origin without asking first, never JSON),
-//   - its body is over MaxRequestBytes (413).
+//   - its body is over MaxRequestBytes (413),
+//   - it names no namespace in X-Namespace, or not a namespace name (400).
+//
+// Its body must then arrive within BodyTimeout (else 408); a request that
+// finds no room within SlotWait, for its body or to decrypt, gets 503 with
+// Retry-After.
 //
 // The answers never allow credentials (cookies): the UI's codec setting
 // includeCredentials would make a browser attach whatever cookies it holds
@@ -126,9 +152,10 @@ func NewServer(h http.Handler) *http.Server {
 // rides on. Decoded payloads are marked not to be cached.
 //
 // /encode always encrypts, for the namespace the request names in
-// X-Namespace (as the Web UI and the CLI send it; c's namespace when it
-// names none). /decode decrypts payloads written for that namespace (or for
-// none) and refuses a request holding a payload that is not encrypted,
+// X-Namespace (as the Web UI and the CLI send it; a codec bound to a
+// namespace serves that one only). /decode decrypts payloads written for
+// that namespace (or, in the formats before version 3 and by a codec given
+// no namespace, for none) and refuses a request holding a payload that is not encrypted,
 // unless o.AllowPlaintext: such a payload was written by a client without
 // the key (a history written before the key was set, a workflow started
 // through Temporal's HTTP API), and the Web UI then shows it as it is,
@@ -139,7 +166,12 @@ func Handler(c *AESGCM, o Options) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	requireEncrypted := c.requireEncrypted || !o.AllowPlaintext
+	return h.routes(c), nil
+}
+
+// routes serves c's /encode and /decode with h's checks.
+func (h *handler) routes(c *AESGCM) http.Handler {
+	requireEncrypted := c.requireEncrypted || !h.allowPlaintext
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /encode", h.codecRequest(c, func(ns string, p []*commonpb.Payload) ([]*commonpb.Payload, error) {
 		return c.encode(p, ns)
@@ -149,12 +181,13 @@ func Handler(c *AESGCM, o Options) (http.Handler, error) {
 	}))
 	mux.HandleFunc("OPTIONS /encode", h.preflight)
 	mux.HandleFunc("OPTIONS /decode", h.preflight)
-	return h.checkHost(mux), nil
+	return h.checkHost(mux)
 }
 
 func newHandler(o Options) (*handler, error) {
 	h := &handler{origins: map[string]bool{}, exact: map[string]bool{}, anyPort: map[string]bool{},
-		log: o.Logger, slots: make(chan struct{}, MaxConcurrent)}
+		log: o.Logger, allowPlaintext: o.AllowPlaintext, slots: make(chan struct{}, MaxConcurrent),
+		bodies: newBudget(MaxBufferedBytes), slotWait: SlotWait, bodyTimeout: BodyTimeout}
 	if len(o.Hosts) == 0 {
 		return nil, errors.New("codec: the server needs the Host names it is reached by (Options.Hosts, see LocalHosts)")
 	}
@@ -185,7 +218,12 @@ type handler struct {
 	anyPort map[string]bool // "host"
 	token   []byte          // SHA-256 of the token; nil when none is required
 	log     *slog.Logger
-	slots   chan struct{}
+
+	allowPlaintext bool
+	slots          chan struct{} // places to decrypt or encrypt (MaxConcurrent)
+	bodies         *budget       // bytes of bodies in memory (MaxBufferedBytes)
+	slotWait       time.Duration // SlotWait; tests shorten it
+	bodyTimeout    time.Duration // BodyTimeout; tests shorten it
 }
 
 // normalizeOrigin lets "http://LOCALHOST:8233/" name the origin the browser
@@ -271,19 +309,12 @@ func (h *handler) preflight(w http.ResponseWriter, r *http.Request) {
 }
 
 // codecRequest serves /encode or /decode with f, for the request's
-// namespace.
+// namespace. The body is read first, holding only the bytes that have
+// arrived; the place to decrypt is taken after it, for the CPU work alone.
 func (h *handler) codecRequest(c *AESGCM, f func(ns string, p []*commonpb.Payload) ([]*commonpb.Payload, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !h.cors(w, r) || !h.authorized(w, r) {
 			return
-		}
-		ns := c.namespace
-		if v := r.Header.Get("X-Namespace"); v != "" {
-			if !namespaceName.MatchString(v) {
-				h.refuse(w, r, http.StatusBadRequest, "codec server refused an X-Namespace that is not a Temporal namespace name", "namespace", truncate(v, 64))
-				return
-			}
-			ns = v
 		}
 		if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
 			h.refuse(w, r, http.StatusUnsupportedMediaType, "codec server accepts only Content-Type: application/json",
@@ -294,22 +325,27 @@ func (h *handler) codecRequest(c *AESGCM, f func(ns string, p []*commonpb.Payloa
 			h.refuse(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("the request is over %d bytes; send fewer payloads at a time", MaxRequestBytes))
 			return
 		}
+		ns, ok := h.namespace(w, r, c)
+		if !ok {
+			return
+		}
+		blocks, release, ok := h.readBody(w, r)
+		if !ok {
+			return
+		}
+		defer release()
+		timer := time.NewTimer(h.slotWait)
+		defer timer.Stop()
 		select {
 		case h.slots <- struct{}{}:
 			defer func() { <-h.slots }()
+		case <-timer.C:
+			h.busy(w, r, fmt.Sprintf("codec server is busy: %d requests are being decrypted; try again in a second", MaxConcurrent))
+			return
 		case <-r.Context().Done():
 			return
 		}
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
-		if err != nil {
-			var tooLarge *http.MaxBytesError
-			if errors.As(err, &tooLarge) {
-				h.refuse(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("the request is over %d bytes; send fewer payloads at a time", tooLarge.Limit))
-				return
-			}
-			http.Error(w, "reading the request: "+err.Error(), http.StatusBadRequest)
-			return
-		}
+		body := bytes.Join(blocks, nil)
 		var in commonpb.Payloads
 		if err := protojson.Unmarshal(body, &in); err != nil {
 			http.Error(w, `the body is not {"payloads": [...]} in protojson: `+err.Error(), http.StatusBadRequest)
@@ -333,4 +369,93 @@ func (h *handler) codecRequest(c *AESGCM, f func(ns string, p []*commonpb.Payloa
 		w.Header().Set("Cache-Control", "no-store")
 		_, _ = w.Write(b)
 	}
+}
+
+// namespace is the namespace the request names in X-Namespace, which it
+// must: without it /decode would open the payloads of every namespace for
+// whoever asks, and /encode would write payloads bound to none. It answers
+// 400 itself, and says false, for a request without one, with one that is
+// not a namespace name, or with another than the one c is bound to.
+func (h *handler) namespace(w http.ResponseWriter, r *http.Request, c *AESGCM) (string, bool) {
+	ns := r.Header.Get("X-Namespace")
+	switch {
+	case ns == "":
+		h.refuse(w, r, http.StatusBadRequest, "codec server refused a request without X-Namespace: it decrypts only for the namespace a request names; send the header X-Namespace: <namespace> (the Web UI and `temporal --codec-endpoint` send it)")
+		return "", false
+	case !namespaceName.MatchString(ns):
+		h.refuse(w, r, http.StatusBadRequest, "codec server refused an X-Namespace that is not a Temporal namespace name", "namespace", truncate(ns, 64))
+		return "", false
+	case c.namespace != "" && ns != c.namespace:
+		h.refuse(w, r, http.StatusBadRequest, fmt.Sprintf("codec server serves namespace %s only; send X-Namespace: %s, or run a codec server for the other namespace", c.namespace, c.namespace),
+			"namespace", ns)
+		return "", false
+	}
+	return ns, true
+}
+
+// readBody reads the request's body under its own deadline (h.bodyTimeout
+// from now), taking bytes from h.bodies a block at a time as they arrive,
+// so that an upload whose bytes trickle in holds little. It returns the
+// body's blocks and the func that gives their bytes back; or it answers
+// the request itself (413, 408, 503, 400) and says false.
+func (h *handler) readBody(w http.ResponseWriter, r *http.Request) ([][]byte, func(), bool) {
+	// An error here means the connection cannot take a deadline (HTTP/2
+	// over a hijacked stream, say); the server's ReadTimeout still bounds
+	// the request then.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(h.bodyTimeout))
+	body := http.MaxBytesReader(w, r.Body, MaxRequestBytes)
+	var blocks [][]byte
+	var held, read int64
+	release := func() { h.bodies.give(held) }
+	for {
+		size := int64(readBlock)
+		if r.ContentLength >= 0 {
+			if read == r.ContentLength {
+				return blocks, release, true
+			}
+			size = min(size, r.ContentLength-read)
+		}
+		if !h.bodies.take(r.Context(), size, h.slotWait) {
+			release()
+			if r.Context().Err() == nil {
+				h.busy(w, r, "codec server is busy: request bodies fill the memory it sets aside for them; try again in a second")
+			}
+			return nil, nil, false
+		}
+		held += size
+		block := make([]byte, size)
+		n, err := io.ReadFull(body, block)
+		read += int64(n)
+		if n > 0 {
+			blocks = append(blocks, block[:n])
+		}
+		if err == nil {
+			continue
+		}
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return blocks, release, true
+		}
+		release()
+		var tooLarge *http.MaxBytesError
+		var netErr net.Error
+		switch {
+		case errors.As(err, &tooLarge):
+			h.refuse(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("the request is over %d bytes; send fewer payloads at a time", tooLarge.Limit))
+		case errors.As(err, &netErr) && netErr.Timeout():
+			h.refuse(w, r, http.StatusRequestTimeout, fmt.Sprintf("the request's body did not arrive within %s; send it faster, or fewer payloads at a time", h.bodyTimeout),
+				"received_bytes", read)
+		case r.Context().Err() != nil:
+			// The client went away: nobody reads an answer.
+		default:
+			http.Error(w, "reading the request: "+err.Error(), http.StatusBadRequest)
+		}
+		return nil, nil, false
+	}
+}
+
+// busy answers 503 with Retry-After, for a request that found no room
+// within h.slotWait.
+func (h *handler) busy(w http.ResponseWriter, r *http.Request, msg string) {
+	w.Header().Set("Retry-After", "1")
+	h.refuse(w, r, http.StatusServiceUnavailable, msg)
 }

@@ -1,15 +1,21 @@
 package codec
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/converter"
@@ -360,4 +366,232 @@ func TestCodecServerLogsRefusals(t *testing.T) {
 	if strings.Contains(logs.String(), token) {
 		t.Errorf("the log shows the token:\n%s", logs.String())
 	}
+}
+
+// TestCodecServerRequiresXNamespace checks that /encode and /decode are
+// refused without X-Namespace, naming the header: without it /decode would
+// open every namespace's payloads. A codec bound to a namespace serves
+// that one only.
+func TestCodecServerRequiresXNamespace(t *testing.T) {
+	c, _ := New(key)
+	srv := newServer(t, c, Options{Origins: []string{uiOrigin}})
+	body := payloadsBody(t, c, "hello")
+	for _, path := range []string{"/decode", "/encode"} {
+		for _, origin := range []string{"", uiOrigin} {
+			req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL+path, bytes.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			if origin != "" {
+				req.Header.Set("Origin", origin)
+			}
+			resp, err := srv.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "X-Namespace") || strings.Contains(string(b), "metadata") {
+				t.Errorf("%s without X-Namespace (Origin %q) = %d %s; want 400 naming X-Namespace", path, origin, resp.StatusCode, b)
+			}
+		}
+		if code, got := postStatus(t, srv.URL+path, "default", body); code != http.StatusOK {
+			t.Errorf("%s with X-Namespace = %d %s; want 200", path, code, got)
+		}
+	}
+
+	prod, _ := New(key, WithNamespace("prod"))
+	bound := newServer(t, prod, Options{})
+	prodBody := payloadsBody(t, prod, "hello")
+	if code, got := postStatus(t, bound.URL+"/decode", "staging", prodBody); code != http.StatusBadRequest || !strings.Contains(got, "serves namespace prod only") {
+		t.Errorf("a server for prod asked for staging = %d %s; want 400 naming prod", code, got)
+	}
+	if got := post(t, bound.URL+"/decode", "prod", prodBody); !strings.Contains(got, "ImhlbGxvIg==") {
+		t.Errorf("a server for prod asked for prod = %s", got)
+	}
+}
+
+// TestCodecServerKeyRing checks that the codec server decodes with every
+// key of its ring and encodes with the first.
+func TestCodecServerKeyRing(t *testing.T) {
+	keyB := bytes.Repeat([]byte("b"), 32)
+	old, _ := New(key)
+	ring, err := NewRing([][]byte{keyB, key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := newServer(t, ring, Options{})
+	if got := post(t, srv.URL+"/decode", "default", payloadsBody(t, old, "hello")); !strings.Contains(got, "ImhlbGxvIg==") {
+		t.Errorf("decode of a payload under the old key = %s", got)
+	}
+	p, _ := converter.GetDefaultDataConverter().ToPayload("hello")
+	body, _ := json.Marshal(map[string]any{"payloads": []any{json.RawMessage(mustProtoJSON(t, p))}})
+	var enc commonpb.Payloads
+	if err := protojson.Unmarshal([]byte(post(t, srv.URL+"/encode", "default", body)), &enc); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(enc.GetPayloads()[0].GetMetadata()[metaKeyID]); got != KeyID(keyB) {
+		t.Errorf("/encode wrote under key %s, want the ring's first, %s", got, KeyID(keyB))
+	}
+}
+
+// slowUpload opens a connection to srv and sends a /decode request whose
+// headers are complete but whose body of 1000 declared bytes has sent one:
+// an upload whose bytes trickle in. The connection closes with the test.
+func slowUpload(t *testing.T, srv *httptest.Server) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	_, err = fmt.Fprintf(conn, "POST /decode HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nX-Namespace: default\r\nContent-Length: 1000\r\n\r\n{",
+		srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
+// countRequests counts the requests h has begun serving.
+func countRequests(h http.Handler, n *atomic.Int64) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		h.ServeHTTP(w, r)
+	})
+}
+
+// waitFor polls cond until it holds, failing the test after 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 10s for %s", what)
+		}
+		<-tick.C
+	}
+}
+
+// TestCodecServerSlowUploadsDoNotStallDecodes checks that uploads whose
+// bytes trickle in, more of them than there are places to decrypt, do not
+// hold a decode of the Web UI up: it is answered within 1 s while they are
+// all still in flight.
+func TestCodecServerSlowUploadsDoNotStallDecodes(t *testing.T) {
+	c, _ := New(key)
+	h, err := Handler(c, Options{Hosts: []string{"127.0.0.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var begun atomic.Int64
+	srv := httptest.NewUnstartedServer(countRequests(h, &begun))
+	srv.Config = NewServer(srv.Config.Handler)
+	srv.Start()
+	t.Cleanup(srv.Close)
+	const slow = MaxConcurrent + 2
+	for range slow {
+		slowUpload(t, srv)
+	}
+	waitFor(t, "the slow uploads to reach the handler", func() bool { return begun.Load() == slow })
+
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/decode", bytes.NewReader(payloadsBody(t, c, "hello")))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Namespace", "default")
+	began := time.Now()
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatalf("a decode beside %d slow uploads: %v after %s; want an answer within 1s", slow, err, time.Since(began).Round(time.Millisecond))
+	}
+	b, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "ImhlbGxvIg==") {
+		t.Fatalf("a decode beside %d slow uploads = %d %s; want 200 and the payload", slow, resp.StatusCode, b)
+	}
+}
+
+// TestCodecServerBoundedWaits checks what a request that finds no room
+// gets after a short, bounded wait: 503 with Retry-After, when every place
+// to decrypt is taken and when the bytes set aside for bodies are; and that
+// an upload slower than the body's deadline is cut with 408.
+func TestCodecServerBoundedWaits(t *testing.T) {
+	c, _ := New(key)
+	body := payloadsBody(t, c, "hello")
+	serve := func(t *testing.T, tune func(h *handler)) *httptest.Server {
+		t.Helper()
+		h, err := newHandler(Options{Hosts: []string{"127.0.0.1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.slotWait, h.bodyTimeout = 100*time.Millisecond, 200*time.Millisecond
+		tune(h)
+		srv := httptest.NewUnstartedServer(h.routes(c))
+		srv.Config = NewServer(srv.Config.Handler)
+		srv.Start()
+		t.Cleanup(srv.Close)
+		return srv
+	}
+	decode := func(t *testing.T, srv *httptest.Server) (*http.Response, string) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL+"/decode", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Namespace", "default")
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		return resp, string(b)
+	}
+	t.Run("every place to decrypt taken", func(t *testing.T) {
+		srv := serve(t, func(h *handler) {
+			for range MaxConcurrent {
+				h.slots <- struct{}{}
+			}
+		})
+		resp, b := decode(t, srv)
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || !strings.Contains(b, "busy") {
+			t.Errorf("decode = %d (Retry-After %q) %s; want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"), b)
+		}
+	})
+	t.Run("the bytes for bodies taken", func(t *testing.T) {
+		srv := serve(t, func(h *handler) {
+			h.bodies = newBudget(int64(len(body)))
+			if _, ok := h.bodies.tryTake(int64(len(body))); !ok {
+				t.Fatal("the budget could not be taken")
+			}
+		})
+		resp, b := decode(t, srv)
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || !strings.Contains(b, "busy") {
+			t.Errorf("decode = %d (Retry-After %q) %s; want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"), b)
+		}
+	})
+	t.Run("room again once a request is answered", func(t *testing.T) {
+		var h0 *handler
+		srv := serve(t, func(h *handler) { h.bodies, h0 = newBudget(int64(len(body))), h })
+		for i := range 3 {
+			if resp, b := decode(t, srv); resp.StatusCode != http.StatusOK {
+				t.Fatalf("decode %d = %d %s; want 200 (the bytes of the one before given back)", i+1, resp.StatusCode, b)
+			}
+		}
+		if _, ok := h0.bodies.tryTake(int64(len(body))); !ok {
+			t.Errorf("the budget does not hold all its bytes after the requests were answered")
+		}
+	})
+	t.Run("a body slower than its deadline", func(t *testing.T) {
+		srv := serve(t, func(*handler) {})
+		conn := slowUpload(t, srv)
+		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("the slow upload got no answer: %v", err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(b), "did not arrive within") {
+			t.Errorf("the slow upload = %d %s; want 408", resp.StatusCode, b)
+		}
+	})
 }

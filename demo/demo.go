@@ -232,11 +232,11 @@ func (d *run) start(ctx context.Context) error {
 // not pass one on), so it serves only its own loopback Host names and the
 // UI's origin (by address and as localhost). It returns the key's ID.
 func (d *run) startCodecServer(payloadKey string, opts *devserver.Options) (string, error) {
-	key, err := codec.ParseKey(payloadKey)
+	keys, err := codec.ParseKeyRing(payloadKey)
 	if err != nil {
 		return "", err
 	}
-	cd, err := codec.New(key)
+	cd, err := codec.NewRing(keys)
 	if err != nil {
 		return "", err
 	}

@@ -124,13 +124,13 @@ func temporalOptions(t config.Temporal, env envconfig.EnvLookup, logger *slog.Lo
 		o.Logger = tlog.NewStructuredLogger(logger)
 	}
 	if t.PayloadKey != "" {
-		key, err := codec.ParseKey(t.PayloadKey)
+		keys, err := codec.ParseKeyRing(t.PayloadKey)
 		if err != nil {
 			return client.Options{}, conn, config.Invalid("%v", err)
 		}
 		// Payloads are bound to the namespace they are written in, so that
 		// one copied into another namespace's history does not decode there.
-		c, err := codec.New(key, codec.WithNamespace(prof.Namespace))
+		c, err := codec.NewRing(keys, codec.WithNamespace(prof.Namespace))
 		if err != nil {
 			return client.Options{}, conn, err
 		}

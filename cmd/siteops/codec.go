@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/siteops/siteops/codec"
+	"github.com/siteops/siteops/config"
 )
 
 // codecTokenEnv holds the codec server's bearer token (or use --token-file).
@@ -30,7 +31,9 @@ func (c *cli) codecServerCmd() *cobra.Command {
 key in SITEOPS_PAYLOAD_KEY, so that people who hold the key can read workflow
 inputs and results in the Temporal Web UI (Settings → Codec Server, or
 'temporal server start-dev --ui-codec-endpoint') or with
-'temporal workflow show --codec-endpoint'.
+'temporal workflow show --codec-endpoint'. SITEOPS_PAYLOAD_KEY may be a key
+ring, "<new>,<old>,...": /encode encrypts with the first key, /decode uses
+whichever key a payload names; give it the ring the workers have.
 
 It decrypts for whoever it serves, so it serves only:
   - requests whose Host is localhost, 127.0.0.1 or [::1] on its port, the
@@ -38,14 +41,19 @@ It decrypts for whoever it serves, so it serves only:
     stops a DNS-rebinding page in your browser);
   - from a browser, pages of a --web-ui-origin (scheme://host:port, as the
     address bar shows the Web UI); other origins get 403;
-  - JSON bodies (Content-Type: application/json, else 415) up to 8 MiB (413);
+  - JSON bodies (Content-Type: application/json, else 415) up to 8 MiB (413)
+    that arrive within 10s (408);
+  - requests naming their namespace in X-Namespace (else 400), as the Web UI
+    and 'temporal --codec-endpoint' do;
   - when SITEOPS_CODEC_TOKEN or --token-file sets a token, requests with
     "Authorization: Bearer <token>" (else 401): the CLI sends it with
     --codec-auth "Bearer <token>". The Web UI's passAccessToken forwards the
     UI's own login token instead, so with a token set the UI reaches the codec
     server only through a proxy that checks that login token and sends this one.
-Refusals are logged with what was refused. Without a token, anyone who can
-reach the port and write its Host can decrypt: listen on loopback.
+Refusals are logged with what was refused. The Host and Origin lists stop
+pages in a browser only: any other client writes the Host and Origin it
+likes. So without a token it listens on loopback only, and refuses to start
+on any other address until SITEOPS_CODEC_TOKEN or --token-file sets one.
 
 /encode binds payloads to the namespace the request names (X-Namespace, as
 the Web UI and the CLI send it), and /decode refuses a payload written for
@@ -68,17 +76,17 @@ plaintext input: callers without the key send it.)`,
 			if raw == "" {
 				return errors.New("SITEOPS_PAYLOAD_KEY is not set; it must be the key the worker encrypts with")
 			}
-			key, err := codec.ParseKey(raw)
+			keys, err := codec.ParseKeyRing(raw)
 			if err != nil {
-				return err
+				return config.Invalid("%v", err)
 			}
 			token, err := codecToken(tokenFile)
 			if err != nil {
 				return err
 			}
-			cd, err := codec.New(key)
+			cd, err := codec.NewRing(keys)
 			if err != nil {
-				return err
+				return config.Invalid("%v", err)
 			}
 			logger, err := c.processLogger(cmd.ErrOrStderr())
 			if err != nil {
@@ -87,6 +95,10 @@ plaintext input: callers without the key send it.)`,
 			ln, err := net.Listen("tcp", addr)
 			if err != nil {
 				return fmt.Errorf("--addr %s cannot be listened on (%w); free the port or choose another address", addr, err)
+			}
+			if err := requireTokenBeyondLoopback(ln.Addr(), token); err != nil {
+				_ = ln.Close()
+				return err
 			}
 			allowed := append(codec.LocalHosts(ln.Addr().String()), hosts...)
 			if h, _, err := net.SplitHostPort(addr); err == nil && h != "" && net.ParseIP(h) == nil {
@@ -97,10 +109,6 @@ plaintext input: callers without the key send it.)`,
 				_ = ln.Close()
 				return err
 			}
-			if ip := ln.Addr().(*net.TCPAddr).IP; token == "" && !ip.IsLoopback() {
-				logger.Warn("the codec server listens beyond this machine without a token: anyone who reaches it can decrypt payloads; listen on 127.0.0.1 or set "+codecTokenEnv,
-					"addr", ln.Addr().String())
-			}
 			srv := codec.NewServer(h)
 			go func() {
 				<-cmd.Context().Done()
@@ -109,7 +117,7 @@ plaintext input: callers without the key send it.)`,
 				_ = srv.Shutdown(ctx)
 			}()
 			if c.json() {
-				_ = json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]any{"key_id": cd.KeyID(), "url": "http://" + ln.Addr().String(),
+				_ = json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]any{"key_id": cd.KeyID(), "key_ids": cd.KeyIDs(), "url": "http://" + ln.Addr().String(),
 					"hosts": allowed, "origins": origins, "token_required": token != "", "plaintext_allowed": allowPlaintext})
 			} else {
 				auth := "no token"
@@ -120,7 +128,7 @@ plaintext input: callers without the key send it.)`,
 				if allowPlaintext {
 					plain = "plaintext payloads returned as they are"
 				}
-				_, _ = fmt.Fprintf(cmd.OutOrStdout(), "codec server for key %s on http://%s (%s; %s; hosts %s)\n", cd.KeyID(), ln.Addr(), auth, plain, strings.Join(allowed, ", "))
+				_, _ = fmt.Fprintf(cmd.OutOrStdout(), "codec server for %s on http://%s (%s; %s; hosts %s)\n", keysLine(cd.KeyIDs()), ln.Addr(), auth, plain, strings.Join(allowed, ", "))
 			}
 			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 				return err
@@ -138,6 +146,26 @@ plaintext input: callers without the key send it.)`,
 	cmd.Flags().BoolVar(&requireEncrypted, "require-encrypted", true, "plaintext payloads are refused by default now")
 	_ = cmd.Flags().MarkDeprecated("require-encrypted", "plaintext payloads are refused by default; --allow-plaintext returns them as they are")
 	return cmd
+}
+
+// requireTokenBeyondLoopback refuses a codec server without a token on an
+// address other machines reach: its Host and Origin lists stop pages in a
+// browser, but any other client writes the Host it likes, and would
+// decrypt whatever it sends.
+func requireTokenBeyondLoopback(addr net.Addr, token string) error {
+	if tcp, ok := addr.(*net.TCPAddr); token != "" || (ok && tcp.IP.IsLoopback()) {
+		return nil
+	}
+	return config.Invalid("codec-server refuses to listen on %s without a token: anyone who reaches it could decrypt payloads; set %s or --token-file, or listen on 127.0.0.1 (--addr 127.0.0.1:8081)", addr, codecTokenEnv)
+}
+
+// keysLine names the keys of the ring in the startup line: the first
+// encrypts.
+func keysLine(ids []string) string {
+	if len(ids) == 1 {
+		return "key " + ids[0]
+	}
+	return "keys " + ids[0] + " (encrypts), " + strings.Join(ids[1:], ", ")
 }
 
 // codecToken is the codec server's bearer token: SITEOPS_CODEC_TOKEN or
