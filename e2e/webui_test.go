@@ -241,6 +241,7 @@ func TestWebUIShowsDecodedPayloads(t *testing.T) {
 		}
 		req.Header.Set("Origin", tt.origin)
 		req.Header.Set("Content-Type", tt.contentType)
+		req.Header.Set("X-Namespace", "default") // as the Web UI and the CLI send it; required
 		resp, err := codecSrv.Client().Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -790,6 +791,7 @@ func checkCodecCalls(t *testing.T, url string, calls []codecCall) {
 			tt.contentType = "application/json"
 		}
 		req.Header.Set("Content-Type", tt.contentType)
+		req.Header.Set("X-Namespace", "default") // as the Web UI and the CLI send it; required
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatalf("%s: %v", tt.name, err)
