@@ -2,6 +2,7 @@ package schemas_test
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"maps"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"testing/fstest"
 	"time"
 
+	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/nexus/api"
 	"github.com/siteops/siteops/schemas"
 	"github.com/siteops/siteops/schemas/internal/generate"
@@ -55,8 +57,14 @@ func TestSchemasMatchTheTypes(t *testing.T) {
 			t.Errorf("the embedded schemas/%s differs from the file (%v)", name, err)
 		}
 	}
-	for _, name := range []string{schemas.OnboardingSpec, schemas.OnboardingInput, schemas.LeadSyncInput, schemas.EmbedIncidentInput,
-		schemas.SecretRotationInput, schemas.EndpointRegistration, schemas.NexusOnboardInput} {
+	for _, name := range []string{schemas.OnboardingSpec,
+		schemas.OnboardingInput, schemas.OnboardingResult, schemas.OnboardingStatus,
+		schemas.LeadSyncInput, schemas.LeadSyncProgress, schemas.LeadSyncSyncSignal,
+		schemas.EmbedIncidentInput, schemas.EmbedIncidentStatus, schemas.EmbedIncidentAwaitOff, schemas.EmbedIncidentAwaitOffDone, schemas.EmbedIncidentDecide,
+		schemas.SecretRotationInput, schemas.SecretRotationStatus, schemas.SecretRotationDecide,
+		schemas.EndpointRegistration, schemas.EndpointRegistrationState, schemas.SecretReconcileInput, schemas.SecretReconcileStatus,
+		schemas.NexusStoreKnowledgeInput, schemas.NexusStoreKnowledgeOutput, schemas.NexusOnboardInput, schemas.NexusOnboardOutput,
+		schemas.NexusOnboardingStatusInput, schemas.NexusOnboardingStatus, schemas.NexusLeadSyncStatusInput, schemas.NexusLeadSyncStatus} {
 		if _, ok := want[name]; !ok {
 			t.Errorf("schemas.%s names no generated file", name)
 		}
@@ -77,8 +85,8 @@ func firstDifference(a, b []byte) string {
 // step: a keyword the generator starts to write must be taught to
 // Validate (or listed as an annotation).
 func TestValidatorKnowsEveryKeyword(t *testing.T) {
-	known := []string{"type", "properties", "required", "additionalProperties", "items", "pattern", "minimum",
-		"$schema", "title", "description", "format"}
+	known := []string{"type", "properties", "required", "additionalProperties", "items", "minItems", "maxItems",
+		"enum", "pattern", "minLength", "maxLength", "minimum", "maximum", "$schema", "title", "description", "format"}
 	for _, f := range generate.Files {
 		b, err := schemas.File(f.Name)
 		if err != nil {
@@ -114,7 +122,8 @@ func TestValidatorKnowsEveryKeyword(t *testing.T) {
 
 // TestWhatGoWritesValidates marshals every schema's type, empty and with
 // every field set, and validates the JSON: the schema accepts every
-// document the types write.
+// document the types write. An output's empty value validates too: the
+// fields it requires are those Go always writes.
 func TestWhatGoWritesValidates(t *testing.T) {
 	for _, f := range generate.Files {
 		for what, v := range map[string]reflect.Value{"zero": reflect.New(f.Type).Elem(), "filled": filled(f.Type)} {
@@ -123,9 +132,39 @@ func TestWhatGoWritesValidates(t *testing.T) {
 				t.Fatal(err)
 			}
 			problems, err := schemas.Validate(f.Name, b)
-			if err != nil || (what == "filled" && len(problems) > 0) {
+			if err != nil || ((what == "filled" || f.Output) && len(problems) > 0) {
 				t.Errorf("%s, %s value %s: %v %v", f.Name, what, b, problems, err)
 			}
+		}
+	}
+}
+
+// TestOriginPatternIsValidateOrigin checks the pattern of allowed origins
+// against the check that reads them: the pattern takes every origin
+// agentsite.ValidateOrigin takes, and refuses an origin with a path, a
+// query, a fragment, credentials, a wildcard or another scheme.
+func TestOriginPatternIsValidateOrigin(t *testing.T) {
+	re := regexp.MustCompile(generate.OriginPattern)
+	takes := []string{"https://acme.example", "http://localhost:3000", "HTTPS://Shop.Example:443", "https://a-b.c-d.example",
+		"http://192.0.2.1:8080", "https://[2001:db8::1]", "https://[::ffff:c000:201]:8443", "https://xn--bcher-kva.example"}
+	refuses := []string{"https://acme.example/", "https://acme.example/shop", "https://acme.example?x=1", "https://acme.example#top",
+		"https://user@acme.example", "https://*.acme.example", "https://acme.example:*", "ftp://acme.example", "acme.example",
+		"https://acme.example.", "https://-acme.example", "https://acme_shop.example", "https://acme.example:0", "https://acme.example:",
+		"https://acme.example:08080", "https://bücher.example", "https://acme.example ", "", "https://"}
+	for _, o := range takes {
+		if err := agentsite.ValidateOrigin("o", o); err != nil {
+			t.Fatalf("%q: agentsite refuses it (%v); take it out of the accepted ones", o, err)
+		}
+		if !re.MatchString(o) {
+			t.Errorf("%q: agentsite takes it, the pattern refuses it", o)
+		}
+	}
+	for _, o := range refuses {
+		if err := agentsite.ValidateOrigin("o", o); err == nil {
+			t.Fatalf("%q: agentsite takes it; take it out of the refused ones", o)
+		}
+		if re.MatchString(o) {
+			t.Errorf("%q: agentsite refuses it, and so should the pattern", o)
 		}
 	}
 }
@@ -215,9 +254,33 @@ func TestDurationPatternIsParseDuration(t *testing.T) {
 	}
 }
 
+// fills are the values of the fields whose rules "x" breaks, by type and
+// Go field name; a list field gets one entry of it.
+var fills = map[string]string{
+	"workflows.AgentSpec.AllowedOrigins":           "https://acme.example",
+	"api.Agent.AllowedOrigins":                     "https://acme.example",
+	"workflows.EmbedDecision.AllowedOrigins":       "https://acme.example",
+	"workflows.EmbedDecision.Action":               workflows.DecisionRestore,
+	"workflows.RotationDecision.Action":            workflows.RotationProceed,
+	"workflows.EndpointRegistrationInput.Events":   "lead.created",
+	"starter.Spec.OnKnowledgeTimeout":              workflows.TimeoutProceed,
+	"workflows.OnboardingInput.OnKnowledgeTimeout": workflows.TimeoutProceed,
+	"api.OnboardInput.OnKnowledgeTimeout":          workflows.TimeoutProceed,
+	"starter.SpecKnowledge.Text":                   "Open 9 to 5.",
+	"workflows.KnowledgeSpec.Text":                 "Open 9 to 5.",
+	"api.Knowledge.Text":                           "Open 9 to 5.",
+	"api.StoreKnowledgeInput.Text":                 "Open 9 to 5.",
+}
+
 // filled returns a value of t with every field set, as a caller who uses
 // every option would write it.
 func filled(t reflect.Type) reflect.Value {
+	return filledAs(t, "")
+}
+
+// filledAs is filled, with fill for every string in the value when it is
+// not empty.
+func filledAs(t reflect.Type, fill string) reflect.Value {
 	v := reflect.New(t).Elem()
 	switch t {
 	case reflect.TypeFor[workflows.Duration]():
@@ -232,21 +295,21 @@ func filled(t reflect.Type) reflect.Value {
 	}
 	switch t.Kind() {
 	case reflect.String:
-		v.SetString("x")
+		v.SetString(cmp.Or(fill, "x"))
 	case reflect.Bool:
 		v.SetBool(true)
 	case reflect.Int, reflect.Int64:
 		v.SetInt(7)
 	case reflect.Slice:
-		v.Set(reflect.Append(reflect.MakeSlice(t, 0, 1), filled(t.Elem())))
+		v.Set(reflect.Append(reflect.MakeSlice(t, 0, 1), filledAs(t.Elem(), fill)))
 	case reflect.Pointer:
 		p := reflect.New(t.Elem())
-		p.Elem().Set(filled(t.Elem()))
+		p.Elem().Set(filledAs(t.Elem(), fill))
 		v.Set(p)
 	case reflect.Struct:
 		for i := range t.NumField() {
-			if t.Field(i).IsExported() {
-				v.Field(i).Set(filled(t.Field(i).Type))
+			if f := t.Field(i); f.IsExported() {
+				v.Field(i).Set(filledAs(f.Type, fills[t.String()+"."+f.Name]))
 			}
 		}
 	}

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -37,6 +39,13 @@ type Schema struct {
 	Items                *Schema            `json:"items"`
 	Pattern              string             `json:"pattern"`
 	Minimum              *float64           `json:"minimum"`
+	Maximum              *float64           `json:"maximum"`
+	// MinLength and MaxLength count code points, as JSON Schema does.
+	MinLength *int     `json:"minLength"`
+	MaxLength *int     `json:"maxLength"`
+	MinItems  *int     `json:"minItems"`
+	MaxItems  *int     `json:"maxItems"`
+	Enum      []string `json:"enum"`
 
 	pattern *regexp.Regexp
 }
@@ -156,20 +165,58 @@ func (v *validation) walk(path string, n *yaml.Node, s *Schema) {
 	case "object":
 		v.object(path, n, s)
 	case "array":
+		switch items := len(n.Content); {
+		case s.MinItems != nil && items < *s.MinItems:
+			v.add(path, n, "has %d entries; at least %d", items, *s.MinItems)
+		case s.MaxItems != nil && items > *s.MaxItems:
+			v.add(path, n, "has %d entries; at most %d", items, *s.MaxItems)
+		}
 		if s.Items != nil {
 			for i, item := range n.Content {
 				v.walk(fmt.Sprintf("%s[%d]", path, i), item, s.Items)
 			}
 		}
 	case "string":
-		if s.pattern != nil && !s.pattern.MatchString(n.Value) {
-			v.add(path, n, "%q does not match %s", n.Value, s.Pattern)
-		}
+		v.str(path, n, s)
 	case "integer", "number":
-		if f, err := strconv.ParseFloat(strings.ReplaceAll(n.Value, "_", ""), 64); err == nil && s.Minimum != nil && f < *s.Minimum {
+		f, err := strconv.ParseFloat(strings.ReplaceAll(n.Value, "_", ""), 64)
+		switch {
+		case err != nil:
+		case s.Minimum != nil && f < *s.Minimum:
 			v.add(path, n, "must be at least %v", *s.Minimum)
+		case s.Maximum != nil && f > *s.Maximum:
+			v.add(path, n, "must be at most %v", *s.Maximum)
 		}
 	}
+}
+
+// str checks a string's enum, length (in code points) and pattern.
+func (v *validation) str(path string, n *yaml.Node, s *Schema) {
+	if len(s.Enum) > 0 && !slices.Contains(s.Enum, n.Value) {
+		quoted := make([]string, len(s.Enum))
+		for i, e := range s.Enum {
+			quoted[i] = strconv.Quote(e)
+		}
+		v.add(path, n, "%q is not one of %s", n.Value, strings.Join(quoted, ", "))
+		return
+	}
+	chars := utf8.RuneCountInString(n.Value)
+	switch {
+	case s.MinLength != nil && chars < *s.MinLength:
+		v.add(path, n, "is %d characters; at least %d", chars, *s.MinLength)
+	case s.MaxLength != nil && chars > *s.MaxLength:
+		v.add(path, n, "is %d characters; at most %d", chars, *s.MaxLength)
+	case s.pattern != nil && !s.pattern.MatchString(n.Value):
+		v.add(path, n, "%q does not match %s", short(n.Value), s.Pattern)
+	}
+}
+
+// short keeps a long value from filling a problem's message.
+func short(s string) string {
+	if utf8.RuneCountInString(s) <= 80 {
+		return s
+	}
+	return string([]rune(s)[:77]) + "..."
 }
 
 func (v *validation) object(path string, n *yaml.Node, s *Schema) {

@@ -25,6 +25,11 @@ func All(root string) (map[string][]byte, error) {
 			return nil, fmt.Errorf("required lists fields of %s, which no schema describes; remove the entry", t)
 		}
 	}
+	for t := range rules {
+		if !described[t] {
+			return nil, fmt.Errorf("rules name fields of %s, which no schema describes; remove the entry", t)
+		}
+	}
 	return out, nil
 }
 

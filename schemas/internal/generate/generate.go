@@ -1,9 +1,13 @@
 // Package generate writes the JSON Schemas (draft 2020-12) of package
-// schemas from the Go types that read the documents: reflect gives the
-// shape (JSON names from the json tags; no other field is allowed), the
-// list in required.go says which fields a document must hold, and the
-// types' and fields' doc comments give the descriptions. A type whose JSON
-// is written by a method of its own is described by hand in special; any
+// schemas from the Go types that read and write the documents: reflect
+// gives the shape (JSON names from the json tags; no other field is
+// allowed), the list in required.go says which fields an input must hold,
+// rules.go adds the rules a schema can state beyond the shape (lengths,
+// limits, the shape of an origin, the values a field takes), and the
+// types' and fields' doc comments give the descriptions. In an output
+// every field Go always writes (no omitempty or omitzero) is required, so
+// that a client generated from it need not guess. A type whose JSON is
+// written by a method of its own is described by hand in special; any
 // other such type is refused rather than guessed at.
 package generate
 
@@ -27,17 +31,50 @@ type File struct {
 	Name  string
 	Title string
 	Type  reflect.Type
+	// Output marks what siteops writes (a result, a query's answer, an
+	// operation's output) rather than reads: every field Go always writes
+	// is required.
+	Output bool
 }
 
-// Files are the published schemas.
+func input[T any](name, title string) File { return File{name, title, reflect.TypeFor[T](), false} }
+
+func output[T any](name, title string) File { return File{name, title, reflect.TypeFor[T](), true} }
+
+// Files are the published schemas: everything a caller writes for siteops
+// or reads from it. The relay's signals (knowledge-ready, site-status,
+// leads-created, lead-created, verified-delivery) carry verified webhook
+// deliveries and are not for callers to send, so they have none.
 var Files = []File{
-	{"onboarding-spec.schema.json", "siteops onboarding spec (siteops onboard -f)", reflect.TypeFor[starter.Spec]()},
-	{"onboarding-input.schema.json", "Input of the Onboarding workflow", reflect.TypeFor[workflows.OnboardingInput]()},
-	{"lead-sync-input.schema.json", "Input of the LeadSync workflow", reflect.TypeFor[workflows.LeadSyncInput]()},
-	{"embed-incident-input.schema.json", "Input of the EmbedIncident workflow", reflect.TypeFor[workflows.EmbedIncidentInput]()},
-	{"secret-rotation-input.schema.json", "Input of the SecretRotation workflow", reflect.TypeFor[workflows.SecretRotationInput]()},
-	{"endpoint-registration-input.schema.json", "Input of the EndpointRegistration workflow", reflect.TypeFor[workflows.EndpointRegistrationInput]()},
-	{"nexus-onboard-input.schema.json", "Input of the onboard operation of siteops' Nexus service", reflect.TypeFor[api.OnboardInput]()},
+	input[starter.Spec]("onboarding-spec.schema.json", "siteops onboarding spec (siteops onboard -f)"),
+
+	input[workflows.OnboardingInput]("onboarding-input.schema.json", "Input of the Onboarding workflow"),
+	output[workflows.OnboardingResult]("onboarding-result.schema.json", "Result of the Onboarding workflow"),
+	output[workflows.OnboardingStatus]("onboarding-status.schema.json", "Answer of the Onboarding workflow's status query"),
+	input[workflows.LeadSyncInput]("lead-sync-input.schema.json", "Input of the LeadSync workflow"),
+	output[workflows.LeadSyncProgress]("lead-sync-progress.schema.json", "Answer of the LeadSync workflow's progress query (the workflow has no result: it runs until cancelled)"),
+	input[workflows.SyncRequest]("lead-sync-sync-signal.schema.json", "Argument of the LeadSync workflow's sync signal"),
+	input[workflows.EmbedIncidentInput]("embed-incident-input.schema.json", "Input of the EmbedIncident workflow"),
+	output[workflows.EmbedIncidentStatus]("embed-incident-status.schema.json", "Result of the EmbedIncident workflow, and the answer of its status query and decide update"),
+	input[workflows.EmbedOffRequest]("embed-incident-await-off-update.schema.json", "Argument of the EmbedIncident workflow's await-off update"),
+	output[workflows.EmbedOffResult]("embed-incident-await-off-result.schema.json", "Answer of the EmbedIncident workflow's await-off update"),
+	input[workflows.EmbedDecision]("embed-incident-decide-update.schema.json", "Argument of the EmbedIncident workflow's decide update"),
+	input[workflows.SecretRotationInput]("secret-rotation-input.schema.json", "Input of the SecretRotation workflow"),
+	output[workflows.SecretRotationStatus]("secret-rotation-status.schema.json", "Result of the SecretRotation workflow, and the answer of its status query and decide update"),
+	input[workflows.RotationDecision]("secret-rotation-decide-update.schema.json", "Argument of the SecretRotation workflow's decide update"),
+	input[workflows.EndpointRegistrationInput]("endpoint-registration-input.schema.json", "Input of the EndpointRegistration workflow"),
+	output[workflows.EndpointRegistrationStatus]("endpoint-registration-status.schema.json", "Result of the EndpointRegistration workflow, and the answer of its status query"),
+	input[workflows.SecretReconcileInput]("secret-reconcile-input.schema.json", "Input of the SecretReconcile workflow (its schedule starts it)"),
+	output[workflows.SecretReconcileStatus]("secret-reconcile-status.schema.json", "Result of the SecretReconcile workflow, and the answer of its status query"),
+
+	input[api.StoreKnowledgeInput]("nexus-store-knowledge-input.schema.json", "Input of the store-knowledge operation of siteops' Nexus service"),
+	output[api.StoreKnowledgeOutput]("nexus-store-knowledge-output.schema.json", "Output of the store-knowledge operation of siteops' Nexus service"),
+	input[api.OnboardInput]("nexus-onboard-input.schema.json", "Input of the onboard operation of siteops' Nexus service"),
+	output[api.OnboardResult]("nexus-onboard-output.schema.json", "Output of the onboard operation of siteops' Nexus service (the Onboarding workflow's result)"),
+	input[api.OnboardingStatusInput]("nexus-onboarding-status-input.schema.json", "Input of the onboarding-status operation of siteops' Nexus service"),
+	output[api.Onboarding]("nexus-onboarding-status-output.schema.json", "Output of the onboarding-status operation of siteops' Nexus service"),
+	input[api.LeadSyncStatusInput]("nexus-lead-sync-status-input.schema.json", "Input of the lead-sync-status operation of siteops' Nexus service"),
+	output[api.LeadSyncProgress]("nexus-lead-sync-status-output.schema.json", "Output of the lead-sync-status operation of siteops' Nexus service"),
 }
 
 // durationPattern matches what time.ParseDuration reads without a sign:
@@ -79,7 +116,7 @@ func Render(root string, f File) ([]byte, error) {
 
 // render is Render, and marks in described every struct type it describes.
 func render(root string, f File, described map[reflect.Type]bool) ([]byte, error) {
-	g := &generator{docs: newDocs(root), seen: map[reflect.Type]bool{}, described: described}
+	g := &generator{docs: newDocs(root), seen: map[reflect.Type]bool{}, described: described, output: f.Output}
 	body, err := g.schema(f.Type, "")
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", f.Name, err)
@@ -106,7 +143,8 @@ func render(root string, f File, described map[reflect.Type]bool) ([]byte, error
 type generator struct {
 	docs      *docs
 	seen      map[reflect.Type]bool // struct types on the current path, against recursion
-	described map[reflect.Type]bool // every struct type described, for All's check of required
+	described map[reflect.Type]bool // every struct type described, for All's check of required and rules
+	output    bool                  // the file describes what siteops writes (File.Output)
 }
 
 var (
@@ -192,6 +230,7 @@ func (g *generator) object(t reflect.Type) (object, error) {
 	g.described[t] = true
 	props := object{}
 	names := map[string]bool{}
+	var always []string // fields Go always writes, in declaration order
 	var walk func(t reflect.Type) error
 	walk = func(t reflect.Type) error {
 		for i := range t.NumField() {
@@ -217,15 +256,34 @@ func (g *generator) object(t reflect.Type) (object, error) {
 			if err != nil {
 				return fmt.Errorf("%s.%s: %w", t.Name(), f.Name, err)
 			}
+			if r, ok := rules[t][name]; ok {
+				if s, err = r.apply(s); err != nil {
+					return fmt.Errorf("%s.%s: %w", t.Name(), f.Name, err)
+				}
+			}
 			props = append(props, kv{name, s})
 			names[name] = true
+			if !strings.Contains(","+opts+",", ",omitempty,") && !strings.Contains(","+opts+",", ",omitzero,") {
+				always = append(always, name)
+			}
 		}
 		return nil
 	}
 	if err := walk(t); err != nil {
 		return nil, err
 	}
+	for name := range rules[t] {
+		if !names[name] {
+			return nil, fmt.Errorf("%s: rules name %q, which is not one of its JSON fields", t, name)
+		}
+	}
 	o := object{{"type", "object"}, {"properties", props}}
+	if g.output {
+		if len(always) > 0 {
+			o = append(o, kv{"required", always})
+		}
+		return append(o, kv{"additionalProperties", false}), nil
+	}
 	if req := required[t]; len(req) > 0 {
 		for _, name := range req {
 			if !names[name] {

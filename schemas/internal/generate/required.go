@@ -9,8 +9,10 @@ import (
 	"github.com/siteops/siteops/workflows"
 )
 
-// required lists, for each struct type, the JSON fields a document must
-// hold: those whose absence the code that reads the document refuses. It
+// required lists, for each struct type of an input, the JSON fields a
+// document must hold: those whose absence the code that reads the document
+// refuses. (In an output, every field Go always writes is required; see
+// File.Output.) It
 // is deliberately not read off the json tags. A field without omitempty is
 // one Go always writes, not one a reader needs: agent.embed_enabled and
 // faqs[].approved default to false, and siteops has always accepted
@@ -53,4 +55,16 @@ var required = map[reflect.Type][]string{
 	reflect.TypeFor[workflows.EmbedIncidentInput]():        {"site_id", "reason"},
 	reflect.TypeFor[workflows.SecretRotationInput]():       {"old_endpoint_id", "new_url"},
 	reflect.TypeFor[workflows.EndpointRegistrationInput](): {"url", "events"},
+
+	// The updates a caller sends, by their validators: a decision without
+	// an action is refused before it enters history.
+	reflect.TypeFor[workflows.EmbedDecision]():    {"action"},
+	reflect.TypeFor[workflows.RotationDecision](): {"action"},
+
+	// The Nexus service's other operations: store-knowledge counts its
+	// text (an empty one is refused as too short), onboarding-status needs
+	// a slug and lead-sync-status a site id.
+	reflect.TypeFor[api.StoreKnowledgeInput]():   {"text"},
+	reflect.TypeFor[api.OnboardingStatusInput](): {"slug"},
+	reflect.TypeFor[api.LeadSyncStatusInput]():   {"site_id"},
 }
