@@ -493,9 +493,11 @@ func without(doc map[string]any, path string) map[string]any {
 	return cp
 }
 
-// TestTheREADMEInputsValidate checks the inputs the README shows against
+// TestTheREADMEInputsValidate checks the JSON the README shows against
 // their schemas: the Onboarding input, the lead sync and embed incident
-// inputs, and the body of the curl command that onboards over HTTP.
+// inputs, the bodies of the curl commands that onboard and read an
+// onboarding's status over HTTP, and the status it answers. (The tables of
+// examples, messages and ID policies are checked in readme_test.go.)
 func TestTheREADMEInputsValidate(t *testing.T) {
 	b, err := os.ReadFile("../README.md")
 	if err != nil {
@@ -527,6 +529,8 @@ func TestTheREADMEInputsValidate(t *testing.T) {
 		{"Lead sync input", schemas.LeadSyncInput, after("Lead sync input:", "`", "`")},
 		{"Embed incident input", schemas.EmbedIncidentInput, after("Embed incident input:", "`", "`")},
 		{"the curl command's onboard body", schemas.NexusOnboardInput, after("<!-- e2e: curl-start -->", "-d '", "'")},
+		{"the curl command's onboarding-status body", schemas.NexusOnboardingStatusInput, after("<!-- e2e: curl-status -->", "-d '", "'")},
+		{"onboarding-status answer", schemas.NexusOnboardingStatus, after("<!-- e2e: curl-status -->", "```json\n", "```")},
 	} {
 		problems, err := schemas.Validate(c.schema, []byte(c.doc))
 		if err != nil || len(problems) > 0 {
