@@ -54,6 +54,10 @@ type Activities struct {
 	API   API
 	Store Store
 	Now   func() time.Time
+	// Receivers is where webhook endpoints may point; the zero value
+	// allows nowhere, so a worker registers or rotates no endpoint until
+	// it is told the deployment's public URLs.
+	Receivers ReceiverPolicy
 
 	// leadsStored counts distinct leads stored for the first time;
 	// pagesRead counts pages of leads read (a re-read page counts again).

@@ -69,8 +69,17 @@ const expectSecretFor = 30 * time.Second
 // activity. A retried attempt gets the same answer replayed under the same
 // idempotency key, so the stored secret is the right one. It refuses before
 // creating anything when the secret could not be stored (no
-// SITEOPS_SECRET_KEY, or a key other than the stored secrets').
+// SITEOPS_SECRET_KEY, or a key other than the stored secrets'), and when
+// the URL does not lie under the deployment's public receiver URLs
+// (ReceiverPolicy): whoever started the workflow, the account's events go
+// nowhere else.
 func (a *Activities) CreateEndpoint(ctx context.Context, in CreateEndpointInput) (CreatedEndpoint, error) {
+	if err := a.Receivers.Check(in.URL); err != nil {
+		info := activity.GetInfo(ctx)
+		activity.GetLogger(ctx).Warn("refused to create a webhook endpoint outside the deployment",
+			"workflow_id", info.WorkflowExecution.ID, "workflow_type", info.WorkflowType.Name, "error", err)
+		return CreatedEndpoint{}, nonRetryable(ErrTypePolicy, err)
+	}
 	if err := a.Store.CheckSecretKey(ctx); err != nil {
 		if errors.Is(err, store.ErrNoSecretKey) || errors.Is(err, store.ErrKeyMismatch) {
 			return CreatedEndpoint{}, nonRetryable(ErrTypeSecretKey, err)
@@ -267,7 +276,8 @@ type ReconcileSecretsResult struct {
 // belongs to an endpoint created before it, so a fresh endpoint is never
 // taken for a deleted one. The list is read whole (the client follows
 // next_cursor when the API pages it). A secret already scheduled to retire
-// (a rotation's grace period) is left to end on time. Secrets from
+// within MaxGracePeriod (a rotation's grace period) is left to end on time;
+// one scheduled later is retired now. Secrets from
 // SITEOPS_WEBHOOK_SECRETS are not stored and not touched. It also moves
 // secrets still in the first sealing format to the current one (the lazy
 // half of `siteops secret rekey`).
@@ -299,14 +309,17 @@ func (a *Activities) ReconcileSecrets(ctx context.Context) (ReconcileSecretsResu
 		}
 		var gone []store.SecretInfo
 		listed := 0
+		latest := a.Now().Add(MaxGracePeriod)
 		for _, s := range stored {
 			switch {
 			case live[s.EndpointID]:
 				listed++
-			case s.RetireAfter == nil:
-				// A secret already scheduled to retire (a rotation's
-				// grace period after it deleted the endpoint) ends on
-				// its own.
+			case s.RetireAfter == nil, s.RetireAfter.After(latest):
+				// A secret scheduled to retire within the longest grace
+				// period a rotation may keep (after it deleted the
+				// endpoint) ends on its own; one scheduled later than
+				// that no rotation of this release set, and a deleted
+				// endpoint's secret does not stay valid for it.
 				gone = append(gone, s)
 			}
 		}

@@ -52,6 +52,14 @@ type AgentSite struct {
 	// Zero (unset) sends as fast as callers ask until the first 429, then
 	// adapts below DefaultAPIRateLimit.
 	RateLimit float64 `envconfig:"SITEOPS_API_RATE_LIMIT"`
+	// PublicURL lists, comma-separated, the public URLs under which the
+	// Agent-Site service reaches this deployment's ingress (for example
+	// https://hooks.example.com/webhooks). A webhook endpoint that siteops
+	// registers or rotates to must lie under one of them, so that nobody
+	// who may start a workflow can point the account's webhooks elsewhere.
+	// Unset, no endpoint can be registered or rotated (with
+	// SITEOPS_ALLOW_LOOPBACK_RECEIVERS, loopback URLs still can).
+	PublicURL string `envconfig:"SITEOPS_PUBLIC_URL"`
 }
 
 // DefaultAPIRateLimit is the most requests per second a process sends
@@ -112,6 +120,15 @@ type Worker struct {
 	// SecretReconcileEvery is the period of the schedule that retires
 	// stored webhook secrets whose endpoint is gone (secret-reconcile).
 	SecretReconcileEvery time.Duration `envconfig:"SITEOPS_SECRET_RECONCILE_EVERY" default:"5m"`
+	// NexusTextQuota bounds the bytes of knowledge texts one caller of the
+	// Nexus service keeps in the store, and NexusTextTotal those of every
+	// caller together, so that callers cannot fill the database the inbox
+	// shares.
+	NexusTextQuota int64 `envconfig:"SITEOPS_NEXUS_TEXT_QUOTA" default:"67108864"`
+	NexusTextTotal int64 `envconfig:"SITEOPS_NEXUS_TEXT_TOTAL" default:"1073741824"`
+	// KnowledgeRetention is how long a stored knowledge text that no
+	// onboarding references or reads is kept before the worker purges it.
+	KnowledgeRetention time.Duration `envconfig:"SITEOPS_KNOWLEDGE_RETENTION" default:"720h"`
 }
 
 // Log configures the process log.

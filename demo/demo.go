@@ -198,7 +198,8 @@ func (d *run) start(ctx context.Context) error {
 	api := config.AgentSite{BaseURL: d.simURL, APIKey: apiKey, AllowLoopback: true}
 	d.goRun("worker", func() error {
 		return wiring.RunWorker(compCtx, wiring.WorkerConfig{Temporal: tcfg, Database: dcfg, AgentSite: api,
-			Worker: config.Worker{WorkflowCacheSize: 2000, SecretReconcileEvery: 5 * time.Minute}}, d.log, d.tel, wiring.Preflight{})
+			Worker: config.Worker{WorkflowCacheSize: 2000, SecretReconcileEvery: 5 * time.Minute, KnowledgeRetention: 720 * time.Hour,
+				NexusTextQuota: 64 << 20, NexusTextTotal: 1 << 30}}, d.log, d.tel, wiring.Preflight{})
 	})
 	ps, err := ports.FreeN(2)
 	if err != nil {

@@ -25,7 +25,8 @@ import (
 
 func (e *env) cliEnv() []string {
 	return append(os.Environ(), "TEMPORAL_ADDRESS="+server.Address, "TEMPORAL_NAMESPACE="+e.ns,
-		"SITEOPS_TASK_QUEUE="+taskQueue, "SITEOPS_DATABASE_URL="+e.dbURL, "SITEOPS_OPERATOR=oncall-e2e")
+		"SITEOPS_TASK_QUEUE="+taskQueue, "SITEOPS_DATABASE_URL="+e.dbURL, "SITEOPS_OPERATOR=oncall-e2e",
+		"SITEOPS_ALLOW_LOOPBACK_RECEIVERS=true") // the simulator's test mode: endpoints on loopback
 }
 
 // siteops runs the built binary against the test's namespace.

@@ -46,7 +46,7 @@ func TestPayloadEncryption(t *testing.T) {
 	t.Cleanup(c.Close)
 	api, _ := agentsite.NewClient(e.simURL, apiKey)
 	w := sdkworker.New(c, taskQueue, sdkworker.Options{})
-	worker.Register(w, activities.New(api, e.store))
+	worker.Register(w, loopbackReceivers(activities.New(api, e.store)))
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestCodecKeyRotationThroughTemporal(t *testing.T) {
 	rotated := dial(keyB + "," + keyA)
 	api, _ := agentsite.NewClient(e.simURL, apiKey)
 	w := sdkworker.New(rotated.Client, taskQueue, sdkworker.Options{})
-	worker.Register(w, activities.New(api, e.store))
+	worker.Register(w, loopbackReceivers(activities.New(api, e.store)))
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}

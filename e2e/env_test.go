@@ -90,7 +90,7 @@ func (e *env) startWorker(t *testing.T) {
 	// The heartbeat throttle worker.Run sets: cancellations reach
 	// activities within seconds, as in the siteops worker.
 	w := sdkworker.New(e.client, taskQueue, sdkworker.Options{MaxHeartbeatThrottleInterval: worker.HeartbeatThrottle})
-	worker.Register(w, activities.New(api, e.store))
+	worker.Register(w, loopbackReceivers(activities.New(api, e.store)))
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -128,4 +128,12 @@ func ctxWithin(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(t.Context(), d)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// loopbackReceivers lets a test's activities register and rotate webhook
+// endpoints at loopback receivers, as SITEOPS_ALLOW_LOOPBACK_RECEIVERS
+// does in the siteops worker.
+func loopbackReceivers(a *activities.Activities) *activities.Activities {
+	a.Receivers = activities.ReceiverPolicy{AllowLoopback: true}
+	return a
 }

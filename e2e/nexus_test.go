@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"os/exec"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -26,7 +25,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/codec"
 	"github.com/siteops/siteops/internal/devserver"
 	sitenexus "github.com/siteops/siteops/nexus"
@@ -45,7 +43,13 @@ const callerNamespace = "default"
 // worker of its own, as worker.Run registers it beside the workflows (Options.Nexus).
 func (e *env) startNexus(t *testing.T) {
 	t.Helper()
-	w, err := worker.NewNexusWorker(e.client, taskQueue, sdkworker.Options{}, sitenexus.Options{Texts: e.store})
+	e.startNexusWith(t, sitenexus.Options{Texts: e.store})
+}
+
+// startNexusWith is startNexus with the service's options.
+func (e *env) startNexusWith(t *testing.T, o sitenexus.Options) {
+	t.Helper()
+	w, err := worker.NewNexusWorker(e.client, taskQueue, sdkworker.Options{}, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -398,154 +402,6 @@ func TestNexusCancellationReachesOnboarding(t *testing.T) {
 	if err := joined.Get(ctxWithin(t, time.Minute), nil); !errors.As(err, &canceled) {
 		t.Errorf("the joined caller's operation ended with %v, want cancelled", err)
 	}
-}
-
-// TestNexusPlaybooks runs the incident playbook, the lead sync progress and
-// a rotation through the service, with their typed refusals.
-func TestNexusPlaybooks(t *testing.T) {
-	e := newEnv(t, store.SQLite, simulator.Config{})
-	e.startWorker(t)
-	e.startNexus(t)
-	endpoint, _ := createEndpoint(t, server.Address, e.ns)
-	c := newCaller(t, server.Address)
-	site := e.site(t, "playbooks")
-
-	var off api.EmbedOffOutput
-	if err := c.call(t, endpoint, api.EmbedOffName, api.EmbedOffInput{SiteID: site, Operator: "alice", Reason: "origin leak"}, &off); err != nil ||
-		off.Joined || off.Incident.State != workflows.IncidentOff {
-		t.Fatalf("embed-off: %+v, %v", off, err)
-	}
-	if n := len(patches(e)); n != 1 {
-		t.Errorf("%d PATCHes when embed-off answered, want 1", n)
-	}
-	if err := c.call(t, endpoint, api.EmbedOffName, api.EmbedOffInput{SiteID: site, Operator: "carol", Reason: "again"}, &off); err != nil || !off.Joined {
-		t.Errorf("a second embed-off: %+v, %v", off, err)
-	}
-	var on api.EmbedIncident
-	if err := c.call(t, endpoint, api.EmbedOnName, api.EmbedOnInput{SiteID: site, Operator: "bob", AllowedOrigins: []string{"https://fixed.example"}}, &on); err != nil ||
-		on.State != workflows.IncidentRestored || on.DecidedBy != "bob" {
-		t.Errorf("embed-on: %+v, %v", on, err)
-	}
-	if ps := patches(e); len(ps) != 2 || ps[0].IdempotencyKey == ps[1].IdempotencyKey {
-		t.Errorf("PATCHes = %+v, want two with different keys", ps)
-	}
-	eventually(t, 30*time.Second, "the incident to close", func() bool {
-		d, err := e.client.DescribeWorkflowExecution(t.Context(), workflows.EmbedIncidentID(site), "")
-		return err == nil && d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
-	})
-	if err := c.call(t, endpoint, api.EmbedOnName, api.EmbedOnInput{SiteID: site, Operator: "bob"}, nil); appError(err) == nil || appError(err).Type() != api.ErrTypeNotFound {
-		t.Errorf("embed-on without an open incident: %v", err)
-	}
-	if err := c.call(t, endpoint, api.EmbedOffName, api.EmbedOffInput{SiteID: site}, nil); appError(err) == nil || appError(err).Type() != api.ErrTypeInvalidInput ||
-		!strings.Contains(appError(err).Message(), "operator, reason") {
-		t.Errorf("embed-off without operator and reason: %v", err)
-	}
-
-	if err := c.call(t, endpoint, api.LeadSyncStatusName, api.LeadSyncStatusInput{SiteID: site}, nil); appError(err) == nil || appError(err).Type() != api.ErrTypeNotFound {
-		t.Errorf("lead-sync-status before any sync: %v", err)
-	}
-	if _, err := e.sim.CreateLeads(site, 7); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.starter.SyncLeads(t.Context(), site, false); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, time.Minute, "lead-sync-status to report 7 leads", func() bool {
-		var p api.LeadSyncProgress
-		return c.call(t, endpoint, api.LeadSyncStatusName, api.LeadSyncStatusInput{SiteID: site}, &p) == nil && p.Leads == 7 && p.CaughtUp
-	})
-	_ = e.client.CancelWorkflow(t.Context(), workflows.LeadSyncID(site), "")
-
-	// A rotation of an endpoint the API does not know runs and fails: the
-	// caller's operation fails with the root cause.
-	err := c.call(t, endpoint, api.RotateSecretName, api.RotateSecretInput{OldEndpointID: "we_missing", NewURL: "http://127.0.0.1:9/webhooks/v2"}, nil)
-	if app := appError(err); app == nil || app.Type() != "NotFound" {
-		t.Errorf("rotate-secret of an unknown endpoint: %v", err)
-	}
-	if d, err := e.client.DescribeWorkflowExecution(t.Context(), workflows.SecretRotationID("we_missing"), ""); err != nil ||
-		d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_FAILED {
-		t.Errorf("%s: %v", workflows.SecretRotationID("we_missing"), err)
-	}
-	if err := c.call(t, endpoint, api.RotateSecretName, api.RotateSecretInput{OldEndpointID: "we_1"}, nil); appError(err) == nil || appError(err).Type() != api.ErrTypeInvalidInput {
-		t.Errorf("rotate-secret without a URL: %v", err)
-	}
-	if err := c.call(t, endpoint, api.StoreKnowledgeName, api.StoreKnowledgeInput{Text: "abc"}, nil); appError(err) == nil || appError(err).Type() != api.ErrTypeInvalidInput {
-		t.Errorf("store-knowledge of a text too short: %v", err)
-	}
-}
-
-// TestNexusRotatesASecret rotates a webhook endpoint's signing secret
-// through the service while leads keep being delivered: siteops starts
-// secret-rotation/<endpoint> with the receiver derived from the new URL,
-// the new endpoint gets a delivery that verifies with its new secret, and
-// the caller's operation completes with the finished rotation; only the
-// new endpoint is left, and no delivery was refused.
-func TestNexusRotatesASecret(t *testing.T) {
-	e := newEnv(t, store.SQLite, simulator.Config{})
-	e.startWorker(t)
-	e.startNexus(t)
-	in := e.startIngress(t)
-	old := e.register(t, in, "/webhooks/v1", "lead.created")
-	site := e.site(t, "nexus-rotating")
-	endpoint, _ := createEndpoint(t, server.Address, e.ns)
-	c := newCaller(t, server.Address)
-
-	// Leads keep coming until the rotation is over (a minute at most), so
-	// that the new endpoint has deliveries to verify.
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for range 6000 {
-			select {
-			case <-stop:
-				return
-			case <-time.After(10 * time.Millisecond):
-				_, _ = e.sim.CreateLeads(site, 1)
-			}
-		}
-	})
-	var rot api.SecretRotation
-	err := c.call(t, endpoint, api.RotateSecretName,
-		api.RotateSecretInput{OldEndpointID: old, NewURL: in.url + "/webhooks/v2", VerifyTimeout: api.Duration(time.Minute), Operator: "partner"}, &rot)
-	close(stop)
-	wg.Wait()
-	if err != nil || rot.Step != workflows.RotationDone || rot.OldEndpointID != old || rot.NewEndpointID == "" || rot.NewEndpointID == old ||
-		rot.VerifiedEventID == "" || !rot.OldSecretStored {
-		t.Fatalf("rotate-secret: %+v, %v; want a finished rotation verified by a delivery", rot, err)
-	}
-	id := workflows.SecretRotationID(old)
-	if d, err := e.client.DescribeWorkflowExecution(t.Context(), id, ""); err != nil ||
-		d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
-		t.Errorf("%s: %v, %v", id, d.GetWorkflowExecutionInfo().GetStatus(), err)
-	}
-	// The verified event came in on the new endpoint's receiver, v2,
-	// derived from the URL, whose secret siteops stored.
-	if _, _, err := e.store.InboxOutcome(t.Context(), rot.VerifiedEventID); err != nil {
-		t.Errorf("the verified event %s is not in the inbox: %v", rot.VerifiedEventID, err)
-	}
-	secrets, err := e.store.Secrets(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	stored := false
-	for _, s := range secrets {
-		stored = stored || (s.EndpointID == rot.NewEndpointID && s.Receiver == "v2" && s.Fingerprint == rot.NewFingerprint)
-	}
-	if !stored {
-		t.Errorf("no secret of %s stored for receiver v2 with fingerprint %s: %+v", rot.NewEndpointID, rot.NewFingerprint, secrets)
-	}
-	ac, _ := agentsite.NewClient(e.simURL, apiKey)
-	eps, err := ac.ListWebhookEndpoints(t.Context())
-	if err != nil || len(eps) != 1 || eps[0].ID != rot.NewEndpointID || !strings.HasSuffix(eps[0].URL, "/webhooks/v2") {
-		t.Errorf("endpoints after the rotation = %+v, %v; want only %s", eps, err, rot.NewEndpointID)
-	}
-	for _, d := range e.sim.Deliveries() {
-		if d.Outcome != "succeeded" {
-			t.Errorf("a delivery was refused during the rotation: %+v", d)
-			break
-		}
-	}
-	_ = e.client.CancelWorkflow(t.Context(), workflows.LeadSyncID(site), "")
 }
 
 // appError is the application error at the root of a caller's error.

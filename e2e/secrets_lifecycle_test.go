@@ -54,7 +54,7 @@ func (e *env) runWorker(t *testing.T, reconcileEvery time.Duration) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- worker.Run(ctx, worker.Options{Client: e.client, TaskQueue: taskQueue, Activities: activities.New(api, e.store),
+		done <- worker.Run(ctx, worker.Options{Client: e.client, TaskQueue: taskQueue, Activities: loopbackReceivers(activities.New(api, e.store)),
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), SecretReconcileEvery: reconcileEvery})
 	}()
 	t.Cleanup(func() {

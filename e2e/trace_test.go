@@ -53,7 +53,7 @@ func TestOneDeliveryTracedEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := sdkworker.New(c, taskQueue, sdkworker.Options{})
-	worker.Register(w, activities.New(api, e.store))
+	worker.Register(w, loopbackReceivers(activities.New(api, e.store)))
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}

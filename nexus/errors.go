@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	nexusrpc "github.com/nexus-rpc/sdk-go/nexus"
 	"go.temporal.io/sdk/temporal"
@@ -80,4 +81,19 @@ func convert(from, to any) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	return dec.Decode(to)
+}
+
+// required refuses a request that lacks one of the named fields, given
+// as name, value pairs.
+func required(pairs ...string) error {
+	var missing []string
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if strings.TrimSpace(pairs[i+1]) == "" {
+			missing = append(missing, pairs[i])
+		}
+	}
+	if len(missing) > 0 {
+		return badInput("%s: is required", strings.Join(missing, ", "))
+	}
+	return nil
 }

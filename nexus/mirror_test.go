@@ -22,11 +22,7 @@ func TestAPITypesMirrorTheWorkflowTypes(t *testing.T) {
 		{workflows.OnboardingResult{}, api.OnboardResult{}},
 		{workflows.OnboardingStatus{}, api.OnboardingProgress{}},
 		{starter.Failure{}, api.Failure{}},
-		{workflows.EmbedOffResult{}, api.EmbedOffOutput{}},
-		{workflows.EmbedIncidentStatus{}, api.EmbedIncident{}},
 		{workflows.LeadSyncProgress{}, api.LeadSyncProgress{}},
-		{workflows.SecretRotationInput{}, api.RotateSecretInput{}},
-		{workflows.SecretRotationStatus{}, api.SecretRotation{}},
 		{workflows.Duration(0), api.Duration(0)},
 	} {
 		for _, dir := range [][2]reflect.Type{

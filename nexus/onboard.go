@@ -19,9 +19,9 @@ import (
 	"github.com/siteops/siteops/workflows"
 )
 
-// storeKnowledge stores a text and names it by its hash; the text enters no
-// history of siteops'.
-func (s *Service) storeKnowledge(ctx context.Context, in api.StoreKnowledgeInput, _ nexusrpc.StartOperationOptions) (api.StoreKnowledgeOutput, error) {
+// storeKnowledge stores a text for its caller, within the caller's quota,
+// and names it by its hash; the text enters no history of siteops'.
+func (s *Service) storeKnowledge(ctx context.Context, in api.StoreKnowledgeInput, opts nexusrpc.StartOperationOptions) (api.StoreKnowledgeOutput, error) {
 	n := utf8.RuneCountInString(in.Text)
 	switch {
 	case !utf8.ValidString(in.Text):
@@ -29,11 +29,24 @@ func (s *Service) storeKnowledge(ctx context.Context, in api.StoreKnowledgeInput
 	case n < agentsite.MinKnowledgeText || n > agentsite.MaxKnowledgeText:
 		return api.StoreKnowledgeOutput{}, badInput("text: is %d characters; it must be %d to %d characters", n, agentsite.MinKnowledgeText, agentsite.MaxKnowledgeText)
 	}
-	hash, err := s.o.Texts.PutKnowledgeText(ctx, in.Text)
+	caller := callerOf(ctx, opts.Header, opts.Links, opts.RequestID)
+	hash, err := s.putText(ctx, caller, api.StoreKnowledgeName, in.Text)
 	if err != nil {
 		return api.StoreKnowledgeOutput{}, err
 	}
 	return api.StoreKnowledgeOutput{TextHash: hash, Chars: n}, nil
+}
+
+// putText stores a caller's text within its quota; a text past it is
+// refused, and logged with the caller.
+func (s *Service) putText(ctx context.Context, caller Caller, op, text string) (string, error) {
+	hash, err := s.o.Texts.PutKnowledgeTextAs(ctx, caller.Key(), text, s.o.Quota)
+	if errors.Is(err, store.ErrQuotaExceeded) {
+		s.o.Logger.Warn("nexus request refused: knowledge text quota", "operation", op, "caller", caller, "error", err)
+		return "", refused(nexusrpc.HandlerErrorTypeResourceExhausted, api.ErrTypeQuotaExceeded,
+			fmt.Sprintf("%v; texts no onboarding used for the retention period are purged, or ask siteops' operators for a larger quota (SITEOPS_NEXUS_TEXT_QUOTA)", err))
+	}
+	return hash, err
 }
 
 // onboard starts onboarding/<slug> as the starter does, with the caller's
@@ -51,15 +64,19 @@ func (s *Service) storeKnowledge(ctx context.Context, in api.StoreKnowledgeInput
 //     OnboardingSpecConflict).
 //
 // A retried request (same Nexus request id) reaches the run it started.
-func (s *Service) onboard(ctx context.Context, nc temporalnexus.NexusClient, in api.OnboardInput, _ temporalnexus.StartTemporalOperationOptions) (temporalnexus.TemporalOperationResult[api.OnboardResult], error) {
+func (s *Service) onboard(ctx context.Context, nc temporalnexus.NexusClient, in api.OnboardInput, o temporalnexus.StartTemporalOperationOptions) (temporalnexus.TemporalOperationResult[api.OnboardResult], error) {
 	var none temporalnexus.TemporalOperationResult[api.OnboardResult]
-	p, err := s.prepare(ctx, in)
+	caller := callerOf(ctx, o.Header, o.Links, o.RequestID)
+	p, err := s.prepare(ctx, caller, in)
 	if err != nil {
 		return none, err
 	}
 	st := s.starter(ctx)
 	id := workflows.OnboardingID(p.Input.Site.Slug)
 	opts := st.StartOptions(workflows.OnboardingKind, id)
+	// Who asked, as the request names it, beside the link to the caller's
+	// workflow that Temporal records in the run's history.
+	opts.Memo = map[string]any{"requested_by": "nexus", "caller_namespace": caller.Namespace, "caller_workflow_id": caller.WorkflowID}
 	for attempt := 0; attempt < 3; attempt++ {
 		res, err := temporalnexus.StartUntypedWorkflow[api.OnboardResult](ctx, nc, opts, workflows.OnboardingWorkflowName, p.Input)
 		var started *serviceerror.WorkflowExecutionAlreadyStarted
@@ -92,7 +109,7 @@ func (s *Service) onboard(ctx context.Context, nc temporalnexus.NexusClient, in 
 // replaced by its hash, every hash is looked up in the store, characters
 // are counted, and the whole input is validated, every problem at once.
 // Only a valid input's inline texts are stored.
-func (s *Service) prepare(ctx context.Context, in api.OnboardInput) (starter.Prepared, error) {
+func (s *Service) prepare(ctx context.Context, caller Caller, in api.OnboardInput) (starter.Prepared, error) {
 	var wf workflows.OnboardingInput
 	if err := convert(in, &wf); err != nil {
 		return starter.Prepared{}, badInput("%v", err)
@@ -140,7 +157,7 @@ func (s *Service) prepare(ctx context.Context, in api.OnboardInput) (starter.Pre
 		return starter.Prepared{}, handlerError(&starter.InvalidSpecError{Problems: problems})
 	}
 	for hash, text := range inline {
-		got, err := s.o.Texts.PutKnowledgeText(ctx, text)
+		got, err := s.putText(ctx, caller, api.OnboardName, text)
 		if err != nil {
 			return starter.Prepared{}, err
 		}

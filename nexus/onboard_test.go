@@ -24,6 +24,10 @@ func (m texts) PutKnowledgeText(_ context.Context, text string) (string, error) 
 	return h, nil
 }
 
+func (m texts) PutKnowledgeTextAs(ctx context.Context, _, text string, _ store.TextQuota) (string, error) {
+	return m.PutKnowledgeText(ctx, text)
+}
+
 func (m texts) KnowledgeText(_ context.Context, hash string) (string, error) {
 	if t, ok := m[hash]; ok {
 		return t, nil
@@ -49,7 +53,7 @@ func TestPrepareStoresInlineTextsAndCountsCharacters(t *testing.T) {
 	long := strings.Repeat("é", 150_000) // far over the 8,000 characters a workflow input may carry inline
 	in := onboardInput()
 	in.Knowledge = []api.Knowledge{{Name: "long", Text: long}, {Name: "by hash", TextHash: stored}}
-	p, err := s.prepare(t.Context(), in)
+	p, err := s.prepare(t.Context(), Caller{}, in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +76,7 @@ func TestPrepareRefusesEveryProblemAtOnceAndStoresNothing(t *testing.T) {
 		{Name: "unknown", TextHash: store.KnowledgeHash("never stored")},
 		{Name: "miscounted", Text: "Twelve chars", Chars: 99},
 	}
-	_, err := s.prepare(t.Context(), in)
+	_, err := s.prepare(t.Context(), Caller{}, in)
 	var he *nexusrpc.HandlerError
 	var app *temporal.ApplicationError
 	if !errors.As(err, &he) || he.Type != nexusrpc.HandlerErrorTypeBadRequest || he.Retryable() || !errors.As(err, &app) || app.Type() != api.ErrTypeInvalidSpec {

@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/siteops/siteops/activities"
 	"github.com/siteops/siteops/workflows"
 )
 
@@ -37,6 +38,9 @@ type Starter struct {
 	// Warn, when set, is told of things a caller should know but that do
 	// not stop the operation (e.g. search attributes not registered).
 	Warn func(msg string)
+	// Receivers, when set, is checked before an endpoint is registered or
+	// rotated to (PolicyError); the worker checks it whatever the caller.
+	Receivers *activities.ReceiverPolicy
 }
 
 // StartOptions are the options every start of a workflow of kind k with

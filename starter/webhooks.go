@@ -111,6 +111,26 @@ func StoredSecret(ctx context.Context, secrets SecretLookup, endpointID, fingerp
 	return SecretNotStored, nil, nil
 }
 
+// PolicyError is a request that siteops' own policy refuses before anything
+// starts: an endpoint URL outside the deployment's public receiver URLs, a
+// rotation's duration past its maximum. The worker refuses the same,
+// whoever starts the workflow; the starter only says so sooner.
+type PolicyError struct{ Err error }
+
+func (e *PolicyError) Error() string { return e.Err.Error() }
+func (e *PolicyError) Unwrap() error { return e.Err }
+
+// checkReceiver applies s.Receivers, when set, to an endpoint URL.
+func (s *Starter) checkReceiver(rawURL string) error {
+	if s.Receivers == nil {
+		return nil
+	}
+	if err := s.Receivers.Check(rawURL); err != nil {
+		return &PolicyError{Err: err}
+	}
+	return nil
+}
+
 // RegisterEndpoint registers a webhook endpoint and stores its one-time
 // secret, encrypted, through the EndpointRegistration workflow, and waits
 // for it. The workflow ID and the idempotency key derive from the request,
@@ -118,6 +138,9 @@ func StoredSecret(ctx context.Context, secrets SecretLookup, endpointID, fingerp
 // it joins the running registration or reports the finished one. The
 // secret is never returned, only its fingerprint.
 func (s *Starter) RegisterEndpoint(ctx context.Context, req EndpointRequest) (Registration, error) {
+	if err := s.checkReceiver(req.URL); err != nil {
+		return Registration{}, err
+	}
 	if req.Receiver == "" {
 		r, err := ReceiverFromURL(req.URL)
 		if err != nil {
@@ -165,6 +188,9 @@ type RotationRequest struct {
 // after a run that was terminated or failed takes over the endpoint that
 // run created instead of creating another.
 func (s *Starter) RotateSecret(ctx context.Context, req RotationRequest) (client.WorkflowRun, error) {
+	if err := s.checkReceiver(req.NewURL); err != nil {
+		return nil, err
+	}
 	if req.Receiver == "" {
 		r, err := ReceiverFromURL(req.NewURL)
 		if err != nil {
@@ -172,13 +198,17 @@ func (s *Starter) RotateSecret(ctx context.Context, req RotationRequest) (client
 		}
 		req.Receiver = r
 	}
-	id := workflows.SecretRotationID(req.OldEndpointID)
-	opts := s.options(workflows.SecretRotationKind, id)
-	return s.Client.ExecuteWorkflow(ctx, opts, workflows.SecretRotationWorkflowName, workflows.SecretRotationInput{
+	in := workflows.SecretRotationInput{
 		OldEndpointID: req.OldEndpointID, NewURL: req.NewURL, Receiver: req.Receiver,
 		VerifyTimeout: workflows.Duration(req.VerifyTimeout), DecisionTimeout: workflows.Duration(req.DecisionTimeout),
 		GracePeriod: workflows.Duration(req.GracePeriod), Operator: req.Operator,
-	})
+	}
+	if err := workflows.CheckRotationLimits(in); err != nil {
+		return nil, &PolicyError{Err: err}
+	}
+	id := workflows.SecretRotationID(req.OldEndpointID)
+	opts := s.options(workflows.SecretRotationKind, id)
+	return s.Client.ExecuteWorkflow(ctx, opts, workflows.SecretRotationWorkflowName, in)
 }
 
 // DecideRotation answers a rotation that timed out waiting for a verified

@@ -6,6 +6,7 @@ import (
 	"net"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
@@ -47,6 +48,16 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, logger *slog.Logger, tel *
 	}
 	if err := cfg.AgentSite.Validate(); err != nil {
 		return err
+	}
+	receivers, err := activities.ParseReceiverPolicy(cfg.PublicURL, cfg.AllowLoopback)
+	if err != nil {
+		return config.Invalid("%v", err)
+	}
+	if cfg.NexusTextQuota < 0 || cfg.NexusTextTotal < 0 {
+		return config.Invalid("SITEOPS_NEXUS_TEXT_QUOTA and SITEOPS_NEXUS_TEXT_TOTAL are numbers of bytes (0: no limit), e.g. 67108864 (64 MiB)")
+	}
+	if cfg.KnowledgeRetention <= 0 {
+		return config.Invalid("SITEOPS_KNOWLEDGE_RETENTION=%s must be a positive duration, e.g. 720h (30 days)", cfg.KnowledgeRetention)
 	}
 	dbURL, _, err := storeSettings(cfg.Database)
 	if err != nil {
@@ -94,12 +105,37 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, logger *slog.Logger, tel *
 	); err != nil {
 		return err
 	}
+	acts := activities.New(api, st)
+	acts.Receivers = receivers
+	logger.Info("webhook endpoints may be registered and rotated under", "public_urls", receivers.String(), "loopback", receivers.AllowLoopback)
+	go purgeKnowledgeTexts(ctx, st, cfg.KnowledgeRetention, logger)
 	return worker.Run(ctx, worker.Options{
-		Client: c, TaskQueue: cfg.TaskQueue, Activities: activities.New(api, st), Logger: logger,
+		Client: c, TaskQueue: cfg.TaskQueue, Activities: acts, Logger: logger,
 		Deployment:           deployment(cfg.Worker, logger),
 		SecretReconcileEvery: cfg.SecretReconcileEvery,
-		Nexus:                &sitenexus.Options{Texts: st, PayloadKey: cfg.PayloadKey},
+		Nexus: &sitenexus.Options{Texts: st, PayloadKey: cfg.PayloadKey, Logger: logger,
+			Quota: store.TextQuota{PerOwner: cfg.NexusTextQuota, Total: cfg.NexusTextTotal}},
 	})
+}
+
+// purgeKnowledgeTexts deletes, once an hour, the knowledge texts that no
+// onboarding referenced or read for the retention period. Every worker
+// runs it; the deletes are the same whoever runs them.
+func purgeKnowledgeTexts(ctx context.Context, st *store.Store, retention time.Duration, logger *slog.Logger) {
+	for {
+		n, err := st.PurgeKnowledgeTexts(ctx, time.Now().Add(-retention))
+		switch {
+		case err != nil && ctx.Err() == nil:
+			logger.Warn("purging unused knowledge texts failed; next try in an hour", "error", err)
+		case n > 0:
+			logger.Info("purged knowledge texts no onboarding used", "texts", n, "retention", retention)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Hour):
+		}
+	}
 }
 
 // IngressConfig is everything an ingress process reads from the

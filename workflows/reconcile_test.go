@@ -18,16 +18,21 @@ import (
 
 // TestSecretReconcileRetiresSecretsOfDeletedEndpoints deletes endpoints
 // behind siteops' back: the reconciliation retires the secret of the one
-// deleted outright, leaves the one in a rotation's grace period to retire
-// on time, and leaves live endpoints' secrets alone.
+// deleted outright, and of the one whose planned retirement lies a century
+// ahead (no rotation may keep a secret past MaxGracePeriod), leaves the one
+// in a rotation's grace period to retire on time, and leaves live
+// endpoints' secrets alone.
 func TestSecretReconcileRetiresSecretsOfDeletedEndpoints(t *testing.T) {
 	f := newFixture(t)
 	ctx := t.Context()
-	live, deleted, grace := f.storedEndpoint(t, "a"), f.storedEndpoint(t, "b"), f.storedEndpoint(t, "c")
+	live, deleted, grace, century := f.storedEndpoint(t, "a"), f.storedEndpoint(t, "b"), f.storedEndpoint(t, "c"), f.storedEndpoint(t, "d")
 	if err := f.store.RetireSecret(ctx, grace, time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	for _, id := range []string{deleted, grace} {
+	if err := f.store.RetireSecret(ctx, century, time.Now().Add(876000*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{deleted, grace, century} {
 		if err := f.api.DeleteWebhookEndpoint(ctx, "delete-"+id, id); err != nil {
 			t.Fatal(err)
 		}
@@ -37,10 +42,10 @@ func TestSecretReconcileRetiresSecretsOfDeletedEndpoints(t *testing.T) {
 	if err := f.env.GetWorkflowResult(&st); err != nil {
 		t.Fatal(err)
 	}
-	if !st.Done || st.Checked != 3 || len(st.Retired) != 1 || st.Retired[0] != deleted {
-		t.Errorf("status = %+v, want %s retired of 3", st, deleted)
+	if !st.Done || st.Checked != 4 || !slices.Equal(st.Retired, []string{deleted, century}) {
+		t.Errorf("status = %+v, want %s and %s retired of 4", st, deleted, century)
 	}
-	for id, want := range map[string]string{live: "active", deleted: "retired", grace: "retiring"} {
+	for id, want := range map[string]string{live: "active", deleted: "retired", grace: "retiring", century: "retired"} {
 		if got := f.secretState(t, id); got != want {
 			t.Errorf("secret of %s is %s, want %s", id, got, want)
 		}
@@ -66,7 +71,7 @@ func (f *fixture) reconcileThrough(t *testing.T, api activities.API) workflows.S
 	t.Helper()
 	env := f.suite.NewTestWorkflowEnvironment()
 	env.SetTestTimeout(30 * time.Second)
-	worker.Register(env, activities.New(api, f.store))
+	worker.Register(env, loopbackReceivers(activities.New(api, f.store)))
 	env.ExecuteWorkflow(workflows.SecretReconcileWorkflowName, workflows.SecretReconcileInput{})
 	var st workflows.SecretReconcileStatus
 	if err := env.GetWorkflowResult(&st); err != nil {

@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -54,6 +55,48 @@ const DecidedByTimeout = "decision-timeout"
 // timeout, clean-up on failure and cancellation, and endpoint reuse across
 // re-runs; histories recorded before it replay the first version.
 const rotationLifecycle = "rotation-lifecycle"
+
+// rotationLimits is the change that bounds a rotation's durations
+// (CheckRotationLimits); histories recorded before it replay unchecked.
+const rotationLimits = "rotation-limits"
+
+// The longest a rotation may wait for a verified delivery, for on-call's
+// decision, and keep the old secret after deleting its endpoint. A week
+// covers any reasonable overlap; without a bound, whoever starts a
+// rotation could keep a secret accepted for a century.
+const (
+	MaxVerifyTimeout   = 7 * 24 * time.Hour
+	MaxDecisionTimeout = 7 * 24 * time.Hour
+	MaxGracePeriod     = activities.MaxGracePeriod
+)
+
+// CheckRotationLimits refuses durations that are negative or past their
+// maximum, naming the limit. The workflow checks it whoever started it;
+// the starter checks it first, so that a command fails before anything
+// starts.
+func CheckRotationLimits(in SecretRotationInput) error {
+	var problems []string
+	for _, d := range []struct {
+		field string
+		value Duration
+		most  time.Duration
+	}{
+		{"verify_timeout", in.VerifyTimeout, MaxVerifyTimeout},
+		{"decision_timeout", in.DecisionTimeout, MaxDecisionTimeout},
+		{"grace_period", in.GracePeriod, MaxGracePeriod},
+	} {
+		switch v := time.Duration(d.value); {
+		case v < 0:
+			problems = append(problems, fmt.Sprintf("%s is %s; it must not be negative", d.field, v))
+		case v > d.most:
+			problems = append(problems, fmt.Sprintf("%s is %s; the most it may be is %s", d.field, v, d.most))
+		}
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("rotation refused: %s", strings.Join(problems, "; "))
+	}
+	return nil
+}
 
 // SecretRotationInput starts a rotation of OldEndpointID's signing secret
 // onto a new endpoint at NewURL, which delivers to the ingress receiver path
@@ -128,6 +171,12 @@ func SecretRotation(ctx workflow.Context, in SecretRotationInput) (SecretRotatio
 	}
 	if err := r.setup(ctx); err != nil {
 		return r.st, err
+	}
+	if workflow.GetVersion(ctx, rotationLimits, workflow.DefaultVersion, 1) >= 1 {
+		if err := CheckRotationLimits(r.in); err != nil {
+			workflow.GetLogger(ctx).Warn("rotation refused", "operator", in.Operator, "error", err)
+			return r.st, temporal.NewNonRetryableApplicationError(err.Error(), activities.ErrTypePolicy, nil)
+		}
 	}
 	if workflow.GetVersion(ctx, rotationLifecycle, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		r.keyOf = func(step string) string { return Key(info.WorkflowExecution.ID, info.FirstRunID, step) }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/siteops/siteops/activities"
 	"github.com/siteops/siteops/config"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/wiring"
@@ -108,6 +109,14 @@ func (c *cli) withStarter(cmd *cobra.Command, tf *temporalFlags, withStore bool,
 			return err
 		}
 	}
+	var site config.AgentSite
+	if err := config.Load(&site); err != nil {
+		return err
+	}
+	receivers, err := activities.ParseReceiverPolicy(site.PublicURL, site.AllowLoopback)
+	if err != nil {
+		return config.Invalid("%v", err)
+	}
 	stderr := cmd.ErrOrStderr()
 	s, closeAll, err := wiring.Starter(cmd.Context(), t, db, quietLogger(stderr))
 	if err != nil {
@@ -115,6 +124,7 @@ func (c *cli) withStarter(cmd *cobra.Command, tf *temporalFlags, withStore bool,
 	}
 	defer closeAll()
 	s.Warn = func(msg string) { c.warn(stderr, msg) }
+	s.Receivers = &receivers
 	return f(s)
 }
 

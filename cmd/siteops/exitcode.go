@@ -72,6 +72,7 @@ func exitCode(err error) int {
 		invalid   *starter.InvalidSpecError
 		conflict  *starter.SpecConflictError
 		rejected  *starter.RejectedError
+		policy    *starter.PolicyError
 		apiErr    *agentsite.APIError
 		valErr    *agentsite.ValidationError
 		transport *agentsite.TransportError
@@ -90,7 +91,7 @@ func exitCode(err error) int {
 		return exitInterrupted
 	case errors.Is(err, context.Canceled):
 		return exitInterrupted
-	case errors.As(err, &usage), errors.As(err, &invalid), errors.As(err, &conflict), errors.As(err, &rejected), errors.As(err, &valErr), errors.Is(err, errInvalidInput), errors.Is(err, config.ErrInvalid), errors.Is(err, store.ErrBadURL),
+	case errors.As(err, &usage), errors.As(err, &invalid), errors.As(err, &conflict), errors.As(err, &rejected), errors.As(err, &policy), errors.As(err, &valErr), errors.Is(err, errInvalidInput), errors.Is(err, config.ErrInvalid), errors.Is(err, store.ErrBadURL),
 		errors.Is(err, store.ErrNoSecretKey): // SITEOPS_SECRET_KEY unset where it is needed: a setting to give
 		return exitUsage
 	case errors.As(err, &failed):
@@ -118,7 +119,7 @@ func exitForFailure(f starter.Failure) int {
 	case f.Type == activities.ErrTypeUnauthorized || f.Type == activities.ErrTypeForbidden ||
 		f.Status == http.StatusUnauthorized || f.Status == http.StatusForbidden:
 		return exitAuth
-	case f.Type == activities.ErrTypeInvalidInput || f.Type == activities.ErrTypeBadRequest ||
+	case f.Type == activities.ErrTypeInvalidInput || f.Type == activities.ErrTypeBadRequest || f.Type == activities.ErrTypePolicy ||
 		f.Type == activities.ErrTypeUnprocessable || f.Type == workflows.ErrTypeInvalidSpec ||
 		f.Status == http.StatusBadRequest || f.Status == http.StatusUnprocessableEntity:
 		return exitUsage

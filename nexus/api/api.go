@@ -1,7 +1,10 @@
 // Package api is the contract of siteops' Nexus service for the systems
-// that call it: the service name, the operation names, typed references
-// for workflow.NexusClient.ExecuteOperation, the operations' input and
-// output types, and the error types a caller can tell apart.
+// that call it — the partners that onboard customers: the service name,
+// the operation names, typed references for
+// workflow.NexusClient.ExecuteOperation, the operations' input and output
+// types, and the error types a caller can tell apart. The on-call
+// playbooks are not part of it: NotServed lists the names the service
+// refuses.
 //
 // It imports the standard library and the Nexus SDK's operation
 // references (github.com/nexus-rpc/sdk-go/nexus, itself standard library
@@ -37,29 +40,31 @@ const (
 	OnboardName = "onboard"
 	// OnboardingStatusName reports how an onboarding stands (synchronous).
 	OnboardingStatusName = "onboarding-status"
-	// EmbedOffName opens an embed incident and returns once the embed is
-	// off (synchronous).
-	EmbedOffName = "embed-off"
-	// EmbedOnName restores the embed of a site's open incident and returns
-	// once it is on (synchronous).
-	EmbedOnName = "embed-on"
 	// LeadSyncStatusName reports a site's lead sync progress (synchronous).
 	LeadSyncStatusName = "lead-sync-status"
-	// RotateSecretName rotates a webhook endpoint's signing secret; its
-	// result is the rotation's result (asynchronous: a run of the
-	// SecretRotation workflow).
+)
+
+// The on-call playbooks, which releases before 2026-11-25 served through
+// the service. They are refused (UNAUTHORIZED, ErrTypeNotServed): nothing
+// in a Nexus request authenticates its caller, so whoever reached the
+// service could switch a site's embed off, or on with origins of their
+// own, or move every webhook to a URL of their own. On-call runs them with
+// the siteops CLI.
+const (
+	EmbedOffName     = "embed-off"
+	EmbedOnName      = "embed-on"
 	RotateSecretName = "rotate-secret"
 )
+
+// NotServed lists the operation names the service refuses.
+var NotServed = []string{EmbedOffName, EmbedOnName, RotateSecretName}
 
 // Typed references to the operations, for workflow.NexusClient.
 var (
 	StoreKnowledge   = nexus.NewOperationReference[StoreKnowledgeInput, StoreKnowledgeOutput](StoreKnowledgeName)
 	Onboard          = nexus.NewOperationReference[OnboardInput, OnboardResult](OnboardName)
 	OnboardingStatus = nexus.NewOperationReference[OnboardingStatusInput, Onboarding](OnboardingStatusName)
-	EmbedOff         = nexus.NewOperationReference[EmbedOffInput, EmbedOffOutput](EmbedOffName)
-	EmbedOn          = nexus.NewOperationReference[EmbedOnInput, EmbedIncident](EmbedOnName)
 	LeadSyncStatus   = nexus.NewOperationReference[LeadSyncStatusInput, LeadSyncProgress](LeadSyncStatusName)
-	RotateSecret     = nexus.NewOperationReference[RotateSecretInput, SecretRotation](RotateSecretName)
 )
 
 // Error types. A refused request is a Nexus handler error (BAD_REQUEST or
@@ -84,4 +89,11 @@ const (
 	// ErrTypeRejected: the workflow refused the request before acting on
 	// it (a decision that does not apply, origins that are not exact).
 	ErrTypeRejected = "Rejected"
+	// ErrTypeNotServed: the operation is an on-call playbook, which the
+	// service does not serve (NotServed).
+	ErrTypeNotServed = "NotServed"
+	// ErrTypeQuotaExceeded: the caller's knowledge texts, or every
+	// caller's together, take the bytes the quota allows; texts no
+	// onboarding used for the retention period are purged.
+	ErrTypeQuotaExceeded = "QuotaExceeded"
 )

@@ -139,44 +139,6 @@ type Failure struct {
 	RequestID string `json:"request_id,omitempty"`
 }
 
-// EmbedOffInput opens an embed incident: who turns the embed off and why.
-type EmbedOffInput struct {
-	SiteID   string `json:"site_id"`
-	Operator string `json:"operator"`
-	Reason   string `json:"reason"`
-}
-
-// EmbedOffOutput says the embed is off.
-type EmbedOffOutput struct {
-	Incident EmbedIncident `json:"incident"`
-	// Joined is true when an incident was already open: no second PATCH
-	// was sent.
-	Joined bool `json:"joined"`
-}
-
-// EmbedOnInput restores the embed of the site's open incident, with
-// corrected origins when given.
-type EmbedOnInput struct {
-	SiteID         string   `json:"site_id"`
-	Operator       string   `json:"operator"`
-	AllowedOrigins []string `json:"allowed_origins,omitempty"`
-}
-
-// EmbedIncident is an embed incident as the EmbedIncident workflow reports
-// it.
-type EmbedIncident struct {
-	SiteID    string    `json:"site_id"`
-	State     string    `json:"state"`
-	Operator  string    `json:"operator"`
-	Reason    string    `json:"reason"`
-	OpenedAt  time.Time `json:"opened_at"`
-	OffAt     time.Time `json:"off_at"`
-	Decision  string    `json:"decision,omitempty"`
-	DecidedBy string    `json:"decided_by,omitempty"`
-	OnAt      time.Time `json:"on_at"`
-	Origins   []string  `json:"allowed_origins,omitempty"`
-}
-
 // LeadSyncStatusInput names a site's lead sync.
 type LeadSyncStatusInput struct {
 	SiteID string `json:"site_id"`
@@ -194,42 +156,4 @@ type LeadSyncProgress struct {
 	Events          int       `json:"events"`
 	DuplicateEvents int       `json:"duplicate_events"`
 	Runs            int       `json:"runs"`
-}
-
-// RotateSecretInput rotates OldEndpointID's signing secret onto a new
-// endpoint at NewURL; Receiver is the ingress receiver NewURL delivers to,
-// derived from a URL ending in /webhooks or /webhooks/NAME when left out.
-type RotateSecretInput struct {
-	OldEndpointID string   `json:"old_endpoint_id"`
-	NewURL        string   `json:"new_url"`
-	Receiver      string   `json:"receiver,omitempty"`
-	VerifyTimeout Duration `json:"verify_timeout,omitempty"` // default 10m
-	// DecisionTimeout is how long on-call has to decide after the
-	// verification timeout; then the rotation aborts (the new endpoint is
-	// deleted, the old secret stays). Default 24h.
-	DecisionTimeout Duration `json:"decision_timeout,omitempty"`
-	GracePeriod     Duration `json:"grace_period,omitempty"` // default 1h
-	Operator        string   `json:"operator,omitempty"`
-}
-
-// SecretRotation is a rotation as the SecretRotation workflow reports it.
-type SecretRotation struct {
-	Step            string    `json:"step"`
-	OldEndpointID   string    `json:"old_endpoint_id"`
-	NewEndpointID   string    `json:"new_endpoint_id,omitempty"`
-	NewFingerprint  string    `json:"new_fingerprint,omitempty"`
-	Events          []string  `json:"events,omitempty"`
-	VerifiedEventID string    `json:"verified_event_id,omitempty"`
-	Decision        string    `json:"decision,omitempty"`
-	DecidedBy       string    `json:"decided_by,omitempty"`
-	OldSecretStored bool      `json:"old_secret_stored"`
-	OldRetiresAt    time.Time `json:"old_retires_at"`
-	// NewEndpointReused says the new endpoint was created by an earlier
-	// run of this rotation and taken over (no second endpoint).
-	NewEndpointReused bool `json:"new_endpoint_reused,omitempty"`
-	// DecisionDeadline is when the rotation aborts if nobody decides.
-	DecisionDeadline time.Time `json:"decision_deadline,omitzero"`
-	// CleanUp says what the clean-up after a failure or a cancellation
-	// did, or why it failed.
-	CleanUp string `json:"clean_up,omitempty"`
 }

@@ -1,0 +1,178 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/siteops/siteops/activities"
+	sitenexus "github.com/siteops/siteops/nexus"
+	"github.com/siteops/siteops/nexus/api"
+	"github.com/siteops/siteops/simulator"
+	"github.com/siteops/siteops/store"
+	"github.com/siteops/siteops/workflows"
+)
+
+// TestNexusRefusesThePlaybooks is the review's takeover, tried by every
+// caller the Nexus service can have: a workflow in another namespace
+// through an endpoint, plain HTTP through the endpoint's route, and plain
+// HTTP through the route that addresses the task queue's service with no
+// endpoint at all. Each playbook is refused, changes nothing at the
+// service (no PATCH, no endpoint, no workflow) and is logged with the
+// caller as the request names it, while a partner still onboards and
+// reads its onboarding, and store-knowledge holds each caller to its
+// quota.
+func TestNexusRefusesThePlaybooks(t *testing.T) {
+	const ns = "siteops-trust"
+	ds := startHTTPDevServer(t, ns)
+	e := envOn(t, ds.address, ns)
+	e.startWorker(t)
+	var log syncBuffer
+	e.startNexusWith(t, sitenexus.Options{Texts: e.store, Logger: slog.New(slog.NewTextHandler(&log, nil)),
+		Quota: store.TextQuota{PerOwner: 300}})
+	endpoint, endpointID := createEndpoint(t, ds.address, ns)
+	c := newCaller(t, ds.address)
+	site := e.site(t, "trusted")
+	ins := map[string]any{
+		api.EmbedOffName:     map[string]any{"site_id": site, "operator": "mallory", "reason": "takeover"},
+		api.EmbedOnName:      map[string]any{"site_id": site, "operator": "mallory", "allowed_origins": []string{"https://phish.example"}},
+		api.RotateSecretName: map[string]any{"old_endpoint_id": "we_1", "new_url": "https://outside.example/hook", "grace_period": "876000h", "decision_timeout": "8760h"},
+	}
+	for _, op := range api.NotServed {
+		err := c.call(t, endpoint, op, ins[op], nil)
+		if app := appError(err); app == nil || app.Type() != api.ErrTypeNotServed || !strings.Contains(app.Message(), "siteops ") {
+			t.Errorf("%s from a workflow in namespace %s: %v; want %s naming the CLI command", op, callerNamespace, err, api.ErrTypeNotServed)
+		}
+		for _, url := range []string{
+			ds.httpURL + "/nexus/endpoints/" + endpointID + "/services/siteops/" + op,
+			ds.httpURL + "/namespaces/" + ns + "/task-queues/" + taskQueue + "/nexus-services/siteops/" + op,
+		} {
+			code, body := postJSON(t, url, ins[op])
+			if code != http.StatusForbidden || !strings.Contains(body, "not served") {
+				t.Errorf("plain HTTP %s answered %d %s; want 403 saying it is not served", url, code, body)
+			}
+		}
+	}
+	if n := len(patches(e)); n != 0 {
+		t.Errorf("%d PATCHes reached the service; want none", n)
+	}
+	if eps := e.endpoints(t); len(eps) != 0 {
+		t.Errorf("endpoints at the service: %+v; want none", eps)
+	}
+	for _, id := range []string{workflows.EmbedIncidentID(site), workflows.SecretRotationID("we_1")} {
+		if _, err := e.client.DescribeWorkflowExecution(t.Context(), id, ""); err == nil {
+			t.Errorf("%s was started", id)
+		}
+	}
+	logged := log.String()
+	for _, op := range api.NotServed {
+		if n := strings.Count(logged, "operation="+op); n != 3 {
+			t.Errorf("%d refusals of %s logged, want 3 (workflow, endpoint route, task-queue route):\n%s", n, op, logged)
+		}
+	}
+	if !strings.Contains(logged, "caller.namespace="+callerNamespace) || !strings.Contains(logged, "caller.namespace=\"none given") {
+		t.Errorf("the refusals do not name their callers (the workflow's namespace, and none for plain HTTP):\n%s", logged)
+	}
+
+	// A partner still onboards, and store-knowledge keeps it to its quota.
+	var stored api.StoreKnowledgeOutput
+	if err := c.call(t, endpoint, api.StoreKnowledgeName, api.StoreKnowledgeInput{Text: strings.Repeat("a", 200)}, &stored); err != nil {
+		t.Fatalf("store-knowledge within the quota: %v", err)
+	}
+	err := c.call(t, endpoint, api.StoreKnowledgeName, api.StoreKnowledgeInput{Text: strings.Repeat("b", 200)}, nil)
+	if app := appError(err); app == nil || app.Type() != api.ErrTypeQuotaExceeded {
+		t.Errorf("store-knowledge past the caller's quota: %v; want %s", err, api.ErrTypeQuotaExceeded)
+	}
+	if !strings.Contains(log.String(), "knowledge text quota") {
+		t.Errorf("the quota refusal is not logged:\n%s", log.String())
+	}
+	spec := nexusSpec("trusted-partner")
+	spec.Knowledge = append(spec.Knowledge, api.Knowledge{Name: "Stored", TextHash: stored.TextHash})
+	var res api.OnboardResult
+	if err := c.call(t, endpoint, api.OnboardName, spec, &res); err != nil || res.Status != "published" {
+		t.Fatalf("a partner's onboard: %+v, %v", res, err)
+	}
+	var st api.Onboarding
+	if err := c.call(t, endpoint, api.OnboardingStatusName, api.OnboardingStatusInput{Slug: "trusted-partner"}, &st); err != nil || st.Status != "Completed" {
+		t.Errorf("onboarding-status: %+v, %v", st, err)
+	}
+}
+
+// TestPoliciesHoldWhoeverStartsTheWorkflow starts the rotation and the
+// registration the way any client of the namespace can, with an SDK and
+// none of the CLI's checks: an endpoint outside the deployment and a
+// century of grace are refused by the workflows themselves, and nothing
+// changes at the service.
+func TestPoliciesHoldWhoeverStartsTheWorkflow(t *testing.T) {
+	e := newEnv(t, store.SQLite, simulator.Config{})
+	e.startWorker(t)
+	in := e.startIngress(t)
+	old := e.register(t, in, "/webhooks/v1", "lead.created")
+	before := e.endpoints(t)
+
+	start := func(kind workflows.Kind, id string, input any) error {
+		run, err := e.client.ExecuteWorkflow(t.Context(), client.StartWorkflowOptions{ID: id, TaskQueue: taskQueue}, kind.Name, input)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return run.Get(ctxWithin(t, time.Minute), nil)
+	}
+	for _, tc := range []struct {
+		name  string
+		kind  workflows.Kind
+		id    string
+		input any
+		want  string
+	}{
+		{"a rotation onto a host outside the deployment", workflows.SecretRotationKind, workflows.SecretRotationID(old),
+			workflows.SecretRotationInput{OldEndpointID: old, NewURL: "https://outside.example/webhooks/v2", Receiver: "v2"}, "is not under"},
+		{"a rotation keeping the old secret for a century", workflows.SecretRotationKind, workflows.SecretRotationID(old) + "-century",
+			workflows.SecretRotationInput{OldEndpointID: old, NewURL: in.url + "/webhooks/v2", Receiver: "v2", GracePeriod: workflows.Duration(876000 * time.Hour),
+				VerifyTimeout: workflows.Duration(8760 * time.Hour)}, "grace_period is 876000h0m0s; the most it may be is 168h0m0s"},
+		{"a registration outside the deployment", workflows.EndpointRegistrationKind, "webhook-endpoint/outside",
+			workflows.EndpointRegistrationInput{URL: "https://outside.example/webhooks", Events: []string{"lead.created"}}, "is not under"},
+	} {
+		err := start(tc.kind, tc.id, tc.input)
+		if app := appError(err); app == nil || app.Type() != activities.ErrTypePolicy || !strings.Contains(app.Message(), tc.want) {
+			t.Errorf("%s: %v; want %s saying %q", tc.name, err, activities.ErrTypePolicy, tc.want)
+		}
+	}
+	after := e.endpoints(t)
+	if len(after) != len(before) || after[0].ID != old {
+		t.Errorf("endpoints after the refused starts = %+v; want only %s as before", after, old)
+	}
+	d, err := e.client.DescribeWorkflowExecution(t.Context(), workflows.SecretRotationID(old), "")
+	if err != nil || d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_FAILED {
+		t.Errorf("the refused rotation: %v, %v; want Failed", d.GetWorkflowExecutionInfo().GetStatus(), err)
+	}
+}
+
+// postJSON posts v as JSON and returns the status and the body.
+func postJSON(t *testing.T, url string, v any) (int, string) {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("POST %s: %v", url, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	return resp.StatusCode, fmt.Sprintf("%s", body)
+}

@@ -1,0 +1,78 @@
+package store_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/siteops/siteops/store"
+)
+
+// TestKnowledgeTextQuota bounds what the Nexus service's callers keep: a
+// caller past its bytes is refused, another caller is not, every caller
+// together is held to the total, a text already stored costs nothing, and
+// the operators' texts count against no quota.
+func TestKnowledgeTextQuota(t *testing.T) {
+	eachWithClock(t, func(t *testing.T, s *store.Store, _ *clock) {
+		ctx := t.Context()
+		q := store.TextQuota{PerOwner: 250, Total: 350}
+		text := func(c byte) string { return strings.Repeat(string(c), 100) }
+		for _, c := range []byte{'a', 'b'} {
+			if _, err := s.PutKnowledgeTextAs(ctx, "nexus:partner", text(c), q); err != nil {
+				t.Fatalf("text %c within the quota: %v", c, err)
+			}
+		}
+		_, err := s.PutKnowledgeTextAs(ctx, "nexus:partner", text('c'), q)
+		if !errors.Is(err, store.ErrQuotaExceeded) || !strings.Contains(err.Error(), "nexus:partner keeps 200 of its 250 bytes") {
+			t.Fatalf("a third text past the caller's quota: %v; want ErrQuotaExceeded naming the caller and its bytes", err)
+		}
+		if _, err := s.PutKnowledgeTextAs(ctx, "nexus:partner", text('a'), q); err != nil {
+			t.Errorf("a text the caller already stored again: %v; want it taken (it costs nothing)", err)
+		}
+		if _, err := s.PutKnowledgeTextAs(ctx, "nexus:other", text('d'), q); err != nil {
+			t.Fatalf("another caller's first text: %v", err)
+		}
+		if _, err := s.PutKnowledgeTextAs(ctx, "nexus:other", text('e'), q); !errors.Is(err, store.ErrQuotaExceeded) || !strings.Contains(err.Error(), "together") {
+			t.Errorf("a text past every caller's total: %v; want ErrQuotaExceeded naming the total", err)
+		}
+		hash, err := s.PutKnowledgeText(ctx, strings.Repeat("f", 1000))
+		if err != nil {
+			t.Fatalf("an operator's text: %v", err)
+		}
+		if got, err := s.KnowledgeText(ctx, hash); err != nil || len(got) != 1000 {
+			t.Errorf("KnowledgeText(%s) = %d characters, %v", hash, len(got), err)
+		}
+	})
+}
+
+// TestPurgeKnowledgeTexts deletes texts nobody stored, referenced or read
+// for the retention period, and keeps the ones an onboarding read.
+func TestPurgeKnowledgeTexts(t *testing.T) {
+	eachWithClock(t, func(t *testing.T, s *store.Store, c *clock) {
+		ctx := t.Context()
+		old, err := s.PutKnowledgeTextAs(ctx, "nexus:partner", "stored and forgotten", store.TextQuota{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		read, err := s.PutKnowledgeText(ctx, "stored, then read by an onboarding")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Add(20 * 24 * time.Hour)
+		if _, err := s.KnowledgeText(ctx, read); err != nil {
+			t.Fatal(err)
+		}
+		c.Add(20 * 24 * time.Hour)
+		n, err := s.PurgeKnowledgeTexts(ctx, c.Now().Add(-30*24*time.Hour))
+		if err != nil || n != 1 {
+			t.Fatalf("purged %d texts (%v); want 1, the one unused for 40 days", n, err)
+		}
+		if _, err := s.KnowledgeText(ctx, old); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("the purged text: %v; want ErrNotFound", err)
+		}
+		if _, err := s.KnowledgeText(ctx, read); err != nil {
+			t.Errorf("the text read 20 days ago: %v; want it kept", err)
+		}
+	})
+}
