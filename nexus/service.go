@@ -1,21 +1,29 @@
-// Package nexus is siteops' Nexus service: the handlers of the operations
-// that package nexus/api names, which the siteops worker registers beside
-// its workflows and activities. It lets systems that are not the siteops
-// CLI onboard customers and run the playbooks from any Temporal namespace
-// (through a Nexus endpoint) or over plain HTTP, without the database.
+// Package nexus is siteops' Nexus service for partners: the handlers of the
+// operations that package nexus/api names, which the siteops worker
+// registers beside its workflows and activities. It lets the systems that
+// onboard customers do so from any Temporal namespace (through a Nexus
+// endpoint) or over plain HTTP, without the database: store knowledge
+// texts, onboard, and read how an onboarding and a lead sync stand.
 //
 // The handlers add no behaviour of their own: they validate the input
-// before anything starts, then start or drive the same workflows, with the
-// same derived workflow IDs and ID policies, through package starter where
-// it fits. Knowledge texts go to the store (store-knowledge, or onboard's
-// inline texts); the workflows see only their hashes. What the package
-// deliberately leaves out: callers' authentication, which belongs to the
-// Nexus endpoint and the namespace.
+// before anything starts, then start the same workflows, with the same
+// derived workflow IDs and ID policies, through package starter.
+// Knowledge texts go to the store, within a quota per caller; the
+// workflows see only their hashes.
+//
+// What it deliberately leaves out: the on-call playbooks (embed off and on,
+// secret rotation). Nothing in a Nexus request authenticates its caller to
+// the handler — the frontend's HTTP API reaches a task queue's service
+// without an endpoint, with any header — so whoever reaches the service
+// would hold on-call's powers. The playbook operation names are refused
+// here, and logged with the caller as the request names it; on-call runs
+// them from the CLI with its own Temporal credentials.
 package nexus
 
 import (
 	"context"
 	"fmt"
+	"log/slog"
 
 	nexusrpc "github.com/nexus-rpc/sdk-go/nexus"
 	"go.temporal.io/sdk/converter"
@@ -24,11 +32,13 @@ import (
 	"github.com/siteops/siteops/codec"
 	"github.com/siteops/siteops/nexus/api"
 	"github.com/siteops/siteops/starter"
+	"github.com/siteops/siteops/store"
 )
 
 // TextStore keeps knowledge texts by hash: *store.Store.
 type TextStore interface {
 	PutKnowledgeText(ctx context.Context, text string) (string, error)
+	PutKnowledgeTextAs(ctx context.Context, owner, text string, q store.TextQuota) (string, error)
 	KnowledgeText(ctx context.Context, hash string) (string, error)
 }
 
@@ -43,6 +53,12 @@ type Options struct {
 	// payloads with it: onboard reads the input of a slug's existing run
 	// back from history to tell the same spec from a different one.
 	PayloadKey string
+	// Quota bounds the knowledge texts each caller keeps in the store
+	// (store-knowledge and onboard's inline texts); zero is no limit.
+	Quota store.TextQuota
+	// Logger logs refused requests with their caller; slog.Default when
+	// nil.
+	Logger *slog.Logger
 }
 
 // Service handles the operations of package nexus/api.
@@ -55,6 +71,9 @@ type Service struct {
 func New(o Options) (*Service, error) {
 	if o.Texts == nil {
 		return nil, fmt.Errorf("nexus: the service needs the store (Options.Texts) for knowledge texts")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
 	}
 	s := &Service{o: o}
 	if o.PayloadKey != "" {
@@ -72,7 +91,8 @@ func New(o Options) (*Service, error) {
 }
 
 // NexusService returns the Nexus service to register on a worker
-// (worker.RegisterNexus).
+// (worker.RegisterNexus): the partners' operations, and a refusal for each
+// of the on-call playbooks' names.
 func (s *Service) NexusService() (*nexusrpc.Service, error) {
 	svc := nexusrpc.NewService(api.ServiceName)
 	onboard, err := temporalnexus.NewTemporalOperation(temporalnexus.TemporalOperationOptions[api.OnboardInput, api.OnboardResult]{
@@ -81,22 +101,16 @@ func (s *Service) NexusService() (*nexusrpc.Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	rotate, err := temporalnexus.NewWorkflowRunOperationWithOptions(temporalnexus.WorkflowRunOperationOptions[api.RotateSecretInput, api.SecretRotation]{
-		Name: api.RotateSecretName, Handler: s.rotateSecret,
-	})
-	if err != nil {
-		return nil, err
-	}
-	err = svc.Register(
+	ops := []nexusrpc.RegisterableOperation{
 		nexusrpc.NewSyncOperation(api.StoreKnowledgeName, s.storeKnowledge),
 		onboard,
 		nexusrpc.NewSyncOperation(api.OnboardingStatusName, s.onboardingStatus),
-		nexusrpc.NewSyncOperation(api.EmbedOffName, s.embedOff),
-		nexusrpc.NewSyncOperation(api.EmbedOnName, s.embedOn),
 		nexusrpc.NewSyncOperation(api.LeadSyncStatusName, s.leadSyncStatus),
-		rotate,
-	)
-	if err != nil {
+	}
+	for _, name := range api.NotServed {
+		ops = append(ops, nexusrpc.NewSyncOperation(name, s.notServed(name)))
+	}
+	if err := svc.Register(ops...); err != nil {
 		return nil, err
 	}
 	return svc, nil
