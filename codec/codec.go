@@ -150,22 +150,6 @@ func ParseKeyRing(s string) ([][]byte, error) {
 	return keys, nil
 }
 
-// ParseKey decodes a SITEOPS_PAYLOAD_KEY of one key. A key ring is
-// refused rather than cut to its first key: the payloads written under the
-// others would stop decoding.
-//
-// Deprecated: use ParseKeyRing and NewRing, which read a key ring.
-func ParseKey(s string) ([]byte, error) {
-	keys, err := ParseKeyRing(s)
-	if err != nil {
-		return nil, err
-	}
-	if len(keys) != 1 {
-		return nil, fmt.Errorf("SITEOPS_PAYLOAD_KEY holds %d keys separated by commas, but this part of siteops reads one key only; set one key until it reads a key ring", len(keys))
-	}
-	return keys[0], nil
-}
-
 // New returns a codec for one 32-byte key.
 func New(key []byte, opts ...Option) (*AESGCM, error) {
 	return NewRing([][]byte{key}, opts...)
