@@ -17,9 +17,18 @@
 #   TEMPORAL_SERVER_DB_NAME (temporal),
 #   TEMPORAL_SERVER_VISIBILITY_DB_NAME (temporal_visibility),
 #   TEMPORAL_SERVER_DB_PLUGIN (postgres12)
-# The password reaches the tool in its environment (SQL_PASSWORD), never on a
-# command line.
+# TEMPORAL_SERVER_DB_PASSWORD_FILE may name a file holding the password (a
+# mounted secret) instead. The password reaches the tool in its environment
+# (SQL_PASSWORD), never on a command line.
+#
+# The user needs no more than to own the two databases: with the roles of
+# deploy/postgres-roles.sh it cannot create them (NOCREATEDB), finds them
+# made, and sets up their schemas (btree_gin, the one extension the
+# visibility schema creates, is trusted: a database owner may create it).
 set -euo pipefail
+# shellcheck source=secret-files.sh
+. "$(dirname "${BASH_SOURCE[0]}")/secret-files.sh"
+load_secret_files TEMPORAL_SERVER_DB_PASSWORD
 
 host="${TEMPORAL_SERVER_DB_HOST:-127.0.0.1}"
 port="${TEMPORAL_SERVER_DB_PORT:-5432}"

@@ -8,7 +8,10 @@
 #   temporal-service.sh frontend|history|matching|worker
 #
 # Every address, port, database and credential comes from the
-# TEMPORAL_SERVER_* variables cluster.yaml reads. In a container the service
+# TEMPORAL_SERVER_* variables cluster.yaml reads; the database password may
+# instead be a file, TEMPORAL_SERVER_DB_PASSWORD_FILE (a mounted secret),
+# which this script reads into TEMPORAL_SERVER_DB_PASSWORD (secret-files.sh).
+# In a container the service
 # listens on every interface (TEMPORAL_SERVER_BIND_IP defaults to 0.0.0.0
 # here) and tells the other services its own IP, which must be an address,
 # not a name: TEMPORAL_SERVER_BROADCAST_ADDRESS, which Kubernetes sets from
@@ -16,6 +19,8 @@
 # hostname resolves to (compose). TEMPORAL_ROOT (the server's own variable,
 # default /etc/temporal here) is the directory holding config/.
 set -euo pipefail
+# shellcheck source=secret-files.sh
+. "$(dirname "${BASH_SOURCE[0]}")/secret-files.sh"
 
 case "${1:-}" in
   frontend | history | matching | worker) service=$1 ;;
@@ -36,8 +41,13 @@ if [ -z "${TEMPORAL_SERVER_BROADCAST_ADDRESS:-}" ]; then
   export TEMPORAL_SERVER_BROADCAST_ADDRESS
 fi
 
-# No authorizer is configured: whoever reaches the frontend may do anything,
-# so only siteops may reach it (the NetworkPolicy of deploy/kubernetes/temporal,
-# compose's private network).
+load_secret_files TEMPORAL_SERVER_DB_PASSWORD
+
+# No authorizer is configured (--allow-no-auth): a client the frontend lets
+# in may call any API in any namespace. What keeps others out is the
+# network (the NetworkPolicies of deploy/kubernetes/temporal admit only the
+# siteops pods that need the frontend; compose publishes it on loopback
+# only) and, in Kubernetes, mutual TLS (TEMPORAL_SERVER_TLS_CLIENT_CA: only
+# a client certificate that CA signed gets in). See the README's Operations.
 exec temporal-server --root "${TEMPORAL_ROOT:-/etc/temporal}" --config config --env cluster --allow-no-auth \
   start --service "$service"

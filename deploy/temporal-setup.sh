@@ -9,7 +9,8 @@
 #   deploy/temporal-setup.sh default siteops  # exactly the namespaces named
 #
 # The temporal CLI reads the connection from its own environment, as siteops
-# does: TEMPORAL_ADDRESS (default localhost:7233), TEMPORAL_API_KEY,
+# does: TEMPORAL_ADDRESS (default localhost:7233), TEMPORAL_API_KEY (or
+# TEMPORAL_API_KEY_FILE, a file holding it, which this script reads),
 # TEMPORAL_TLS_CLIENT_CERT_PATH, TEMPORAL_TLS_CLIENT_KEY_PATH,
 # TEMPORAL_TLS_SERVER_CA_CERT_PATH, TEMPORAL_TLS_SERVER_NAME, TEMPORAL_PROFILE.
 # Knobs of this script:
@@ -17,6 +18,9 @@
 #   SITEOPS_NAMESPACE_RETENTION  retention of namespaces it creates (default 30d)
 #   SITEOPS_SETUP_WAIT           seconds to wait for the frontend to answer (default 60)
 set -euo pipefail
+# shellcheck source=secret-files.sh
+. "$(dirname "${BASH_SOURCE[0]}")/secret-files.sh"
+load_secret_files TEMPORAL_API_KEY
 
 temporal="${SITEOPS_TEMPORAL_CLI:-temporal}"
 retention="${SITEOPS_NAMESPACE_RETENTION:-30d}"

@@ -5,8 +5,12 @@
 #   temporal-service.sh frontend|history|matching|worker   one server service
 #   temporal-schema.sh                                      create/upgrade both schemas (a job)
 #   temporal-setup.sh                                       namespace + search attributes (a job)
-# Build from the repository root:
+#   postgres-roles.sh                                       Temporal's and siteops' database roles (a job, as the DBA)
+# Build from the repository root, and deploy it by the digest the push prints:
 #   docker build -f deploy/temporal.Dockerfile -t siteops-temporal:v1.29.1 .
+#
+# Both base images are pinned by version and digest (see deploy/Dockerfile
+# for why and how to update them; deploy/images_test.go checks the form).
 #
 # Why not temporalio/server and temporalio/admin-tools: the binaries here
 # are the ones the Makefile pins and the tests run (internal/cluster checks
@@ -16,7 +20,9 @@
 # which recent admin-tools images (plain Alpine) no longer carry. The cost is
 # one Go build of a few minutes.
 
-FROM golang:1.26-bookworm AS build
+# The same golang image as deploy/Dockerfile (its comment says where the
+# digest was published).
+FROM golang:1.26.8-bookworm@sha256:dc9ad6c05acc7a88e5b71bde60a5fe3bd4b9f0db209011711b464107438a8107 AS build
 ARG TEMPORAL_SERVER_VERSION=v1.29.1
 ARG TEMPORAL_CLI_VERSION=v1.5.1
 ENV CGO_ENABLED=0 GOBIN=/out
@@ -29,14 +35,20 @@ RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache
  && mv /out/sql /out/temporal-sql-tool
 
 # Debian slim rather than distroless: the scripts need bash, and the probes
-# of compose use it.
-FROM debian:bookworm-slim
+# of compose use it; psql (postgresql-client, 15 in bookworm: \getenv) is
+# for postgres-roles.sh. debian:12.13-slim by the digest published beside
+# that exact tag in public Dockerfiles (an omnius-api-server runtime stage,
+# among others) and beside debian:bookworm-slim in thirdkeyai/symbiont's
+# Dockerfile ("verified against Docker Hub on 2026-05-17").
+FROM debian:12.13-slim@sha256:67b30a61dc87758f0caf819646104f29ecbda97d920aaf5edc834128ac8493d3
 RUN apt-get update \
- && apt-get install -y --no-install-recommends ca-certificates \
+ && apt-get install -y --no-install-recommends ca-certificates postgresql-client \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --uid 1000 --user-group --create-home temporal
 COPY --from=build /out/ /usr/local/bin/
-COPY --chmod=755 deploy/temporal-service.sh deploy/temporal-schema.sh deploy/temporal-setup.sh /usr/local/bin/
+# secret-files.sh is sourced by the others (NAME_FILE: a secret read from a file).
+COPY --chmod=755 deploy/temporal-service.sh deploy/temporal-schema.sh deploy/temporal-setup.sh deploy/postgres-roles.sh /usr/local/bin/
+COPY --chmod=644 deploy/secret-files.sh /usr/local/bin/
 # The configuration the project keeps; compose mounts the same directories
 # over these, so that an edit needs no rebuild.
 COPY deploy/temporal/config /etc/temporal/config
