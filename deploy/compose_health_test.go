@@ -10,19 +10,23 @@ import (
 )
 
 // checkComposeTemporalCredentials checks that the siteops services and the
-// setup job take the Temporal API key from the environment (deploy/.env),
-// as the Kubernetes pods take it from the Secret, defaulting to none; and
-// that compose.temporal-tls.yaml hands the client certificate and key to
-// the same services as compose secrets, as the pods mount the Secret
+// setup job read the Temporal API key from the compose secret
+// temporal_api_key (empty by default: compose-secrets.sh makes it so), as
+// the Kubernetes pods read it from a file of the Secret; and that
+// compose.temporal-tls.yaml hands the client certificate and key to the
+// same services as compose secrets, as the pods mount the Secret
 // siteops-temporal-tls.
 func checkComposeTemporalCredentials(t *testing.T, services map[string]map[string]any) {
 	t.Helper()
 	clients := []string{"temporal-setup", "worker", "ingress"}
 	for _, name := range clients {
-		key, ok := composeEnv(services[name])["TEMPORAL_API_KEY"]
-		if !ok || !interpolation.MatchString(key) || interpolate(key, "x") != "" {
-			t.Errorf("compose %s: TEMPORAL_API_KEY=%q; want it from the environment, empty by default (${TEMPORAL_API_KEY:-})", name, key)
+		env := composeEnv(services[name])
+		if f := env["TEMPORAL_API_KEY_FILE"]; f != "/run/secrets/temporal_api_key" || !slices.Contains(strs(list(services[name]["secrets"])), "temporal_api_key") {
+			t.Errorf("compose %s: TEMPORAL_API_KEY_FILE=%q; want /run/secrets/temporal_api_key, the compose secret it mounts", name, f)
 		}
+	}
+	if !regexp.MustCompile(`(?m)^put temporal-api-key ""$`).MatchString(read(t, composeSecrets)) {
+		t.Errorf("%s does not make the Temporal API key file empty (no key: the cluster of compose.yaml takes none)", composeSecrets)
 	}
 
 	d := docs(t, "compose.temporal-tls.yaml")

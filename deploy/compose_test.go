@@ -3,6 +3,9 @@ package deploy_test
 import (
 	"fmt"
 	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -10,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/siteops/siteops/config"
 	"github.com/siteops/siteops/worker"
 )
 
@@ -69,7 +73,7 @@ func TestComposeFile(t *testing.T) {
 	env := knownEnv(t)
 	server := serverEnv(t)
 	services := composeServices(t)
-	want := []string{"postgres", "temporal-schema", "temporal-setup", "worker", "ingress"}
+	want := []string{"postgres", "postgres-roles", "temporal-schema", "temporal-setup", "temporal-ui", "worker", "ingress"}
 	for _, s := range temporalServices {
 		want = append(want, "temporal-"+s)
 	}
@@ -114,6 +118,9 @@ func TestComposeFile(t *testing.T) {
 		if dependsOn(svc, "postgres") != "service_healthy" {
 			t.Errorf("compose %s does not wait for a healthy postgres", name)
 		}
+		if dependsOn(svc, "postgres-roles") != "service_completed_successfully" {
+			t.Errorf("compose %s does not wait for postgres-roles, which makes its database", name)
+		}
 	}
 	if dependsOn(services["worker"], "temporal-setup") != "service_completed_successfully" {
 		t.Errorf("compose worker does not wait for temporal-setup: it refuses to start without the namespace and the search attributes")
@@ -155,7 +162,7 @@ func TestComposeFile(t *testing.T) {
 		checkTemporalImage(t, name, svc)
 		envs := composeEnv(svc)
 		for k := range envs {
-			if _, ok := server[k]; !ok {
+			if !serverReads(t, server, k) {
 				t.Errorf("compose %s sets %s, which deploy/temporal/config/cluster.yaml does not read", name, k)
 			}
 		}
@@ -189,7 +196,7 @@ func TestComposeFile(t *testing.T) {
 	checkTemporalImage(t, "temporal-schema", schema)
 	schemaEnv := composeEnv(schema)
 	for name := range scriptVars(t, schemaScript, "TEMPORAL_SERVER_") {
-		if _, ok := schemaEnv[name]; !ok && name != "TEMPORAL_SERVER_DB_PLUGIN" {
+		if !setsOrFile(t, schemaEnv, name, schemaScript) && name != "TEMPORAL_SERVER_DB_PLUGIN" {
 			t.Errorf("compose temporal-schema does not set %s, which %s reads", name, schemaScript)
 		}
 	}
@@ -198,10 +205,10 @@ func TestComposeFile(t *testing.T) {
 			t.Errorf("compose temporal-schema sets %s=%q; the services use %q", k, v, w)
 		}
 	}
-	pg := composeEnv(services["postgres"])
-	if h := schemaEnv["TEMPORAL_SERVER_DB_HOST"]; services[h] == nil || schemaEnv["TEMPORAL_SERVER_DB_USER"] != pg["POSTGRES_USER"] {
-		t.Errorf("compose temporal-schema connects to %s as %s; the postgres service has user %s", h, schemaEnv["TEMPORAL_SERVER_DB_USER"], pg["POSTGRES_USER"])
+	if dependsOn(schema, "postgres-roles") != "service_completed_successfully" {
+		t.Errorf("compose temporal-schema does not wait for postgres-roles, which makes Temporal's role and databases")
 	}
+	checkComposeRoles(t, services, schemaEnv)
 
 	// The namespace and search-attribute job: the one setup script, over the
 	// connection siteops uses.
@@ -212,7 +219,8 @@ func TestComposeFile(t *testing.T) {
 	checkTemporalImage(t, "temporal-setup", setup)
 	knobs := setupKnobs(t)
 	for k := range composeEnv(setup) {
-		if _, knob := knobs[k]; !knob && !temporalClientEnv()[k] {
+		base, _ := strings.CutSuffix(k, config.FileSuffix)
+		if _, knob := knobs[k]; !knob && !temporalClientEnv()[k] && !slices.Contains(scriptSecretFiles(t)[base], setupScript) {
 			t.Errorf("compose temporal-setup sets %s, which neither the temporal CLI nor %s reads", k, setupScript)
 		}
 	}
@@ -226,10 +234,58 @@ func TestComposeFile(t *testing.T) {
 	}
 	checkComposeTemporalCredentials(t, services)
 	checkComposeHealthChecks(t, services)
-
-	// The store: the postgres service's database and user.
-	checkComposeDatabaseURL(t, composeEnv(services["worker"])["SITEOPS_DATABASE_URL"], services)
+	checkComposePorts(t, services, ingressPort)
 	checkComposeSecrets(t, services)
+}
+
+// setsOrFile reports whether env sets name, or name's _FILE when script
+// reads name from a file.
+func setsOrFile(t *testing.T, env map[string]string, name, script string) bool {
+	t.Helper()
+	if _, ok := env[name]; ok {
+		return true
+	}
+	_, ok := env[name+config.FileSuffix]
+	return ok && slices.Contains(scriptSecretFiles(t)[name], script)
+}
+
+// serverReads reports whether the Temporal services read name: a variable
+// of cluster.yaml, or NAME_FILE of one that temporal-service.sh loads from
+// a file.
+func serverReads(t *testing.T, server map[string]string, name string) bool {
+	t.Helper()
+	if _, ok := server[name]; ok {
+		return true
+	}
+	base, isFile := strings.CutSuffix(name, config.FileSuffix)
+	_, read := server[base]
+	return isFile && read && slices.Contains(scriptSecretFiles(t)[base], serviceScript)
+}
+
+// checkComposePorts checks what compose publishes on the host: the
+// ingress's webhook port on every interface (the Agent-Site service
+// delivers to it), everything else on loopback only, and the Web UI
+// read-only.
+func checkComposePorts(t *testing.T, services map[string]map[string]any, webhookPort int) {
+	t.Helper()
+	for name, svc := range services {
+		for _, p := range list(svc["ports"]) {
+			spec := str(p)
+			parts := strings.Split(spec, ":")
+			public := name == "ingress" && strings.HasSuffix(spec, ":"+strconv.Itoa(webhookPort)) && len(parts) == 2
+			if !public && (len(parts) != 3 || parts[0] != "127.0.0.1") {
+				t.Errorf("compose %s publishes %q; bind it to loopback (\"127.0.0.1:HOST:CONTAINER\"): only the ingress's webhook port %d is published on every interface", name, spec, webhookPort)
+			}
+		}
+	}
+	for _, name := range []string{"postgres", "postgres-roles", "temporal-schema", "temporal-history", "temporal-matching", "temporal-worker", "temporal-setup"} {
+		if ports := list(services[name]["ports"]); len(ports) > 0 {
+			t.Errorf("compose %s publishes %v; it serves nothing the host needs", name, ports)
+		}
+	}
+	if env := composeEnv(services["temporal-ui"]); env["TEMPORAL_DISABLE_WRITE_ACTIONS"] != "true" && len(list(services["temporal-ui"]["ports"])) > 0 {
+		t.Errorf("compose temporal-ui is published with its write actions on (TEMPORAL_DISABLE_WRITE_ACTIONS=%q); turn them off or publish it not at all", env["TEMPORAL_DISABLE_WRITE_ACTIONS"])
+	}
 }
 
 // checkTemporalImage checks that a compose service runs the Temporal image
@@ -244,33 +300,121 @@ func checkTemporalImage(t *testing.T, name string, svc map[string]any) {
 	}
 }
 
-// databaseURL matches postgres://USER:${PASSWORD}@HOST:PORT/DB?...
-var databaseURL = regexp.MustCompile(`^postgres://([^:@/]+):(\$\{[^}]+\})@([^:/]+):(\d+)/([^?]+)`)
-
-func checkComposeDatabaseURL(t *testing.T, url string, services map[string]map[string]any) {
+// checkComposeRoles checks the database roles: postgres-roles gives
+// Temporal the role and databases the Temporal services and the schema
+// job use (schemaEnv), and siteops the role and database of the URL
+// compose-secrets.sh writes into the file siteops reads; neither is the
+// PostgreSQL superuser, and no siteops process connects as it.
+func checkComposeRoles(t *testing.T, services map[string]map[string]any, schemaEnv map[string]string) {
 	t.Helper()
-	m := databaseURL.FindStringSubmatch(url)
-	if m == nil {
-		t.Errorf("compose SITEOPS_DATABASE_URL=%q is not postgres://USER:${PASSWORD}@HOST:PORT/DB: the password must come from the environment", url)
-		return
+	pg := composeEnv(services["postgres"])
+	superuser := pg["POSTGRES_USER"]
+	if superuser == "" {
+		superuser = "postgres" // the postgres image's default
 	}
-	pg := composeEnv(services[m[3]])
-	if services[m[3]] == nil || pg["POSTGRES_USER"] != m[1] || pg["POSTGRES_DB"] != m[5] || m[4] != "5432" {
-		t.Errorf("compose SITEOPS_DATABASE_URL=%q does not name the postgres service's database %s as %s", url, pg["POSTGRES_DB"], pg["POSTGRES_USER"])
+	roles := composeEnv(services["postgres-roles"])
+	if cmd := strs(list(services["postgres-roles"]["command"])); !slices.Equal(cmd, []string{rolesScript}) {
+		t.Errorf("compose postgres-roles: command %v; want [%s]", cmd, rolesScript)
+	}
+	checkTemporalImage(t, "postgres-roles", services["postgres-roles"])
+	if dependsOn(services["postgres-roles"], "postgres") != "service_healthy" {
+		t.Errorf("compose postgres-roles does not wait for a healthy postgres")
+	}
+	if roles["PGHOST"] != "postgres" || roles["PGUSER"] != superuser || roles["PGPASSWORD_FILE"] != pg["POSTGRES_PASSWORD_FILE"] || pg["POSTGRES_PASSWORD_FILE"] == "" {
+		t.Errorf("compose postgres-roles connects to %s as %s with the password file %s; want the postgres service's superuser %s and its POSTGRES_PASSWORD_FILE %s",
+			roles["PGHOST"], roles["PGUSER"], roles["PGPASSWORD_FILE"], superuser, pg["POSTGRES_PASSWORD_FILE"])
+	}
+	known := rolesEnv(t)
+	for k := range roles {
+		if !known[k] {
+			t.Errorf("compose postgres-roles sets %s, which %s does not read", k, rolesScript)
+		}
+	}
+	for _, k := range []string{"TEMPORAL_SERVER_DB_USER", "TEMPORAL_SERVER_DB_PASSWORD_FILE", "TEMPORAL_SERVER_DB_NAME", "TEMPORAL_SERVER_VISIBILITY_DB_NAME"} {
+		if roles[k] == "" || roles[k] != schemaEnv[k] {
+			t.Errorf("compose postgres-roles sets %s=%q; the Temporal services use %q", k, roles[k], schemaEnv[k])
+		}
+	}
+	if u := schemaEnv["TEMPORAL_SERVER_DB_USER"]; u == superuser || u == "" {
+		t.Errorf("compose: Temporal connects as %q, the PostgreSQL superuser; give it its own role (postgres-roles)", u)
+	}
+	if h := schemaEnv["TEMPORAL_SERVER_DB_HOST"]; services[h] == nil {
+		t.Errorf("compose: Temporal's database host %q is no compose service", h)
+	}
+
+	// siteops' URL: the file compose-secrets.sh makes, which both
+	// postgres-roles and the siteops services mount.
+	urlFile := roles["SITEOPS_DATABASE_URL_FILE"]
+	for _, name := range []string{"worker", "ingress"} {
+		if f := composeEnv(services[name])["SITEOPS_DATABASE_URL_FILE"]; f == "" || f != urlFile {
+			t.Errorf("compose %s reads its database URL from %q; postgres-roles makes the role of %q", name, f, urlFile)
+		}
+	}
+	dir := filepath.Join(t.TempDir(), "secrets")
+	if out, err := exec.Command("bash", composeSecrets, dir).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", composeSecrets, err, out)
+	}
+	secret, _ := strings.CutPrefix(urlFile, "/run/secrets/")
+	file := strings.TrimPrefix(str(dig(docs(t, "compose.yaml")[0], "secrets", secret, "file")), "./secrets/")
+	b, err := os.ReadFile(filepath.Join(dir, file))
+	if err != nil {
+		t.Fatalf("the secret %s (%s) that siteops reads its URL from: %v", secret, file, err)
+	}
+	m := composeURL.FindStringSubmatch(string(b))
+	if m == nil {
+		t.Fatalf("%s writes a database URL that is not postgres://USER:PASSWORD@HOST:PORT/DB (letters and digits), which %s cannot read", composeSecrets, rolesScript)
+	}
+	if m[1] == superuser || m[1] == schemaEnv["TEMPORAL_SERVER_DB_USER"] || services[m[3]] == nil || m[4] != "5432" || m[5] == schemaEnv["TEMPORAL_SERVER_DB_NAME"] {
+		t.Errorf("%s: siteops connects as %s to %s:%s/%s; want its own role (not %s, not Temporal's) and database on the postgres service", composeSecrets, m[1], m[3], m[4], m[5], superuser)
 	}
 }
 
-// checkComposeSecrets checks that no secret is written in compose.yaml:
-// every sensitive variable takes its value from the environment (deploy/.env
-// or the shell) through ${...}; that compose.env.example names every
-// variable compose.yaml interpolates, with placeholders only; and that git
+// composeURL matches the URL compose-secrets.sh writes:
+// postgres://USER:PASSWORD@HOST:PORT/DB?...
+var composeURL = regexp.MustCompile(`^postgres://([a-z_]+):([A-Za-z0-9]+)@([^:/]+):(\d+)/([a-z_]+)\?`)
+
+// checkComposeSecrets checks that no secret is a variable in compose: no
+// service sets a sensitive variable, each gets NAME_FILE instead, naming
+// /run/secrets/S of a compose secret S that it mounts and that compose
+// declares from a file in deploy/secrets/ (which git ignores, and which
+// compose-secrets.sh makes); that compose.env.example, the settings, names
+// no secret and every variable compose.yaml interpolates; and that git
 // ignores deploy/.env.
 func checkComposeSecrets(t *testing.T, services map[string]map[string]any) {
 	t.Helper()
+	declared := map[string]string{}
+	for name, v := range dig(docs(t, "compose.yaml")[0], "secrets").(map[string]any) {
+		declared[name] = str(dig(v, "file"))
+		if !strings.HasPrefix(declared[name], "./secrets/") {
+			t.Errorf("compose secret %s comes from %q; keep the files in deploy/secrets/, which git ignores", name, declared[name])
+		}
+	}
+	made := read(t, composeSecrets)
+	for name, file := range declared {
+		if !regexp.MustCompile(`(?m)^put ` + regexp.QuoteMeta(strings.TrimPrefix(file, "./secrets/")) + ` `).MatchString(made) {
+			t.Errorf("%s does not make %s, the file of the compose secret %s (compose fails on a missing file)", composeSecrets, file, name)
+		}
+	}
+	files := secretFileVars(t)
+	files["POSTGRES_PASSWORD"] = true // the postgres image reads POSTGRES_PASSWORD_FILE
 	for name, svc := range services {
+		mounted := strs(list(svc["secrets"]))
 		for k, v := range composeEnv(svc) {
-			if sensitive[k] && !interpolation.MatchString(v) {
-				t.Errorf("compose %s writes %s; take it from the environment (${%s} and deploy/.env)", name, k, k)
+			if sensitive[k] {
+				t.Errorf("compose %s sets %s; give %s%s, a compose secret's path, instead", name, k, k, config.FileSuffix)
+			}
+			base, isFile := strings.CutSuffix(k, config.FileSuffix)
+			if !isFile || !files[base] {
+				continue
+			}
+			secret, ok := strings.CutPrefix(v, "/run/secrets/")
+			if !ok || declared[secret] == "" || !slices.Contains(mounted, secret) {
+				t.Errorf("compose %s reads %s from %s, which is not a compose secret it declares and mounts (%v)", name, base, v, mounted)
+			}
+		}
+		for _, secret := range mounted {
+			if declared[secret] == "" {
+				t.Errorf("compose %s mounts the secret %s, which compose.yaml does not declare", name, secret)
 			}
 		}
 	}
@@ -290,13 +434,19 @@ func checkComposeSecrets(t *testing.T, services map[string]map[string]any) {
 		if _, ok := example[m[1]]; !ok {
 			t.Errorf("compose.yaml reads ${%s}, which compose.env.example does not show", m[1])
 		}
-	}
-	for k, v := range example {
-		if (sensitive[k] || strings.HasSuffix(k, "_PASSWORD")) && v != "" && v != "replace-me" {
-			t.Errorf("compose.env.example: %s=%q is not a placeholder (replace-me or empty)", k, v)
+		if sensitive[m[1]] || strings.HasSuffix(m[1], "_PASSWORD") {
+			t.Errorf("compose.yaml reads the secret ${%s} from the environment; make it a compose secret", m[1])
 		}
 	}
-	if !regexp.MustCompile(`(?m)^/?\.env$`).MatchString(read(t, ".gitignore")) {
-		t.Errorf("deploy/.gitignore does not keep deploy/.env out of git")
+	for k := range example {
+		if sensitive[k] || strings.HasSuffix(k, "_PASSWORD") || strings.HasSuffix(k, "_KEY") {
+			t.Errorf("compose.env.example holds %s, a secret; it belongs in a file of deploy/secrets/", k)
+		}
+	}
+	ignore := read(t, ".gitignore")
+	for _, re := range []string{`(?m)^/?\.env$`, `(?m)^/?secrets/?$`} {
+		if !regexp.MustCompile(re).MatchString(ignore) {
+			t.Errorf("deploy/.gitignore does not keep %s out of git", re)
+		}
 	}
 }

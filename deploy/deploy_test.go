@@ -58,6 +58,10 @@ func knownEnv(t *testing.T) map[string]string {
 	for _, name := range wiring.TemporalEnvironment {
 		env[name] = ""
 	}
+	// Every secret may be given as a file instead (config.LoadSecretFiles).
+	for _, name := range config.SecretVariables {
+		env[name+config.FileSuffix] = ""
+	}
 	// Read by the Go runtime itself: the memory limit the collector works
 	// to stay under (set for the ingress in deploy/, see the README).
 	env["GOMEMLIMIT"] = ""

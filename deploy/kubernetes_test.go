@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/siteops/siteops/config"
 	"github.com/siteops/siteops/internal/cluster"
 	"github.com/siteops/siteops/worker"
 )
@@ -31,21 +32,27 @@ func TestKubernetesManifests(t *testing.T) {
 		t.Errorf("siteops runs in the namespace %q; the Temporal NetworkPolicy lets siteops in", ns)
 	}
 	cms, secrets := configMapData(ms), secretKeys(t, ms)
-	checkSecrets(t, ms, func(name string) bool { return envKnown(env, name) })
+	roles := rolesEnv(t)
+	checkSecrets(t, ms, func(name string) bool { return envKnown(env, name) || roles[name] })
 	kinds := map[string]int{}
-	setupJobs := 0
+	setupJobs, rolesJobs := 0, 0
 	for _, m := range ms {
 		kinds[m.kind()]++
-		switch m.kind() {
-		case "ConfigMap":
+		switch {
+		case m.kind() == "ConfigMap":
 			for k := range cms[m.name()] {
 				if !envKnown(env, k) {
 					t.Errorf("%s names %s, which no siteops config reads", m, k)
 				}
 			}
-		case "Deployment", "Job":
+		case isWorkload(m):
 			for _, c := range append(containers(m, true), containers(m, false)...) {
-				if strings.HasPrefix(str(c["image"]), temporalImageRepo+":") {
+				if imageName(str(c["image"])) == temporalImageRepo {
+					if slices.Equal(strs(list(c["command"])), []string{rolesScript}) {
+						checkRolesJob(t, m, c, cms, secrets, roles)
+						rolesJobs++
+						continue
+					}
 					checkSetupJob(t, m, c, env, cms, secrets)
 					setupJobs++
 					continue
@@ -54,13 +61,21 @@ func TestKubernetesManifests(t *testing.T) {
 			}
 		}
 	}
-	for _, k := range []string{"Deployment", "Service", "PodDisruptionBudget", "ConfigMap", "Secret", "Job", "Namespace"} {
+	for _, k := range []string{"Deployment", "Service", "PodDisruptionBudget", "ConfigMap", "Secret", "Job", "CronJob", "Namespace", "NetworkPolicy"} {
 		if kinds[k] == 0 {
 			t.Errorf("no %s among the manifests", k)
 		}
 	}
 	if setupJobs != 1 {
 		t.Errorf("%d jobs run %s; want one", setupJobs, setupScript)
+	}
+	if rolesJobs != 1 {
+		t.Errorf("%d jobs run %s in the namespace siteops; want one (siteops' role)", rolesJobs, rolesScript)
+	}
+	for _, name := range []string{"siteops-doctor", "siteops-postgres-roles"} {
+		if cj, ok := find(ms, "CronJob", name); !ok || dig(cj.doc, "spec", "suspend") != true {
+			t.Errorf("no suspended CronJob %s: its Jobs are created by hand (kubectl create job --from=cronjob/%s)", name, name)
+		}
 	}
 	checkServices(t, ms)
 	checkIngressService(t, ms, env)
@@ -98,7 +113,7 @@ func TestKubernetesManifests(t *testing.T) {
 // port the code listens on and probes paths its server answers.
 func checkSiteopsContainer(t *testing.T, m manifest, c map[string]any, env map[string]string, cms map[string]map[string]string, secrets map[string]map[string]bool) {
 	t.Helper()
-	if img := str(c["image"]); !strings.HasPrefix(img, "siteops:") {
+	if img := str(c["image"]); imageName(img) != "siteops" {
 		t.Errorf("%s: image %q is not the siteops image the Dockerfile builds", m, img)
 	}
 	args := list(c["args"])
@@ -116,7 +131,7 @@ func checkSiteopsContainer(t *testing.T, m manifest, c map[string]any, env map[s
 			t.Errorf("%s: %s gets %s, which no siteops config reads", m, role, name)
 		}
 	}
-	checkEnvSources(t, m, c, vars, secrets)
+	checkEnvSources(t, m, c, vars, secrets, secretFileVars(t))
 	if dig(c, "resources", "requests") == nil {
 		t.Errorf("%s: %s has no resource requests", m, role)
 	}
@@ -264,7 +279,40 @@ func checkSetupJob(t *testing.T, m manifest, c map[string]any, env map[string]st
 			t.Errorf("%s: no %s", m, name)
 		}
 	}
-	checkEnvSources(t, m, c, vars, secrets)
+	checkEnvSources(t, m, c, vars, secrets, secretFileVars(t))
+}
+
+// checkRolesJob checks a Job (template) that runs postgres-roles.sh: from
+// the Temporal image, with the administrator's password and the role's
+// password (or siteops' URL) as files, and nothing the script does not read.
+func checkRolesJob(t *testing.T, m manifest, c map[string]any, cms map[string]map[string]string, secrets map[string]map[string]bool, roles map[string]bool) {
+	t.Helper()
+	if m.kind() != "CronJob" || dig(m.doc, "spec", "suspend") != true {
+		t.Errorf("%s runs %s; make it a suspended CronJob, run by hand once", m, rolesScript)
+	}
+	if img := str(c["image"]); img != temporalImage() {
+		t.Errorf("%s: image %q; want %s", m, img, temporalImage())
+	}
+	vars := podEnv(t, m, c, cms)
+	for _, e := range list(c["env"]) { // its own settings; a ConfigMap it imports has more
+		if name := str(dig(e, "name")); !roles[name] {
+			t.Errorf("%s: sets %s, which %s does not read", m, name, rolesScript)
+		}
+	}
+	for _, name := range []string{"PGHOST", "PGUSER", "PGPASSWORD_FILE"} {
+		if _, ok := vars[name]; !ok {
+			t.Errorf("%s: no %s for the administrator's connection", m, name)
+		}
+	}
+	_, temporal := vars["TEMPORAL_SERVER_DB_PASSWORD_FILE"]
+	_, siteops := vars["SITEOPS_DATABASE_URL_FILE"]
+	if !temporal && !siteops {
+		t.Errorf("%s: gives %s neither TEMPORAL_SERVER_DB_PASSWORD_FILE nor SITEOPS_DATABASE_URL_FILE: it would do nothing", m, rolesScript)
+	}
+	if v := vars["PGUSER"].value; v == cms["temporal-server"]["TEMPORAL_SERVER_DB_USER"] {
+		t.Errorf("%s: the administrator is %s, Temporal's own role", m, v)
+	}
+	checkEnvSources(t, m, c, vars, secrets, secretFileVars(t))
 }
 
 // checkTemporalAddress checks that addr names the frontend Service of
@@ -304,8 +352,15 @@ func TestKubernetesTemporal(t *testing.T) {
 	ms := manifests(t, temporalDir)
 	checkKustomization(t, temporalDir, ms)
 	cms, secrets := configMapData(ms), secretKeys(t, ms)
-	readByServer := func(name string) bool { _, ok := server[name]; return ok }
-	checkSecrets(t, ms, readByServer)
+	files := secretFileVars(t)
+	readByServer := func(name string) bool {
+		_, ok := server[name]
+		base, isFile := strings.CutSuffix(name, config.FileSuffix)
+		_, serverReads := server[base]
+		return ok || (isFile && files[base] && serverReads)
+	}
+	roles := rolesEnv(t)
+	checkSecrets(t, ms, func(name string) bool { return readByServer(name) || roles[name] })
 	for name, data := range cms {
 		for k := range data {
 			if !readByServer(k) {
@@ -340,7 +395,7 @@ func TestKubernetesTemporal(t *testing.T) {
 				t.Errorf("%s: sets %s, which deploy/temporal/config/cluster.yaml does not read", d, name)
 			}
 		}
-		checkEnvSources(t, d, c, vars, secrets)
+		checkEnvSources(t, d, c, vars, secrets, files)
 		if f := str(dig(vars["TEMPORAL_SERVER_BROADCAST_ADDRESS"].from, "fieldRef", "fieldPath")); f != "status.podIP" {
 			t.Errorf("%s: TEMPORAL_SERVER_BROADCAST_ADDRESS must be the pod's IP (fieldRef status.podIP), not %q", d, f)
 		}
@@ -359,6 +414,10 @@ func TestKubernetesTemporal(t *testing.T) {
 		for _, probe := range []string{"startupProbe", "livenessProbe", "readinessProbe"} {
 			if c[probe] == nil {
 				t.Errorf("%s has no %s", d, probe)
+				continue
+			}
+			if dig(c, probe, "exec") != nil {
+				checkHealthCommand(t, d, probe, strs(list(dig(c, probe, "exec", "command"))), cms["temporal-server"], ports[s]["grpc"])
 				continue
 			}
 			if _, ok := probePort(c[probe], declared); !ok {
@@ -407,39 +466,25 @@ func TestKubernetesTemporal(t *testing.T) {
 		t.Errorf("%s: image %q; want %s", j, img, temporalImage())
 	}
 	vars := podEnv(t, j, c, cms)
-	checkEnvSources(t, j, c, vars, secrets)
+	checkEnvSources(t, j, c, vars, secrets, files)
+	set := values(vars, "set")
 	for name := range scriptVars(t, schemaScript, "TEMPORAL_SERVER_") {
-		if _, ok := vars[name]; !ok && name != "TEMPORAL_SERVER_DB_PLUGIN" {
+		if !setsOrFile(t, set, name, schemaScript) && name != "TEMPORAL_SERVER_DB_PLUGIN" {
 			t.Errorf("%s: %s reads %s, which the job does not set", j, schemaScript, name)
 		}
 	}
 
-	// Only siteops reaches the frontend from outside the namespace.
-	siteopsNS := str(docs(t, filepath.Join("kubernetes", "kustomization.yaml"))[0]["namespace"])
-	if !networkAllows(ms, siteopsNS, ports["frontend"]["grpc"]) {
-		t.Errorf("no NetworkPolicy lets the namespace %s reach the frontend on %d", siteopsNS, ports["frontend"]["grpc"])
+	// Temporal's database role, made on demand by the one roles script.
+	rj, ok := find(ms, "CronJob", "temporal-postgres-roles")
+	if !ok {
+		t.Fatalf("no CronJob temporal-postgres-roles in %s: Temporal's own database role is made there", temporalDir)
 	}
-}
-
-// networkAllows reports whether a NetworkPolicy lets namespace ns in on port.
-func networkAllows(ms []manifest, ns string, port int) bool {
-	for _, m := range ms {
-		if m.kind() != "NetworkPolicy" {
-			continue
-		}
-		for _, rule := range list(dig(m.doc, "spec", "ingress")) {
-			from := false
-			for _, f := range list(dig(rule, "from")) {
-				from = from || str(dig(f, "namespaceSelector", "matchLabels", "kubernetes.io/metadata.name")) == ns
-			}
-			for _, p := range list(dig(rule, "ports")) {
-				if from && num(dig(p, "port")) == port {
-					return true
-				}
-			}
+	for _, c := range containers(rj, false) {
+		checkRolesJob(t, rj, c, cms, secrets, roles)
+		if _, ok := podEnv(t, rj, c, cms)["TEMPORAL_SERVER_DB_PASSWORD_FILE"]; !ok {
+			t.Errorf("%s does not give %s Temporal's password", rj, rolesScript)
 		}
 	}
-	return false
 }
 
 func strs(l []any) []string {

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/siteops/siteops/config"
 )
 
 // manifest is one document of a file of the Kubernetes manifests.
@@ -54,10 +56,32 @@ func find(ms []manifest, kind, name string) (manifest, bool) {
 	return manifest{}, false
 }
 
-// podSpec is the pod template's spec of a Deployment or Job.
+// podTemplate is the pod template of a Deployment, a Job or a CronJob (its
+// Job's).
+func podTemplate(m manifest) map[string]any {
+	path := []string{"spec", "template"}
+	if m.kind() == "CronJob" {
+		path = []string{"spec", "jobTemplate", "spec", "template"}
+	}
+	t, _ := dig(m.doc, path...).(map[string]any)
+	return t
+}
+
+// podSpec is the pod template's spec of a Deployment, Job or CronJob.
 func podSpec(m manifest) map[string]any {
-	s, _ := dig(m.doc, "spec", "template", "spec").(map[string]any)
+	s, _ := dig(podTemplate(m), "spec").(map[string]any)
 	return s
+}
+
+// podLabels are the labels of the pods a Deployment, Job or CronJob makes.
+func podLabels(m manifest) map[string]any {
+	l, _ := dig(podTemplate(m), "metadata", "labels").(map[string]any)
+	return l
+}
+
+// isWorkload reports whether m makes pods.
+func isWorkload(m manifest) bool {
+	return slices.Contains([]string{"Deployment", "Job", "CronJob"}, m.kind())
 }
 
 // containers returns the containers of a pod template (init containers
@@ -196,33 +220,122 @@ func checkSecrets(t *testing.T, ms []manifest, known func(string) bool) {
 	}
 }
 
-// checkEnvSources checks a container's environment: a sensitive variable is
-// taken from a Secret, never written (in the manifest or a ConfigMap), and
-// every Secret key it names is one the example Secrets show.
-func checkEnvSources(t *testing.T, m manifest, c map[string]any, env map[string]envVar, secrets map[string]map[string]bool) {
+// checkEnvSources checks that a container receives its secrets as files,
+// never in its environment: no variable is taken from a Secret (secretKeyRef)
+// or set to a sensitive value; every NAME_FILE of a secret names a file of
+// a Secret volume the container mounts read-only, whose key the example
+// Secrets show; those volumes hold only the keys the container reads, are
+// not readable by others (mode 0440 at most, the pod's fsGroup owning
+// them), and name Secrets the examples show. files lists the variables
+// read as NAME_FILE.
+func checkEnvSources(t *testing.T, m manifest, c map[string]any, env map[string]envVar, secrets map[string]map[string]bool, files map[string]bool) {
 	t.Helper()
+	mounts := secretMounts(m, c)
+	used := map[string]bool{} // volume/key read through a _FILE variable
 	for name, v := range env {
-		ref, _ := dig(v.from, "secretKeyRef").(map[string]any)
-		if sensitive[name] && ref == nil {
-			t.Errorf("%s: container %s sets %s as a value; take it from a Secret (secretKeyRef)", m, c["name"], name)
+		if ref := dig(v.from, "secretKeyRef"); ref != nil {
+			t.Errorf("%s: container %s takes %s from a Secret into its environment; mount the Secret and set %s%s", m, c["name"], name, name, config.FileSuffix)
 		}
-		if ref != nil {
-			sec, key := str(ref["name"]), str(ref["key"])
-			shown, commented := secrets[sec][key]
-			optional, _ := ref["optional"].(bool)
-			switch {
-			case !commented:
-				t.Errorf("%s: container %s reads %s from key %s of the Secret %s, which the example Secrets do not show", m, c["name"], name, key, sec)
-			case !shown && !optional:
-				t.Errorf("%s: container %s needs key %s of the Secret %s, which its example shows only in a comment; make it optional or show it", m, c["name"], key, sec)
+		if sensitive[name] && v.from == nil {
+			t.Errorf("%s: container %s sets %s as a value; mount it from a Secret and set %s%s", m, c["name"], name, name, config.FileSuffix)
+		}
+		base, isFile := strings.CutSuffix(name, config.FileSuffix)
+		if !isFile || !files[base] {
+			continue
+		}
+		vol, key, ok := mounts.file(v.value)
+		switch {
+		case !ok:
+			t.Errorf("%s: container %s reads %s from %s, which is no file of a Secret volume it mounts", m, c["name"], base, v.value)
+		case !secrets[vol.secret][key]:
+			t.Errorf("%s: container %s reads %s from key %s of the Secret %s, which the example Secrets do not show (as a key, not only in a comment)", m, c["name"], base, key, vol.secret)
+		default:
+			used[vol.name+"/"+key] = true
+		}
+	}
+	for _, vol := range mounts {
+		if secrets[vol.secret] == nil {
+			t.Errorf("%s: volume %s mounts the Secret %s, which the example Secrets do not show", m, vol.name, vol.secret)
+		}
+		if !vol.readOnly {
+			t.Errorf("%s: container %s mounts the Secret volume %s writable; mount it readOnly", m, c["name"], vol.name)
+		}
+		if vol.mode&0o007 != 0 || vol.mode&0o222 != 0 {
+			t.Errorf("%s: volume %s has defaultMode %#o; give it 0440 (owner and the pod's group read, no one else)", m, vol.name, vol.mode)
+		}
+		if dig(podSpec(m), "securityContext", "fsGroup") == nil {
+			t.Errorf("%s: mounts Secret files of mode %#o but sets no fsGroup, so its user cannot read them", m, vol.mode)
+		}
+		if vol.items == nil {
+			continue // a whole Secret of files (certificates) read by path, not by _FILE
+		}
+		for _, key := range vol.items {
+			if !used[vol.name+"/"+key] {
+				t.Errorf("%s: volume %s holds key %s of the Secret %s, which container %s reads through no _FILE variable; mount only the keys a process reads", m, vol.name, key, vol.secret, c["name"])
 			}
 		}
 	}
+}
+
+// secretMount is a Secret volume as a container mounts it.
+type secretMount struct {
+	name, secret, path string
+	readOnly           bool
+	mode               int      // defaultMode (0644 when unset, as Kubernetes has it)
+	items              []string // the keys it holds, nil for all of them
+	itemPath           map[string]string
+}
+
+type secretMountList []secretMount
+
+// secretMounts returns the Secret volumes container c of m mounts.
+func secretMounts(m manifest, c map[string]any) secretMountList {
+	vols := map[string]map[string]any{}
 	for _, v := range list(podSpec(m)["volumes"]) {
-		if sec := str(dig(v, "secret", "secretName")); sec != "" && secrets[sec] == nil {
-			t.Errorf("%s: volume %s mounts the Secret %s, which the example Secrets do not show", m, dig(v, "name"), sec)
+		if sec, ok := dig(v, "secret").(map[string]any); ok {
+			vols[str(dig(v, "name"))] = sec
 		}
 	}
+	var out secretMountList
+	for _, vm := range list(c["volumeMounts"]) {
+		sec, ok := vols[str(dig(vm, "name"))]
+		if !ok {
+			continue
+		}
+		mode := 0o644
+		if dig(sec, "defaultMode") != nil {
+			mode = num(dig(sec, "defaultMode"))
+		}
+		ro, _ := dig(vm, "readOnly").(bool)
+		sm := secretMount{name: str(dig(vm, "name")), secret: str(sec["secretName"]), path: str(dig(vm, "mountPath")), readOnly: ro, mode: mode}
+		if items := list(sec["items"]); items != nil {
+			sm.items, sm.itemPath = []string{}, map[string]string{}
+			for _, it := range items {
+				sm.items = append(sm.items, str(dig(it, "key")))
+				sm.itemPath[str(dig(it, "path"))] = str(dig(it, "key"))
+			}
+		}
+		out = append(out, sm)
+	}
+	return out
+}
+
+// file returns the volume and Secret key of the file at path, and false
+// when path is in none of the mounts.
+func (l secretMountList) file(path string) (secretMount, string, bool) {
+	for _, sm := range l {
+		rel, ok := strings.CutPrefix(path, sm.path+"/")
+		if !ok || rel == "" || strings.Contains(rel, "/") {
+			continue
+		}
+		if sm.itemPath == nil {
+			return sm, rel, true
+		}
+		if key, ok := sm.itemPath[rel]; ok {
+			return sm, key, true
+		}
+	}
+	return secretMount{}, "", false
 }
 
 // containerPorts returns a container's declared ports by name.
@@ -319,41 +432,34 @@ func matches(sel, labels map[string]any) bool {
 }
 
 // checkKustomization checks dir's kustomization.yaml: every resource it
-// lists exists, it lists every other file except the examples (which hold
-// placeholders an apply must never write) and on-demand objects with a
-// generated name; it returns the namespace it applies to.
+// lists exists, and it lists every other file except the examples (which
+// hold placeholders an apply must never write); it returns the namespace it
+// applies to.
 func checkKustomization(t *testing.T, dir string, ms []manifest) string {
 	t.Helper()
-	d := docs(t, filepath.Join(dir, "kustomization.yaml"))
-	if len(d) != 1 || d[0]["kind"] != "Kustomization" {
-		t.Fatalf("%s/kustomization.yaml is not one Kustomization", dir)
-	}
+	d := kustomization(t, dir)
 	var listed []string
-	for _, r := range list(d[0]["resources"]) {
+	for _, r := range list(d["resources"]) {
 		listed = append(listed, str(r))
 		if _, err := os.Stat(filepath.Join(dir, str(r))); err != nil {
 			t.Errorf("%s/kustomization.yaml lists %s: %v", dir, r, err)
 		}
 	}
-	files := map[string][]manifest{}
+	files := map[string]bool{}
 	for _, m := range ms {
-		files[filepath.Base(m.file)] = append(files[filepath.Base(m.file)], m)
+		files[filepath.Base(m.file)] = true
 	}
-	for f, objs := range files {
+	for f := range files {
 		example := strings.HasSuffix(f, ".example.yaml")
-		onDemand := true
-		for _, m := range objs {
-			onDemand = onDemand && str(dig(m.doc, "metadata", "name")) == "" && m.kind() != "Kustomization"
-		}
 		switch {
 		case f == "kustomization.yaml":
 		case example && slices.Contains(listed, f):
 			t.Errorf("%s/kustomization.yaml applies %s, whose placeholders would overwrite real Secrets", dir, f)
-		case !example && !onDemand && !slices.Contains(listed, f):
+		case !example && !slices.Contains(listed, f):
 			t.Errorf("%s/kustomization.yaml does not list %s", dir, f)
 		}
 	}
-	ns := str(d[0]["namespace"])
+	ns := str(d["namespace"])
 	if ns == "" {
 		t.Errorf("%s/kustomization.yaml names no namespace", dir)
 	}
@@ -361,4 +467,14 @@ func checkKustomization(t *testing.T, dir string, ms []manifest) string {
 		t.Errorf("%s/kustomization.yaml does not create its namespace %s", dir, ns)
 	}
 	return ns
+}
+
+// kustomization reads dir/kustomization.yaml.
+func kustomization(t *testing.T, dir string) map[string]any {
+	t.Helper()
+	d := docs(t, filepath.Join(dir, "kustomization.yaml"))
+	if len(d) != 1 || d[0]["kind"] != "Kustomization" {
+		t.Fatalf("%s/kustomization.yaml is not one Kustomization", dir)
+	}
+	return d[0]
 }

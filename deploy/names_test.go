@@ -4,11 +4,13 @@ import (
 	"net"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/siteops/siteops/config"
 	"github.com/siteops/siteops/wiring"
 )
 
@@ -19,10 +21,19 @@ const (
 	serviceScript     = "temporal-service.sh"
 	schemaScript      = "temporal-schema.sh"
 	setupScript       = "temporal-setup.sh"
+	rolesScript       = "postgres-roles.sh"
+	secretsLib        = "secret-files.sh"
+	composeSecrets    = "compose-secrets.sh"
 	// temporalRoot is where the image keeps deploy/temporal (config/ and
 	// dynamicconfig/); temporal-service.sh passes it as --root.
 	temporalRoot = "/etc/temporal"
 )
+
+// temporalUIEnv are the variables of the temporalio/ui image that
+// compose.yaml sets, as its configuration template reads them
+// (temporalio/ui server/config/docker.yaml: temporalGrpcAddress from
+// TEMPORAL_ADDRESS, disableWriteActions from TEMPORAL_DISABLE_WRITE_ACTIONS).
+var temporalUIEnv = []string{"TEMPORAL_ADDRESS", "TEMPORAL_DISABLE_WRITE_ACTIONS"}
 
 // temporalServices are the four services of the cluster.
 var temporalServices = []string{"frontend", "history", "matching", "worker"}
@@ -37,18 +48,81 @@ var healthServices = map[string]string{
 }
 
 // sensitive lists the variables whose values are secrets (or, for
-// SITEOPS_DATABASE_URL, hold one): the deployment files take them from
-// Secrets or from the environment of compose, never as written values.
-var sensitive = map[string]bool{
-	"AGENTSITE_API_KEY":            true,
-	"SITEOPS_SECRET_KEY":           true,
-	"SITEOPS_PAYLOAD_KEY":          true,
-	"SITEOPS_WEBHOOK_SECRETS":      true,
-	"SITEOPS_DATABASE_URL":         true,
-	"TEMPORAL_API_KEY":             true,
-	"TEMPORAL_TLS_CLIENT_KEY_DATA": true,
-	"TEMPORAL_SERVER_DB_PASSWORD":  true,
-	"POSTGRES_PASSWORD":            true,
+// SITEOPS_DATABASE_URL, hold one): the deployment files never set them,
+// neither as written values nor from a Secret into the environment; they
+// give NAME_FILE, the path of a mounted secret, instead (config.LoadSecretFiles,
+// secret-files.sh, the postgres image's own POSTGRES_PASSWORD_FILE).
+var sensitive = func() map[string]bool {
+	m := map[string]bool{
+		"TEMPORAL_TLS_CLIENT_KEY_DATA": true,
+		"TEMPORAL_SERVER_DB_PASSWORD":  true,
+		"POSTGRES_PASSWORD":            true,
+		"PGPASSWORD":                   true,
+	}
+	for _, name := range config.SecretVariables {
+		m[name] = true
+	}
+	return m
+}()
+
+// secretFileVars returns the variables some process of the deployment
+// reads as NAME_FILE: siteops' (config.SecretVariables) and those the
+// scripts load with secret-files.sh.
+func secretFileVars(t *testing.T) map[string]bool {
+	t.Helper()
+	out := map[string]bool{}
+	for _, name := range config.SecretVariables {
+		out[name] = true
+	}
+	for name := range scriptSecretFiles(t) {
+		out[name] = true
+	}
+	return out
+}
+
+// scriptSecretFiles returns, for every variable a script of deploy/ reads
+// as NAME_FILE (load_secret_files NAME...), the scripts that do.
+func scriptSecretFiles(t *testing.T) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	for _, script := range []string{serviceScript, schemaScript, setupScript, rolesScript} {
+		for _, m := range regexp.MustCompile(`(?m)^\s*load_secret_files ((?:[A-Z][A-Z0-9_]* ?)+)$`).FindAllStringSubmatch(read(t, script), -1) {
+			for _, name := range strings.Fields(m[1]) {
+				out[name] = append(out[name], script)
+			}
+		}
+	}
+	if len(out) == 0 {
+		t.Fatal("no script of deploy/ calls load_secret_files")
+	}
+	return out
+}
+
+// rolesEnv returns the variables postgres-roles.sh reads: its own, psql's
+// connection variables, and NAME_FILE for each it loads from a file.
+func rolesEnv(t *testing.T) map[string]bool {
+	t.Helper()
+	out := map[string]bool{"PGHOST": true, "PGPORT": true, "PGUSER": true, "PGDATABASE": true, "PGSSLMODE": true, "PGPASSWORD": true}
+	for name := range scriptVars(t, rolesScript, "") {
+		out[name] = true
+	}
+	for name, scripts := range scriptSecretFiles(t) {
+		if slices.Contains(scripts, rolesScript) {
+			out[name] = true
+			out[name+config.FileSuffix] = true
+		}
+	}
+	return out
+}
+
+// imageName is an image reference without its tag and digest:
+// registry.example.com:5000/siteops:1.2@sha256:... is registry.example.com:5000/siteops.
+func imageName(ref string) string {
+	ref, _, _ = strings.Cut(ref, "@")
+	if i := strings.LastIndex(ref, ":"); i > strings.LastIndex(ref, "/") {
+		ref = ref[:i]
+	}
+	return ref
 }
 
 // serverEnv returns the TEMPORAL_SERVER_* variables the kept server
@@ -148,7 +222,7 @@ func temporalPorts(t *testing.T, server, env map[string]string) map[string]map[s
 // for a process to read.
 func deployFiles(t *testing.T) []string {
 	t.Helper()
-	files := []string{"compose.yaml", "compose.env.example", "Dockerfile", "temporal.Dockerfile"}
+	files := []string{"compose.yaml", "compose.env.example", "compose.temporal-tls.yaml", "Dockerfile", "temporal.Dockerfile"}
 	for _, dir := range []string{"kubernetes", filepath.Join("kubernetes", "temporal")} {
 		more, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 		if err != nil {
@@ -178,6 +252,18 @@ func TestEveryNameExists(t *testing.T) {
 	// The temporal image's build arguments, which the Makefile pins.
 	for _, m := range regexp.MustCompile(`(?m)^ARG (\w+)`).FindAllStringSubmatch(read(t, "temporal.Dockerfile"), -1) {
 		known[m[1]] = true
+	}
+	// What the scripts read: their secrets as files, the roles script's settings.
+	for name := range scriptSecretFiles(t) {
+		known[name+config.FileSuffix] = true
+	}
+	for name := range rolesEnv(t) {
+		known[name] = true
+	}
+	// The Temporal Web UI's settings that compose.yaml gives it (its
+	// server/config/docker.yaml reads them).
+	for _, name := range temporalUIEnv {
+		known[name] = true
 	}
 	re := regexp.MustCompile(`\b(?:SITEOPS|AGENTSITE|TEMPORAL)_[A-Z0-9_]*[A-Z0-9]\b`)
 	unknown := map[string][]string{}

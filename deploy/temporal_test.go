@@ -74,6 +74,8 @@ func TestTemporalImage(t *testing.T) {
 		"deploy/" + serviceScript:       "/usr/local/bin/",
 		"deploy/" + schemaScript:        "/usr/local/bin/",
 		"deploy/" + setupScript:         "/usr/local/bin/",
+		"deploy/" + rolesScript:         "/usr/local/bin/",
+		"deploy/" + secretsLib:          "/usr/local/bin/",
 	}
 	for src, dst := range want {
 		if copies[src] != dst {
@@ -85,12 +87,12 @@ func TestTemporalImage(t *testing.T) {
 // TestTemporalScripts checks the scripts the Temporal containers run.
 func TestTemporalScripts(t *testing.T) {
 	server := serverEnv(t)
-	for _, script := range []string{serviceScript, schemaScript, setupScript} {
+	for _, script := range []string{serviceScript, schemaScript, setupScript, rolesScript, composeSecrets, secretsLib} {
 		st, err := os.Stat(script)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.Mode()&0o111 == 0 {
+		if st.Mode()&0o111 == 0 && script != secretsLib { // sourced, not run
 			t.Errorf("%s is not executable", script)
 		}
 		if out, err := exec.Command("bash", "-n", script).CombinedOutput(); err != nil {
@@ -211,6 +213,13 @@ func TestServerConfigRendersForDeployments(t *testing.T) {
 			}
 			if !slices.Contains([]string{"postgres12", "postgres12_pgx"}, str(dig(m, "persistence", "datastores", "postgres", "sql", "pluginName"))) {
 				t.Errorf("the store is not PostgreSQL")
+			}
+			// Kubernetes: the frontend requires a client certificate.
+			if name == "kubernetes" {
+				server := dig(m, "global", "tls", "frontend", "server")
+				if dig(server, "requireClientAuth") != true || len(list(dig(server, "clientCaFiles"))) == 0 {
+					t.Errorf("global.tls.frontend.server = %v; want requireClientAuth with clientCaFiles (mutual TLS)", server)
+				}
 			}
 		})
 	}
