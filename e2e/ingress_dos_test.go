@@ -306,3 +306,256 @@ func deliverBody(t *testing.T, url, id, typ, body, secret string) int {
 	_ = resp.Body.Close()
 	return resp.StatusCode
 }
+
+// deliverTimed posts a valid signed delivery to url+"/webhooks" on a
+// connection of its own and returns its status (0 when it failed) and how
+// long the answer took.
+func deliverTimed(t *testing.T, url, id, secret string) (int, time.Duration) {
+	t.Helper()
+	body := `{"id":"` + id + `","type":"lead.created","created_at":"2026-11-22T09:00:00.000Z","data":{"site_id":"site_x","lead_id":"lead_1"}}`
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, url+"/webhooks", strings.NewReader(body))
+	req.Header.Set("svc-event-id", id)
+	req.Header.Set("svc-event-type", "lead.created")
+	req.Header.Set("svc-signature", webhook.Sign(secret, time.Now(), []byte(body)))
+	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
+	start := time.Now()
+	resp, err := hc.Do(req)
+	took := time.Since(start)
+	if err != nil {
+		t.Logf("delivery %s: %v", id, err)
+		return 0, took
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	return resp.StatusCode, took
+}
+
+// metricValue reads one unlabelled sample (or the first of a family) from a
+// /metrics text, -1 when absent.
+func metricValue(text, name string) float64 {
+	for _, l := range strings.Split(text, "\n") {
+		if rest, ok := strings.CutPrefix(l, name+" "); ok {
+			v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+			if err == nil {
+				return v
+			}
+		}
+	}
+	return -1
+}
+
+// TestIngressFreshJunkHoldsNoSlot is item 2 of the security review against
+// a real `siteops ingress`: 1,600 clients each send a delivery's head with a
+// current t=, a made-up 64-hex v1 and Content-Length: 8000, then no body,
+// and reconnect as soon as the ingress cuts them (1,600 such connections
+// held open). Before the fix each held a slot of the small lane (256) for
+// about a second, and valid deliveries took 4.65–5.0 s (two got 503); now a
+// body being read holds no slot, and each of 20 valid deliveries sent
+// meanwhile is answered 2xx within 1 s.
+func TestIngressFreshJunkHoldsNoSlot(t *testing.T) {
+	const junk = 1600
+	e := newEnv(t, store.SQLite, simulator.Config{})
+	const secret = "whsec_fresh_junk_e2e" //nolint:gosec // made up for the test
+	p := e.startMeasuredIngress(t, "SITEOPS_WEBHOOK_SECRETS="+secret, "SITEOPS_LOG_LEVEL=error")
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	held := make(chan time.Duration, 8*junk)
+	for range junk {
+		wg.Go(func() { ingresstest.SilentForgedUpload(ctx, p.addr, 8000, held) })
+	}
+	eventually(t, 20*time.Second, "1,500 junk connections open", func() bool {
+		return metricValue(scrape(t, p.admin+"/metrics"), "siteops_webhook_connections") >= 1500
+	})
+	var lat []time.Duration
+	pace := time.NewTicker(250 * time.Millisecond)
+	defer pace.Stop()
+	for i := range 20 {
+		<-pace.C
+		code, took := deliverTimed(t, p.url, fmt.Sprintf("evt_fresh_valid_%d", i), secret)
+		lat = append(lat, took)
+		if code < 200 || code > 299 || took > time.Second {
+			t.Errorf("valid delivery %d among %d fresh junk connections = %d after %s; want 2xx within 1 s", i, junk, code, took.Round(time.Millisecond))
+		}
+	}
+	n, shortest, longest := ingresstest.Drain(held)
+	open := metricValue(scrape(t, p.admin+"/metrics"), "siteops_webhook_connections")
+	slices.Sort(lat)
+	t.Logf("RESULT fresh junk: %d clients (%.0f connections open at the end); junk connections cut: %d (held %s to %s); valid deliveries %d, latency median %s, max %s",
+		junk, open, n, shortest.Round(time.Millisecond), longest.Round(time.Millisecond), len(lat), lat[len(lat)/2].Round(time.Millisecond), lat[len(lat)-1].Round(time.Millisecond))
+}
+
+// raiseFileLimit raises the test process's open-file soft limit to its hard
+// limit, and skips the test when even that is below need.
+func raiseFileLimit(t *testing.T, need uint64) {
+	t.Helper()
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	if lim.Cur < lim.Max {
+		lim.Cur = lim.Max
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if lim.Cur < need {
+		t.Skipf("SKIP: this machine lets a process open %d files (ulimit -n, hard limit); the test needs %d: raise the hard limit to run it", lim.Cur, need)
+	}
+}
+
+// TestIngressIdleConnectionsAreBounded is item 3 of the security review
+// against a real `siteops ingress` under deploy/'s GOMEMLIMIT=200MiB:
+// 11,000 keep-alive connections, each left idle after one GET /healthz (the
+// review measured 252 MiB and 11,018 goroutines before the fix), then 1,500
+// deliveries' heads with 7 KB of padding headers whose bodies never come.
+// The process's RSS stays under 200 MiB throughout, its connections at the
+// cap, and a valid delivery after each phase is answered 2xx within 1 s.
+// 30 KB of padding headers, as in the review, are refused with 431.
+func TestIngressIdleConnectionsAreBounded(t *testing.T) {
+	const idle, padded, limitMiB = 11000, 1500, 200.0
+	raiseFileLimit(t, idle+padded+1000)
+	e := newEnv(t, store.SQLite, simulator.Config{})
+	const secret = "whsec_idle_e2e" //nolint:gosec // made up for the test
+	p := e.startMeasuredIngress(t, "SITEOPS_WEBHOOK_SECRETS="+secret, "SITEOPS_LOG_LEVEL=error", "GOMEMLIMIT=200MiB")
+	base := rssMiB(t, p.pid)
+	peak := base
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}()
+	ok := 0
+	for i := range idle {
+		c, err := net.DialTimeout("tcp", p.addr, 5*time.Second)
+		if err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		conns = append(conns, c)
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: ingress\r\n\r\n"); err == nil {
+			if resp, err := http.ReadResponse(bufio.NewReaderSize(c, 512), nil); err == nil {
+				_ = resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					ok++
+				}
+			}
+		}
+		if i%500 == 0 {
+			peak = max(peak, rssMiB(t, p.pid))
+		}
+	}
+	peak = max(peak, rssMiB(t, p.pid))
+	metrics := scrape(t, p.admin+"/metrics")
+	open, goroutines := metricValue(metrics, "siteops_webhook_connections"), metricValue(metrics, "go_goroutines")
+	code, took := deliverTimed(t, p.url, "evt_idle_valid", secret)
+	if code < 200 || code > 299 || took > time.Second {
+		t.Errorf("a valid delivery with %d idle connections made = %d after %s; want 2xx within 1 s", idle, code, took.Round(time.Millisecond))
+	}
+	t.Logf("RESULT idle connections: %d made, %d answered; ingress RSS %.1f MiB before, peak %.1f MiB; %.0f connections open, %.0f goroutines; valid delivery %d after %s",
+		idle, ok, base, peak, open, goroutines, code, took.Round(time.Millisecond))
+	if ok < idle*9/10 {
+		t.Errorf("only %d of %d idle connections were answered", ok, idle)
+	}
+
+	// The heads of deliveries whose bodies never come, with 7 KB of padding.
+	pad := strings.Repeat("p", 1000)
+	var head strings.Builder
+	fmt.Fprintf(&head, "POST /webhooks HTTP/1.1\r\nHost: ingress\r\nContent-Length: 8000\r\nsvc-signature: t=%d,v1=%s\r\n", time.Now().Unix(), strings.Repeat("ab", 32))
+	for i := range 7 {
+		fmt.Fprintf(&head, "X-Pad-%d: %s\r\n", i, pad)
+	}
+	head.WriteString("\r\n")
+	for i := range padded {
+		c, err := net.DialTimeout("tcp", p.addr, 5*time.Second)
+		if err != nil {
+			t.Fatalf("padded connection %d: %v", i, err)
+		}
+		conns = append(conns, c)
+		_ = c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+		_, _ = io.WriteString(c, head.String())
+		if i%100 == 0 {
+			peak = max(peak, rssMiB(t, p.pid))
+		}
+	}
+	peak = max(peak, rssMiB(t, p.pid))
+	code, took = deliverTimed(t, p.url, "evt_padded_valid", secret)
+	if code < 200 || code > 299 || took > time.Second {
+		t.Errorf("a valid delivery after %d padded heads = %d after %s; want 2xx within 1 s", padded, code, took.Round(time.Millisecond))
+	}
+	peak = max(peak, rssMiB(t, p.pid))
+	t.Logf("RESULT padded heads: %d with 7 KB of headers; ingress peak RSS %.1f MiB; valid delivery %d after %s", padded, peak, code, took.Round(time.Millisecond))
+	if peak >= limitMiB {
+		t.Errorf("the ingress's RSS reached %.1f MiB; want under %.0f MiB", peak, limitMiB)
+	}
+
+	// 30 KB of padding headers are refused before the handler.
+	c, err := net.Dial("tcp", p.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+	var big strings.Builder
+	big.WriteString("POST /webhooks HTTP/1.1\r\nHost: ingress\r\nContent-Length: 2\r\n")
+	for i := range 30 {
+		fmt.Fprintf(&big, "X-Pad-%d: %s\r\n", i, pad)
+	}
+	big.WriteString("\r\n{}")
+	go func() { _, _ = io.WriteString(c, big.String()) }()
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err != nil || resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("30 KB of padding headers: %v %v; want 431", resp, err)
+	}
+}
+
+// TestIngressHostHeadersAddNoSeries is item 4 of the security review
+// against a real `siteops ingress`: 2,100 unauthenticated GET /nope, each
+// with a Host header of its own (the review saw about 2,000 label values,
+// 106,000 series, a 26 MB /metrics and RSS 50 → 109 MB), leave /metrics
+// under 1 MB with one server_address, and the process's RSS grows by less
+// than 20 MiB.
+func TestIngressHostHeadersAddNoSeries(t *testing.T) {
+	const n = 2100
+	e := newEnv(t, store.SQLite, simulator.Config{})
+	const secret = "whsec_hosts_e2e" //nolint:gosec // made up for the test
+	p := e.startMeasuredIngress(t, "SITEOPS_WEBHOOK_SECRETS="+secret, "SITEOPS_LOG_LEVEL=error")
+	// One of each request first, so that the growth measured is what
+	// distinct Hosts add, not the first series of each kind.
+	if code, _ := deliverTimed(t, p.url, "evt_hosts_first", secret); code != http.StatusOK {
+		t.Fatalf("first delivery = %d", code)
+	}
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
+	get := func(host string) {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, p.url+"/nope", nil)
+		req.Host = host
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+	}
+	get("warm-up")
+	_ = scrape(t, p.admin+"/metrics")
+	base := rssMiB(t, p.pid)
+	for i := range n {
+		get(fmt.Sprintf("h%d.attacker.example:%d", i, 1+i))
+	}
+	text := scrape(t, p.admin+"/metrics")
+	after := rssMiB(t, p.pid)
+	hosts := map[string]bool{}
+	for _, l := range strings.Split(text, "\n") {
+		if _, rest, ok := strings.Cut(l, `server_address="`); ok {
+			v, _, _ := strings.Cut(rest, `"`)
+			hosts[v] = true
+		}
+	}
+	t.Logf("RESULT distinct Hosts: %d requests; /metrics %d bytes, %d server_address values; ingress RSS %.1f MiB before, %.1f MiB after", n, len(text), len(hosts), base, after)
+	if len(text) >= 1<<20 || len(hosts) > 1 {
+		t.Errorf("/metrics is %d bytes with %d server_address values after %d distinct Hosts; want under 1 MB and 1", len(text), len(hosts), n)
+	}
+	if after-base >= 20 {
+		t.Errorf("the ingress's RSS grew by %.1f MiB over %d distinct Hosts; want under 20 MiB", after-base, n)
+	}
+}

@@ -1,7 +1,6 @@
 package webhookingress
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -12,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,60 +26,76 @@ import (
 // fields (id, type, created_at, data) and a lead.created's data two ids: a
 // delivery is a few hundred bytes. The data of the other event types is not
 // shown and may gain fields, so the cap leaves them three orders of
-// magnitude of room while bounding what MaxConcurrent bodies in memory
-// cost (64 × 256 KiB = 16 MiB).
+// magnitude of room.
 const DefaultMaxBody = 256 << 10
 
 // DefaultMaxConcurrent is how many deliveries whose body is over SmallBody
-// (or of undeclared length) may read it, verify and record at once, by
-// default.
+// may verify and record at once, by default.
 const DefaultMaxConcurrent = 64
 
-// SmallBody is the declared length up to which a delivery reads its body in
-// a lane of slots of its own (MaxConcurrentSmall): every delivery the
-// contract describes is a few hundred bytes, so forged deliveries that
-// declare large bodies and upload them slowly never make a real one wait
-// for a slot.
+// SmallBody is the body length up to which a delivery verifies and records
+// in a lane of slots of its own (MaxConcurrentSmall), and reads its body
+// outside the BodyBudget: every delivery the contract describes is a few
+// hundred bytes, so forged deliveries with large bodies never make a real
+// one wait.
 const SmallBody = 8 << 10
 
-// DefaultMaxConcurrentSmall is how many deliveries whose declared body is
-// at most SmallBody may read it, verify and record at once, by default:
-// 256 × 8 KiB is 2 MiB of bodies.
+// DefaultMaxConcurrentSmall is how many deliveries whose body is at most
+// SmallBody may verify and record at once, by default.
 const DefaultMaxConcurrentSmall = 256
 
+// DefaultBodyBudget bounds the memory of the bodies being read that declare
+// more than SmallBody or no length, counted by the buffer each has grown
+// to as its bytes arrived (never by the length it declares): 128 bodies at
+// the 256 KiB cap. A body that would take it past the budget is answered
+// 503 (the sender retries). Bodies of at most SmallBody are bounded by the
+// connection cap instead (MaxConns × 8 KiB).
+const DefaultBodyBudget = 32 << 20
+
 // DefaultBodyTimeout and DefaultBodyRate bound the time a body may take to
-// arrive once its delivery has a slot: one second, plus one more for every
+// arrive once its header is read: one second, plus one more for every
 // 128 KiB declared — 1 s for a delivery of a few hundred bytes, 3 s for a
 // body at the 256 KiB cap. A sender writes the body right behind the
 // headers, so a small one is usually in the same TCP segment; the second
 // covers a retransmission or an Expect: 100-continue round trip on a slow
 // path. 128 KiB/s (about 1 Mbit/s) is a slow link between two servers, and
 // TCP's slow start on a new connection brings 256 KiB across in about five
-// round trips (0.5 s at 100 ms). So a slow uploader holds a slot for at most
-// 3 s (a small-lane slot for about 1 s) instead of the sender's 10 s.
+// round trips (0.5 s at 100 ms). A body being read holds no slot: only its
+// connection and the bytes that arrived.
 const (
 	DefaultBodyTimeout = time.Second
 	DefaultBodyRate    = 128 << 10
 )
 
-// DefaultSlotWait is how long a delivery waits for a slot before its 503:
-// half the sender's 10-second request timeout. A waiting delivery holds
-// only its headers (its body is not read yet), and a burst from the
-// sender (thousands of lead.created at once) queues here instead of
+// DefaultSlotWait is how long a delivery whose body is read waits for a
+// slot to verify and record before its 503: half the sender's 10-second
+// request timeout. Slots are held for a verification and a write to the
+// inbox, so they run short only when the store is slow; a burst from the
+// sender (thousands of lead.created at once) then queues here instead of
 // falling into the sender's backoff, which doubles from 2 s.
 const DefaultSlotWait = 5 * time.Second
 
+// DefaultSecretRefresh is how old the list of receivers and their secrets
+// may be when a request is answered from it, and DefaultRecheck how old it
+// may be when no listed secret verifies a delivery: then the list is read
+// again (once for every such delivery), so that a secret stored a moment
+// ago, or an endpoint creation just begun, is seen.
+const (
+	DefaultSecretRefresh = time.Second
+	DefaultRecheck       = 100 * time.Millisecond
+)
+
 // MaxHeaderBytes bounds a request's header on the webhook port: a
-// delivery's headers are a few hundred bytes (svc-signature is at most
-// webhook.MaxHeaderLen).
-const MaxHeaderBytes = 32 << 10
+// delivery's headers are a few hundred bytes, svc-signature at most
+// webhook.MaxHeaderLen (4 KiB). net/http reads up to 4 KiB more than this
+// before it answers 431.
+const MaxHeaderBytes = 8 << 10
 
 // Inbox records verified events.
 type Inbox interface {
 	RecordEvent(ctx context.Context, ev store.InboxEvent) (bool, error)
 	RecordHandled(ctx context.Context, ev store.InboxEvent, outcome, reason string) (bool, error)
 	MarkEndpointVerified(ctx context.Context, endpointID, eventID string, lane store.Lane) (bool, error)
-	SecretExpectation(ctx context.Context, receiver string) (store.Expectation, error)
 	Ping(ctx context.Context) error
 }
 
@@ -105,32 +121,35 @@ type Options struct {
 	Window time.Duration
 	// MaxBody caps a body (DefaultMaxBody).
 	MaxBody int64
-	// MaxConcurrent bounds the deliveries whose body is over SmallBody or
-	// of undeclared length that read it, verify and record at once
-	// (DefaultMaxConcurrent); MaxConcurrentSmall those whose declared body
-	// is at most SmallBody (DefaultMaxConcurrentSmall). A delivery that
-	// finds its lane's slots all taken waits up to SlotWait, then is
-	// answered 503 (the sender retries). Requests refused on their header
-	// alone never take one.
+	// BodyBudget bounds the bytes held by the bodies being read that
+	// declare more than SmallBody or no length (DefaultBodyBudget, and at
+	// least twice MaxBody).
+	BodyBudget int64
+	// MaxConcurrent bounds the deliveries whose body, read whole, is over
+	// SmallBody that verify and record at once (DefaultMaxConcurrent);
+	// MaxConcurrentSmall the others (DefaultMaxConcurrentSmall). A
+	// delivery that finds its lane's slots all taken waits up to
+	// SlotWait, then is answered 503 (the sender retries). Reading a body
+	// takes no slot, and requests refused on their header never take one.
 	MaxConcurrent      int
 	MaxConcurrentSmall int
 	// SlotWait is how long a delivery waits for a slot (DefaultSlotWait).
 	SlotWait time.Duration
-	// BodyTimeout is how long a body may take to arrive once its delivery
-	// has a slot, plus one second per BodyRate bytes declared
-	// (DefaultBodyTimeout, DefaultBodyRate): a slower body is answered 408
-	// and gives its slot back.
+	// BodyTimeout is how long a body may take to arrive once the header
+	// is read, plus one second per BodyRate bytes declared
+	// (DefaultBodyTimeout, DefaultBodyRate): a slower body is answered
+	// 408.
 	BodyTimeout time.Duration
 	BodyRate    int64
-	// SecretRefresh is how long stored secrets are cached (2 s).
+	// SecretRefresh is how old the list of receivers may be
+	// (DefaultSecretRefresh), Recheck how old it may be when no listed
+	// secret verifies a delivery (DefaultRecheck).
 	SecretRefresh time.Duration
-	// UnknownTTL is how long the answer "this receiver expects no new
-	// secret" is cached (1 s), so that repeated requests to an unknown
-	// receiver, or forged ones to a known one, cost the store nothing.
-	UnknownTTL time.Duration
-	// LogsPerSecond bounds the rejection log lines per second (10); the
-	// metrics count every rejection, and the next line logged says how
-	// many were left out.
+	Recheck       time.Duration
+	// LogsPerSecond bounds the rejection log lines per second, and
+	// separately the store-failure error lines (10 each); the metrics
+	// count every rejection, and the next line logged says how many were
+	// left out.
 	LogsPerSecond int
 	Now           func() time.Time
 	Logger        *slog.Logger
@@ -162,11 +181,13 @@ type Handler struct {
 	mux     *http.ServeMux
 	admin   *http.ServeMux
 	held    chan struct{} // a token per held delivery
-	// A token per delivery reading, verifying, recording: slots for
-	// bodies over SmallBody or of undeclared length, small for the rest.
-	slots chan struct{}
-	small chan struct{}
-	logs  *sampler
+	// A token per delivery verifying and recording: slots for bodies over
+	// SmallBody, small for the rest.
+	slots  chan struct{}
+	small  chan struct{}
+	budget *byteBudget // the bytes of large bodies being read
+	logs   *sampler    // rejection lines
+	errs   *sampler    // store-failure lines
 
 	verifiedMu sync.Mutex
 	verified   map[string]bool // endpoints whose first verified delivery is recorded
@@ -182,6 +203,10 @@ func NewHandler(o Options) *Handler {
 	if o.MaxBody == 0 {
 		o.MaxBody = DefaultMaxBody
 	}
+	if o.BodyBudget == 0 {
+		o.BodyBudget = DefaultBodyBudget
+	}
+	o.BodyBudget = max(o.BodyBudget, 2*o.MaxBody)
 	if o.MaxConcurrent == 0 {
 		o.MaxConcurrent = DefaultMaxConcurrent
 	}
@@ -198,10 +223,10 @@ func NewHandler(o Options) *Handler {
 		o.BodyRate = DefaultBodyRate
 	}
 	if o.SecretRefresh == 0 {
-		o.SecretRefresh = 2 * time.Second
+		o.SecretRefresh = DefaultSecretRefresh
 	}
-	if o.UnknownTTL == 0 {
-		o.UnknownTTL = time.Second
+	if o.Recheck == 0 {
+		o.Recheck = DefaultRecheck
 	}
 	if o.LogsPerSecond == 0 {
 		o.LogsPerSecond = 10
@@ -230,8 +255,7 @@ func NewHandler(o Options) *Handler {
 	h := &Handler{
 		opts: o,
 		secrets: (&secretSource{
-			env: o.EnvSecrets, store: o.Secrets, expect: o.Inbox.SecretExpectation,
-			refresh: o.SecretRefresh, unknownTTL: o.UnknownTTL, now: o.Now, log: o.Logger,
+			env: o.EnvSecrets, store: o.Secrets, refresh: o.SecretRefresh, now: o.Now, log: o.Logger,
 			unreadable: o.Metrics.unreadableSecrets,
 		}).init(),
 		mux:      http.NewServeMux(),
@@ -239,7 +263,9 @@ func NewHandler(o Options) *Handler {
 		held:     make(chan struct{}, o.MaxHeld),
 		slots:    make(chan struct{}, o.MaxConcurrent),
 		small:    make(chan struct{}, o.MaxConcurrentSmall),
+		budget:   &byteBudget{max: o.BodyBudget},
 		logs:     &sampler{perSecond: o.LogsPerSecond, now: o.Now},
+		errs:     &sampler{perSecond: o.LogsPerSecond, now: o.Now},
 		verified: map[string]bool{EnvEndpoint: true},
 	}
 	healthz := func(w http.ResponseWriter, _ *http.Request) { answer(w, http.StatusOK, "ok") }
@@ -273,12 +299,33 @@ func answer(w http.ResponseWriter, status int, msg string) {
 	_ = json.NewEncoder(w).Encode(map[string]string{"status": msg})
 }
 
-// reject answers a refused request. Its body may be unread (most refusals
-// come before it is read): the connection is closed after the answer, so
-// that the server neither reads the rest of an upload nor keeps the
-// connection for more.
+// retryAfter is the Retry-After of each reason answered 503: the sender
+// retries every 503, and one that honors Retry-After waits longer where
+// the fix takes longer. A secret that does not decrypt is fixed by hand (a
+// rekey, or the right key), which takes minutes.
+var retryAfter = map[string]string{
+	"busy":              "1",
+	"body_budget":       "1",
+	"connection_shed":   "1",
+	"store_unavailable": "5",
+	"secret_unreadable": "60",
+}
+
+// publicReason is what the answer's body says of a reason. An unknown
+// receiver is answered as a signature that no secret verifies (401
+// invalid_signature), so that the answers do not tell which receiver names
+// exist; the logs and siteops_webhook_deliveries_total{reason} keep
+// unknown_receiver for the operators.
+func publicReason(reason string) string {
+	if reason == "unknown_receiver" {
+		return "invalid_signature"
+	}
+	return reason
+}
+
+// reject answers a refused request and counts and logs it (at a bounded
+// rate).
 func (h *Handler) reject(w http.ResponseWriter, r *http.Request, status int, reason string) {
-	h.opts.Metrics.delivery(r.Context(), "rejected", reason)
 	if ok, dropped := h.logs.allow(); ok {
 		args := []any{"reason", reason, "status", status,
 			"event_id", clipLog(r.Header.Get("svc-event-id")), "event_type", clipLog(r.Header.Get("svc-event-type")), "path", clipLog(r.URL.Path)}
@@ -289,30 +336,62 @@ func (h *Handler) reject(w http.ResponseWriter, r *http.Request, status int, rea
 	} else {
 		h.opts.Metrics.logSuppressed(r.Context())
 	}
+	h.refuse(w, r, status, reason)
+}
+
+// storeFailed answers a delivery that the store failed (503, the sender
+// retries) and logs the error at a bounded rate of its own, so that a
+// store that is down cannot flood the log either, and a flood of
+// rejections cannot hide it.
+func (h *Handler) storeFailed(w http.ResponseWriter, r *http.Request, msg string, err error, args ...any) {
+	if ok, dropped := h.errs.allow(); ok {
+		args = append(args, "error", clip(err.Error(), 512), "path", clipLog(r.URL.Path))
+		if dropped > 0 {
+			args = append(args, "errors_not_logged", dropped)
+		}
+		h.opts.Logger.Error(msg, args...)
+	} else {
+		h.opts.Metrics.errorLogSuppressed(r.Context())
+	}
+	h.refuse(w, r, http.StatusServiceUnavailable, "store_unavailable")
+}
+
+// refuse counts and answers a refused request. Its body may be unread
+// (most refusals come before it is read): the connection is closed after
+// the answer, so that the server neither reads the rest of an upload nor
+// keeps the connection for more.
+func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, status int, reason string) {
+	h.opts.Metrics.delivery(r.Context(), "rejected", reason)
+	if ra, ok := retryAfter[reason]; ok && status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", ra)
+	}
 	// Close the connection after the answer, and read no more of the body
 	// first: net/http would otherwise read up to 256 KiB of an unread body
 	// after the handler returns, to keep the connection.
 	w.Header().Set("Connection", "close")
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
-	answer(w, status, reason)
+	answer(w, status, publicReason(reason))
 }
+
+// errUnreadable means that no secret verified a delivery while some of its
+// receiver's stored secrets do not decrypt: it may be signed with one of
+// them.
+var errUnreadable = errors.New("secret_unreadable")
 
 // receive handles a delivery in the order that costs an unauthenticated
 // client least: the receiver's name, the signature header and its
-// timestamp, the declared length and the receiver's secrets are checked
-// before the body is read, and only a delivery that passes them takes a
-// slot of its lane (by declared length) to read at most MaxBody bytes
-// within a deadline, verify, and record.
+// timestamp, the declared length and the receiver (from the list of every
+// receiver, with no read of its own) are checked before the body is read.
+// The body is then read as its bytes arrive, within a deadline, holding no
+// slot; only a body read whole takes a slot of its lane (by its length) to
+// verify and record.
 func (h *Handler) receive(w http.ResponseWriter, r *http.Request, receiver string) {
 	if receiver != "" && !receiverName.MatchString(receiver) {
-		h.reject(w, r, http.StatusNotFound, "unknown_receiver")
+		h.reject(w, r, http.StatusUnauthorized, "unknown_receiver")
 		return
 	}
 	sig, err := webhook.Check(r.Header.Get("svc-signature"), h.opts.Now(), h.opts.Window)
 	switch {
-	case errors.Is(err, webhook.ErrMalformedHeader):
-		h.reject(w, r, http.StatusBadRequest, "malformed_signature_header")
-		return
 	case errors.Is(err, webhook.ErrTimestampOutsideWindow):
 		h.reject(w, r, http.StatusUnauthorized, "timestamp_outside_window")
 		return
@@ -324,32 +403,31 @@ func (h *Handler) receive(w http.ResponseWriter, r *http.Request, receiver strin
 		h.reject(w, r, http.StatusRequestEntityTooLarge, "body_too_large")
 		return
 	}
-	set, err := h.secrets.lookup(r.Context(), receiver)
-	if errors.Is(err, errUnknownReceiver) && !h.mayExpect(r.Context(), receiver, set.fetched) {
-		h.reject(w, r, http.StatusNotFound, "unknown_receiver")
+	st, err := h.secrets.lookup(r.Context(), receiver, 0)
+	switch {
+	case err != nil:
+		h.storeFailed(w, r, "reading the webhook receivers failed", err, "receiver", store.ReceiverName(receiver))
+		return
+	case !st.known():
+		h.reject(w, r, http.StatusUnauthorized, "unknown_receiver")
+		return
+	case len(st.secrets) == 0 && !st.exp.Pending:
+		// Every secret of the receiver is unreadable: nothing can verify.
+		h.reject(w, r, http.StatusServiceUnavailable, "secret_unreadable")
 		return
 	}
-	if err != nil && !errors.Is(err, errUnknownReceiver) {
-		h.opts.Logger.Error("secret lookup failed", "receiver", store.ReceiverName(receiver), "error", err)
-		h.reject(w, r, http.StatusServiceUnavailable, "store_unavailable")
-		return
-	}
-	slots := h.slots
-	if r.ContentLength >= 0 && r.ContentLength <= SmallBody {
-		slots = h.small
-	}
-	if !h.acquire(r.Context(), slots) {
-		w.Header().Set("Retry-After", "1")
-		h.reject(w, r, http.StatusServiceUnavailable, "busy")
-		return
-	}
-	defer func() { <-slots }()
-	body, err := h.readBody(w, r)
+	markConn(r, phaseReading)
+	body, taken, err := h.readBody(w, r)
+	markConn(r, phaseBusy)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		switch {
 		case errors.As(err, &tooBig):
 			h.reject(w, r, http.StatusRequestEntityTooLarge, "body_too_large")
+		case errors.Is(err, errBudget):
+			h.reject(w, r, http.StatusServiceUnavailable, "body_budget")
+		case connShed(r):
+			h.reject(w, r, http.StatusServiceUnavailable, "connection_shed")
 		case errors.Is(err, os.ErrDeadlineExceeded):
 			h.reject(w, r, http.StatusRequestTimeout, "body_too_slow")
 		default:
@@ -357,40 +435,64 @@ func (h *Handler) receive(w http.ResponseWriter, r *http.Request, receiver strin
 		}
 		return
 	}
-	idx, err := sig.Match(body, set.secrets)
+	defer h.budget.give(taken)
+	h.deliver(w, r, receiver, sig, body, st)
+}
+
+// deliver verifies a body read whole and records it, holding a slot of its
+// lane while it does, but not while the delivery is held for a new secret.
+func (h *Handler) deliver(w http.ResponseWriter, r *http.Request, receiver string, sig webhook.Header, body []byte, st receiverState) {
+	slots := h.slots
+	if len(body) <= SmallBody {
+		slots = h.small
+	}
+	if !h.acquire(r.Context(), slots) {
+		h.reject(w, r, http.StatusServiceUnavailable, "busy")
+		return
+	}
+	held := true
+	defer func() {
+		if held {
+			<-slots
+		}
+	}()
+	idx, err := sig.Match(body, st.secrets)
 	if err != nil {
-		set, idx, err = h.awaitNewSecret(r.Context(), receiver, sig, body, set)
+		<-slots
+		held = false
+		st, idx, err = h.awaitNewSecret(r.Context(), receiver, sig, body, st)
+		if err == nil {
+			if !h.acquire(r.Context(), slots) {
+				h.reject(w, r, http.StatusServiceUnavailable, "busy")
+				return
+			}
+			held = true
+		}
 	}
 	switch {
 	case errors.Is(err, errUnknownReceiver):
-		h.reject(w, r, http.StatusNotFound, "unknown_receiver")
+		h.reject(w, r, http.StatusUnauthorized, "unknown_receiver")
+		return
+	case errors.Is(err, errUnreadable):
+		h.reject(w, r, http.StatusServiceUnavailable, "secret_unreadable")
 		return
 	case errors.Is(err, errStoreDown):
-		h.opts.Logger.Error("secret lookup failed", "receiver", store.ReceiverName(receiver), "error", err)
-		h.reject(w, r, http.StatusServiceUnavailable, "store_unavailable")
+		h.storeFailed(w, r, "reading the webhook receivers failed", err, "receiver", store.ReceiverName(receiver))
 		return
 	case err != nil:
 		h.reject(w, r, http.StatusUnauthorized, "invalid_signature")
 		return
 	}
-	endpointID := set.endpoints[idx]
+	endpointID := st.endpoints[idx]
 	// Only now, the signature verified, is the body parsed.
 	env, err := webhook.DecodeEnvelope(body)
 	if err != nil {
 		h.recordMalformed(w, r, receiver, endpointID, body, err)
 		return
 	}
-	if env.ID != r.Header.Get("svc-event-id") {
-		h.reject(w, r, http.StatusBadRequest, "event_id_mismatch")
-		return
-	}
-	if string(env.Type) != r.Header.Get("svc-event-type") {
-		h.reject(w, r, http.StatusBadRequest, "event_type_mismatch")
-		return
-	}
+	h.noteHeaderMismatch(r, env)
 	if err := h.noteVerified(r.Context(), endpointID, env.ID); err != nil {
-		h.opts.Logger.Error("recording a verified delivery failed", "event_id", clipLog(env.ID), "endpoint_id", endpointID, "error", err)
-		h.reject(w, r, http.StatusServiceUnavailable, "store_unavailable")
+		h.storeFailed(w, r, "recording a verified delivery failed", err, "event_id", clipLog(env.ID), "endpoint_id", endpointID)
 		return
 	}
 	lane := LaneFor(string(env.Type))
@@ -399,8 +501,7 @@ func (h *Handler) receive(w http.ResponseWriter, r *http.Request, receiver strin
 		ReceivedAt: h.opts.Now(), Body: body, TraceContext: traceparent(r),
 	})
 	if err != nil {
-		h.opts.Logger.Error("recording a webhook event failed", "event_id", clipLog(env.ID), "error", err)
-		h.reject(w, r, http.StatusServiceUnavailable, "store_unavailable")
+		h.storeFailed(w, r, "recording a webhook event failed", err, "event_id", clipLog(env.ID))
 		return
 	}
 	if !fresh {
@@ -415,6 +516,38 @@ func (h *Handler) receive(w http.ResponseWriter, r *http.Request, receiver strin
 		h.opts.Recorded(lane)
 	}
 	answer(w, http.StatusOK, "accepted")
+}
+
+// noteHeaderMismatch counts and logs (at the rejections' rate) a verified
+// delivery whose svc-event-id or svc-event-type header differs from its
+// body. The headers are not signed and the body is: the delivery is
+// recorded under the body's id and type, and answered as any other, since
+// refusing it would only make the sender try again with the same headers
+// until it dropped the event.
+func (h *Handler) noteHeaderMismatch(r *http.Request, env webhook.Envelope) {
+	var differ []string
+	if hid := r.Header.Get("svc-event-id"); hid != env.ID {
+		differ = append(differ, "svc-event-id")
+	}
+	if htyp := r.Header.Get("svc-event-type"); htyp != string(env.Type) {
+		differ = append(differ, "svc-event-type")
+	}
+	for _, header := range differ {
+		h.opts.Metrics.headerMismatch(r.Context(), header)
+	}
+	if len(differ) == 0 {
+		return
+	}
+	if ok, dropped := h.logs.allow(); ok {
+		args := []any{"headers", strings.Join(differ, ","), "event_id", clipLog(env.ID), "event_type", clipLog(string(env.Type)),
+			"header_event_id", clipLog(r.Header.Get("svc-event-id")), "header_event_type", clipLog(r.Header.Get("svc-event-type")), "path", clipLog(r.URL.Path)}
+		if dropped > 0 {
+			args = append(args, "rejections_not_logged", dropped)
+		}
+		h.opts.Logger.Warn("webhook headers differ from the signed body; recorded under the body's id and type", args...)
+	} else {
+		h.opts.Metrics.logSuppressed(r.Context())
+	}
 }
 
 // acquire takes one of slots, waiting up to SlotWait.
@@ -436,29 +569,6 @@ func (h *Handler) acquire(ctx context.Context, slots chan struct{}) bool {
 	}
 }
 
-// readBody reads at most MaxBody bytes within bodyTime of the declared
-// length, into a buffer sized once from the declared length.
-func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	// Not every ResponseWriter can (httptest's cannot); the server's
-	// ReadTimeout still bounds the read then.
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(h.bodyTime(r.ContentLength)))
-	var buf bytes.Buffer
-	if n := r.ContentLength; n > 0 {
-		buf.Grow(int(n) + bytes.MinRead)
-	}
-	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, h.opts.MaxBody))
-	return buf.Bytes(), err
-}
-
-// bodyTime is how long a body of n declared bytes (-1: undeclared) may take
-// to arrive: BodyTimeout, plus a second per BodyRate bytes.
-func (h *Handler) bodyTime(n int64) time.Duration {
-	if n < 0 || n > h.opts.MaxBody {
-		n = h.opts.MaxBody
-	}
-	return h.opts.BodyTimeout + time.Duration(float64(n)/float64(h.opts.BodyRate)*float64(time.Second))
-}
-
 // MalformedEventIDPrefix starts the inbox id of a verified delivery whose
 // body is not an event envelope (see recordMalformed).
 const MalformedEventIDPrefix = "malformed_"
@@ -478,8 +588,7 @@ func (h *Handler) recordMalformed(w http.ResponseWriter, r *http.Request, receiv
 	typ := clipLog(r.Header.Get("svc-event-type"))
 	reason := clip(fmt.Sprintf("svc-event-id %s: %v", clipLog(r.Header.Get("svc-event-id")), parseErr), 512)
 	if err := h.noteVerified(r.Context(), endpointID, id); err != nil {
-		h.opts.Logger.Error("recording a verified delivery failed", "event_id", id, "endpoint_id", endpointID, "error", err)
-		h.reject(w, r, http.StatusServiceUnavailable, "store_unavailable")
+		h.storeFailed(w, r, "recording a verified delivery failed", err, "event_id", id, "endpoint_id", endpointID)
 		return
 	}
 	fresh, err := h.opts.Inbox.RecordHandled(r.Context(), store.InboxEvent{
@@ -487,8 +596,7 @@ func (h *Handler) recordMalformed(w http.ResponseWriter, r *http.Request, receiv
 		ReceivedAt: h.opts.Now(), Body: body, TraceContext: traceparent(r),
 	}, OutcomeMalformed, reason)
 	if err != nil {
-		h.opts.Logger.Error("recording a malformed webhook body failed", "event_id", id, "error", err)
-		h.reject(w, r, http.StatusServiceUnavailable, "store_unavailable")
+		h.storeFailed(w, r, "recording a malformed webhook body failed", err, "event_id", id)
 		return
 	}
 	if !fresh {
@@ -505,67 +613,54 @@ func (h *Handler) recordMalformed(w http.ResponseWriter, r *http.Request, receiv
 	answer(w, http.StatusOK, "recorded_malformed")
 }
 
-var errStoreDown = errors.New("store_unavailable")
-
-// mayExpect reports whether an unknown receiver expects its first secret
-// (an endpoint creation for it is in flight) or may have got one since its
-// secrets were read at fetched, so that its deliveries are read and may be
-// held. Answers are cached (secretSource.expectation).
-func (h *Handler) mayExpect(ctx context.Context, receiver string, fetched time.Time) bool {
-	exp, err := h.secrets.expectation(ctx, receiver, holdPoll)
-	return err == nil && (exp.Pending || exp.LastEnded.After(fetched))
-}
+var (
+	errStoreDown       = errors.New("store_unavailable")
+	errUnknownReceiver = errors.New("unknown receiver")
+)
 
 // holdPoll is how often a held delivery looks again.
 const holdPoll = 50 * time.Millisecond
 
-// awaitNewSecret handles the moment of a secret rotation between the
-// service creating an endpoint and siteops storing its one-time secret: a
-// delivery signed with the new secret cannot verify yet (its header and
-// timestamp were checked before the body was read). If a secret was stored
-// for the receiver since its secrets were read, the delivery is verified
-// again at once. If an endpoint creation for the receiver is still in
-// flight, the delivery is held (at most MaxHeld at a time, for at most
-// PendingWait) and released the moment a secret is stored or the creation
-// ends. Otherwise it is refused: errUnknownReceiver for a receiver without
+// awaitNewSecret handles a delivery that no secret of the list verifies.
+// The list may predate a secret stored a moment ago, or an endpoint
+// creation just begun, so it is read again when it is older than Recheck
+// (once for every such delivery), and the delivery verified again.
+//
+// Then it handles the moment of a secret rotation between the service
+// creating an endpoint and siteops storing its one-time secret: a delivery
+// signed with the new secret cannot verify yet (its header and timestamp
+// were checked before the body was read). While an endpoint creation for
+// the receiver is in flight, the delivery is held (at most MaxHeld at a
+// time, for at most PendingWait) and verified again the moment a secret is
+// stored, or refused when the creation ends. Otherwise it is refused:
+// errUnreadable when some of the receiver's stored secrets do not decrypt
+// (it may be signed with one of them: the sender retries, and succeeds
+// once the secret is fixed), errUnknownReceiver for a receiver without
 // secrets, else webhook.ErrNoValidSignature.
 //
-// Held deliveries cost the store one poll per receiver, not one each: the
-// expectation and the secrets are read through secretSource's shared,
-// cached reads.
-func (h *Handler) awaitNewSecret(ctx context.Context, receiver string, sig webhook.Header, body []byte, set secretSet) (secretSet, int, error) {
-	first := error(webhook.ErrNoValidSignature)
-	if len(set.secrets) == 0 {
-		first = errUnknownReceiver
-	}
-	fetched := set.fetched
-	try := func() (secretSet, int, error, bool) {
-		// Half the poll interval: every tick of a held delivery reads
-		// afresh, once for all the receiver's held deliveries.
-		exp, err := h.secrets.expectation(ctx, receiver, holdPoll/2)
+// Held deliveries cost the store one read of the whole list every half
+// poll interval, however many are held, for however many receivers.
+func (h *Handler) awaitNewSecret(ctx context.Context, receiver string, sig webhook.Header, body []byte, st receiverState) (receiverState, int, error) {
+	seen := st.read
+	try := func(maxAge time.Duration) (receiverState, int, error, bool) {
+		s, err := h.secrets.lookup(ctx, receiver, maxAge)
 		if err != nil {
-			return secretSet{}, -1, first, true
+			return s, -1, fmt.Errorf("%w: %w", errStoreDown, err), true
 		}
-		if exp.LastEnded.After(fetched) || (fetched.IsZero() && !exp.LastEnded.IsZero()) {
-			s, err := h.secrets.fetchSince(ctx, receiver, exp.LastEnded)
-			switch {
-			case err != nil && !errors.Is(err, errUnknownReceiver):
-				return s, -1, fmt.Errorf("%w: %w", errStoreDown, err), true
-			case err == nil:
-				if idx, err := sig.Match(body, s.secrets); err == nil {
-					h.opts.Logger.Info("delivery verified with a newly stored secret", "receiver", store.ReceiverName(receiver), "endpoint_id", s.endpoints[idx])
-					return s, idx, nil, true
-				}
-				first = webhook.ErrNoValidSignature // the receiver's secrets as they are now
+		if s.read.After(seen) {
+			seen = s.read
+			if idx, err := sig.Match(body, s.secrets); err == nil {
+				h.opts.Logger.Info("delivery verified with a newly stored secret", "receiver", store.ReceiverName(receiver), "endpoint_id", s.endpoints[idx])
+				return s, idx, nil, true
 			}
-			fetched = s.fetched
 		}
-		if !exp.Pending {
-			return secretSet{}, -1, first, true
+		st = s
+		if !s.exp.Pending {
+			return s, -1, refusal(s), true
 		}
-		return secretSet{}, -1, nil, false
+		return s, -1, nil, false
 	}
-	if s, idx, err, done := try(); done {
+	if s, idx, err, done := try(h.opts.Recheck); done {
 		return s, idx, err
 	}
 	select {
@@ -573,7 +668,7 @@ func (h *Handler) awaitNewSecret(ctx context.Context, receiver string, sig webho
 		defer func() { <-h.held }()
 	default:
 		h.opts.Metrics.hold(ctx, "refused_full")
-		return secretSet{}, -1, first
+		return st, -1, refusal(st)
 	}
 	h.opts.Metrics.hold(ctx, "held")
 	deadline := time.NewTimer(h.opts.PendingWait)
@@ -583,15 +678,28 @@ func (h *Handler) awaitNewSecret(ctx context.Context, receiver string, sig webho
 	for {
 		select {
 		case <-ctx.Done():
-			return secretSet{}, -1, first
+			return st, -1, refusal(st)
 		case <-deadline.C:
-			return secretSet{}, -1, first
+			return st, -1, refusal(st)
 		case <-tick.C:
 		}
-		if s, idx, err, done := try(); done {
+		// Half the poll interval: every tick of a held delivery reads
+		// afresh, once for all held deliveries.
+		if s, idx, err, done := try(holdPoll / 2); done {
 			return s, idx, err
 		}
 	}
+}
+
+// refusal is why a delivery that no secret of st verifies is refused.
+func refusal(st receiverState) error {
+	switch {
+	case st.unreadable > 0:
+		return errUnreadable
+	case len(st.secrets) == 0:
+		return errUnknownReceiver
+	}
+	return webhook.ErrNoValidSignature
 }
 
 // noteVerified records, once per endpoint, that a delivery signed with the
@@ -629,4 +737,23 @@ func (h *Handler) ready(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	answer(w, http.StatusOK, "ready")
+}
+
+// watchReceivers reads the list of receivers every SecretRefresh until ctx
+// is done. A failed read is retried at the next period; requests meanwhile
+// read the list themselves, and answer 503 while the store fails.
+func (h *Handler) watchReceivers(ctx context.Context) {
+	if h.opts.Secrets == nil {
+		return
+	}
+	t := time.NewTicker(h.opts.SecretRefresh)
+	defer t.Stop()
+	for {
+		_ = h.secrets.Refresh(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }

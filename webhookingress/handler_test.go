@@ -18,6 +18,7 @@ import (
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/store/storetest"
 	"github.com/siteops/siteops/telemetry/telemetrytest"
+	"github.com/siteops/siteops/webhookingress/ingresstest"
 )
 
 var now = time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)
@@ -39,9 +40,6 @@ func (downInbox) RecordHandled(context.Context, store.InboxEvent, string, string
 func (downInbox) Ping(context.Context) error { return errors.New("connection refused") }
 func (downInbox) MarkEndpointVerified(context.Context, string, string, store.Lane) (bool, error) {
 	return false, errors.New("connection refused")
-}
-func (downInbox) SecretExpectation(context.Context, string) (store.Expectation, error) {
-	return store.Expectation{}, errors.New("connection refused")
 }
 
 type fixture struct {
@@ -142,10 +140,10 @@ func TestAnswers(t *testing.T) {
 		{name: "verified body not JSON is recorded", d: delivery{body: "not json"}, wantStatus: 200, wantStored: true},
 		{name: "verified id without evt_ is recorded", d: delivery{id: "1", body: envelope("1", "lead.created")}, wantStatus: 200, wantStored: true},
 		{name: "verified body with id and ID is recorded", d: delivery{body: `{"id":"evt_1","ID":"evt_2","type":"lead.created","created_at":"2026-11-21T08:59:59.123Z","data":{}}`}, wantStatus: 200, wantStored: true},
-		{name: "header id differs from body id", d: delivery{id: "evt_other", body: envelope("evt_1", "lead.created")}, wantStatus: 400, reason: "event_id_mismatch"},
-		{name: "header type differs from body type", d: delivery{typ: "site.published", body: envelope("evt_1", "lead.created")}, wantStatus: 400, reason: "event_type_mismatch"},
-		{name: "unknown receiver", d: delivery{path: "/webhooks/nope"}, wantStatus: 404, reason: "unknown_receiver"},
-		{name: "receiver name out of form", d: delivery{path: "/webhooks/..%2F"}, wantStatus: 404, reason: "unknown_receiver"},
+		{name: "header id differs from body id is recorded", d: delivery{id: "evt_other", body: envelope("evt_1", "lead.created")}, wantStatus: 200, wantStored: true},
+		{name: "header type differs from body type is recorded", d: delivery{typ: "site.published", body: envelope("evt_1", "lead.created")}, wantStatus: 200, wantStored: true},
+		{name: "unknown receiver", d: delivery{path: "/webhooks/nope"}, wantStatus: 401, reason: "unknown_receiver"},
+		{name: "receiver name out of form", d: delivery{path: "/webhooks/..%2F"}, wantStatus: 401, reason: "unknown_receiver"},
 		{name: "body over the cap", d: delivery{body: `{"id":"evt_1","pad":"` + strings.Repeat("x", 5000) + `"}`}, wantStatus: 413, reason: "body_too_large"},
 		{name: "store unavailable", inbox: downInbox{}, d: delivery{}, wantStatus: 503, reason: "store_unavailable"},
 		{name: "unknown future type is accepted", d: delivery{typ: "lead.scored", body: envelope("evt_1", "lead.scored")}, wantStatus: 200, wantStored: true},
@@ -174,8 +172,11 @@ func TestAnswers(t *testing.T) {
 				t.Errorf("inbox holds %d events; want stored=%v", st.Total, tc.wantStored)
 			}
 			if tc.reason != "" {
-				if !strings.Contains(body, tc.reason) {
-					t.Errorf("body %q does not give the reason %q", body, tc.reason)
+				if want := publicReason(tc.reason); !strings.Contains(body, want) {
+					t.Errorf("body %q does not give the reason %q", body, want)
+				}
+				if ra := rec.Header().Get("Retry-After"); (rec.Code == http.StatusServiceUnavailable) != (ra != "") {
+					t.Errorf("a %d answer with Retry-After %q; want one on every 503 and only there", rec.Code, ra)
 				}
 				if n := telemetrytest.Value(t, f.reg, "siteops_webhook_deliveries_total", "outcome", "rejected", "reason", tc.reason); n != 1 {
 					t.Errorf("rejected{%s} = %v, want 1", tc.reason, n)
@@ -215,7 +216,7 @@ func TestNewSecretAcceptedWithinTheRefresh(t *testing.T) {
 	clock := now
 	h := NewHandler(Options{Inbox: st, Secrets: st, Now: func() time.Time { return clock }, SecretRefresh: 2 * time.Second})
 	f := &fixture{h: h, st: st}
-	if rec := f.send(t, delivery{path: "/webhooks/v3", secret: "whsec_v3", at: clock}); rec.Code != 404 {
+	if rec := f.send(t, delivery{path: "/webhooks/v3", secret: "whsec_v3", at: clock}); rec.Code != 401 {
 		t.Fatalf("before the secret is stored: %d", rec.Code)
 	}
 	if err := st.PutSecret(t.Context(), "we_3", "v3", agentsite.NewSigningSecret("whsec_v3")); err != nil {
@@ -230,7 +231,7 @@ func TestNewSecretAcceptedWithinTheRefresh(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock = clock.Add(3 * time.Second)
-	if rec := f.send(t, delivery{path: "/webhooks/v3", secret: "whsec_v3", id: "evt_2", at: clock}); rec.Code != 404 {
+	if rec := f.send(t, delivery{path: "/webhooks/v3", secret: "whsec_v3", id: "evt_2", at: clock}); rec.Code != 401 {
 		t.Fatalf("after retirement: %d", rec.Code)
 	}
 }
@@ -300,7 +301,7 @@ func FuzzHandler(f *testing.F) {
 			if after.Total != before.Total+1 {
 				t.Fatalf("200 without a new inbox row")
 			}
-		case 204, 301, 307, 308, 400, 401, 404, 405, 413: // 3xx: the mux cleaning an unclean path
+		case 204, 301, 307, 308, 400, 401, 404, 405, 413: // 3xx: the mux cleaning an unclean path; 404: a path no route matches
 			if after.Total != before.Total {
 				t.Fatalf("answer %d recorded an event", rec.Code)
 			}
@@ -321,7 +322,10 @@ func FuzzHandler(f *testing.F) {
 func TestDeliveryHeldWhileTheReceiverExpectsASecret(t *testing.T) {
 	const fast = 50 * time.Millisecond
 	st := storetest.Open(t, store.SQLite)
-	h := NewHandler(Options{Inbox: st, Secrets: st, PendingWait: 2 * time.Second, MaxHeld: 2})
+	// The list of receivers is read for every request (a 1 ns refresh), so
+	// that the creation begun below is seen at once;
+	// TestNewSecretVerifiesAfterTheRecheck times the refresh itself.
+	h := NewHandler(Options{Inbox: st, Secrets: st, PendingWait: 2 * time.Second, MaxHeld: 2, SecretRefresh: time.Nanosecond})
 	f := &fixture{h: h, st: st}
 	ctx := t.Context()
 	timed := func(d delivery) (int, time.Duration) {
@@ -331,9 +335,8 @@ func TestDeliveryHeldWhileTheReceiverExpectsASecret(t *testing.T) {
 		return rec.Code, time.Since(start)
 	}
 
-	// Nothing expected: an unknown receiver is answered at once. (Another
-	// receiver than v4: that answer is cached for UnknownTTL.)
-	if code, took := timed(delivery{path: "/webhooks/v0", secret: "whsec_v4", id: "evt_0"}); code != 404 || took > fast {
+	// Nothing expected: an unknown receiver is answered at once.
+	if code, took := timed(delivery{path: "/webhooks/v4", secret: "whsec_v4", id: "evt_0"}); code != 401 || took > fast {
 		t.Errorf("unknown receiver = %d after %s", code, took)
 	}
 	if err := st.ExpectSecret(ctx, "v4", "create-v4", time.Now().Add(time.Minute)); err != nil {
@@ -370,7 +373,7 @@ func TestDeliveryHeldWhileTheReceiverExpectsASecret(t *testing.T) {
 		legit <- answer{code, took}
 	}()
 	waitHeld(t, f.h, 2)
-	if code, took := timed(delivery{path: "/webhooks/v4", secret: "whsec_forged", id: "evt_f2"}); code != 404 || took > fast {
+	if code, took := timed(delivery{path: "/webhooks/v4", secret: "whsec_forged", id: "evt_f2"}); code != 401 || took > fast {
 		t.Errorf("a delivery beyond MaxHeld = %d after %s; want an answer at once", code, took)
 	}
 
@@ -400,19 +403,22 @@ func TestDeliveryHeldWhileTheReceiverExpectsASecret(t *testing.T) {
 	}
 }
 
-// TestNewSecretVerifiesAtOnceAfterItIsStored checks that a delivery signed
-// with a secret stored a moment ago verifies although the receiver's
-// secrets were read just before (the cache is refreshed when an endpoint
-// creation ends, not after the refresh period).
-func TestNewSecretVerifiesAtOnceAfterItIsStored(t *testing.T) {
+// TestNewSecretVerifiesAfterTheRecheck checks that a delivery signed with a
+// secret stored a moment ago verifies although the list of receivers was
+// read just before and is not due (SecretRefresh is an hour): a delivery
+// that no listed secret verifies reads the list again once it is older
+// than Recheck, and verifies at once then.
+func TestNewSecretVerifiesAfterTheRecheck(t *testing.T) {
 	st := storetest.Open(t, store.SQLite)
-	h := NewHandler(Options{Inbox: st, Secrets: st, SecretRefresh: time.Hour})
+	c := &ingresstest.CountingStore{Store: st}
+	clock := time.Now()
+	h := NewHandler(Options{Inbox: st, Secrets: c, SecretRefresh: time.Hour, Now: func() time.Time { return clock }})
 	f := &fixture{h: h, st: st}
 	ctx := t.Context()
 	if err := st.PutSecret(ctx, "we_1", "v5", agentsite.NewSigningSecret("whsec_v5_old")); err != nil {
 		t.Fatal(err)
 	}
-	if rec := f.send(t, delivery{path: "/webhooks/v5", secret: "whsec_v5_old", id: "evt_1", at: time.Now()}); rec.Code != 200 {
+	if rec := f.send(t, delivery{path: "/webhooks/v5", secret: "whsec_v5_old", id: "evt_1", at: clock}); rec.Code != 200 {
 		t.Fatalf("old secret = %d", rec.Code)
 	}
 	if err := st.ExpectSecret(ctx, "v5", "create-v5", time.Now().Add(time.Minute)); err != nil {
@@ -424,9 +430,21 @@ func TestNewSecretVerifiesAtOnceAfterItIsStored(t *testing.T) {
 	if err := st.EndExpectation(ctx, "v5", "create-v5"); err != nil {
 		t.Fatal(err)
 	}
+	// Within Recheck of the last read the list is not read again: a
+	// forged flood costs at most one read per Recheck.
+	if rec := f.send(t, delivery{path: "/webhooks/v5", secret: "whsec_v5_new", id: "evt_2", at: clock}); rec.Code != 401 {
+		t.Fatalf("new secret within Recheck of the last read = %d, want 401 (the list is not read again yet)", rec.Code)
+	}
+	if n := c.Lists.Load(); n != 1 {
+		t.Errorf("the list was read %d times, want 1", n)
+	}
+	clock = clock.Add(DefaultRecheck)
 	start := time.Now()
-	if rec := f.send(t, delivery{path: "/webhooks/v5", secret: "whsec_v5_new", id: "evt_2", at: time.Now()}); rec.Code != 200 || time.Since(start) > 50*time.Millisecond {
-		t.Fatalf("new secret right after it was stored = %d after %s", rec.Code, time.Since(start))
+	if rec := f.send(t, delivery{path: "/webhooks/v5", secret: "whsec_v5_new", id: "evt_2", at: clock}); rec.Code != 200 || time.Since(start) > 50*time.Millisecond {
+		t.Fatalf("new secret once the list is older than Recheck = %d after %s, want 200 at once", rec.Code, time.Since(start))
+	}
+	if n := c.Lists.Load(); n != 2 {
+		t.Errorf("the list was read %d times, want 2", n)
 	}
 }
 

@@ -3,6 +3,7 @@ package webhookingress
 import (
 	"io"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,6 +45,10 @@ func TestMetricNames(t *testing.T) {
 	ctx := t.Context()
 	m := h.opts.Metrics
 	m.hold(ctx, "held")
+	m.headerMismatch(ctx, "svc-event-id")
+	m.errorLogSuppressed(ctx)
+	m.connOpened(ctx, 3)
+	m.connShed(ctx, "closed_idle")
 	m.unreadableSecrets(ctx, "", 2)
 	m.dispatch(ctx, "lead.created", OutcomeSignalled)
 	m.retry(ctx)
@@ -61,6 +66,11 @@ func TestMetricNames(t *testing.T) {
 		{"siteops_webhook_deliveries_total", "counter", []string{"outcome", "duplicate", "reason", ""}, 1},
 		{"siteops_webhook_deliveries_total", "counter", []string{"outcome", "rejected", "reason", "invalid_signature"}, 1},
 		{"siteops_webhook_held_total", "counter", []string{"outcome", "held"}, 1},
+		{"siteops_webhook_header_mismatches_total", "counter", []string{"header", "svc-event-id"}, 1},
+		{"siteops_webhook_error_logs_suppressed_total", "counter", nil, 1},
+		{"siteops_webhook_rejection_logs_suppressed_total", "counter", nil, 0},
+		{"siteops_webhook_connections", "gauge", nil, 3},
+		{"siteops_webhook_connections_shed_total", "counter", []string{"action", "closed_idle"}, 1},
 		{"siteops_webhook_unreadable_secrets", "gauge", []string{"receiver", "default"}, 2},
 		{"siteops_relay_dispatched_total", "counter", []string{"type", "lead.created", "outcome", "signalled"}, 1},
 		{"siteops_relay_retries_total", "counter", nil, 1},
@@ -123,9 +133,106 @@ func TestUnknownReceiversAddNoSeries(t *testing.T) {
 	}
 }
 
-// TestUnreadableSecretsGauge checks the gauge of a receiver whose stored
-// secret does not decrypt with the key the ingress has.
-func TestUnreadableSecretsGauge(t *testing.T) {
+// TestUnreadableSecretsAnswer503UntilFixed is issue 21, item 2, on the
+// handler's side, on SQLite and PostgreSQL: stored secrets that no longer
+// decrypt (here damaged rows, as a bad restore or an edit leaves them) cost
+// the other receivers nothing; a delivery to the damaged receivers that
+// their readable secrets do not verify is answered 503 with Retry-After,
+// which the sender retries, never 401 or 404; the gauge stays raised until
+// the rows are fixed, and falls to 0 then without a delivery; and the
+// retried delivery then succeeds.
+func TestUnreadableSecretsAnswer503UntilFixed(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, st *store.Store) {
+		ctx := t.Context()
+		for _, s := range []struct{ id, receiver string }{{"we_ok", "main"}, {"we_bad", "main"}, {"we_lone", "lonely"}, {"we_other", "other"}} {
+			if err := st.PutSecret(ctx, s.id, s.receiver, agentsite.NewSigningSecret("whsec_"+s.id)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		saved := map[string][]byte{}
+		for _, id := range []string{"we_bad", "we_lone"} {
+			var sealed []byte
+			if err := st.DB().QueryRowContext(ctx, `SELECT ciphertext FROM webhook_secrets WHERE endpoint_id = $1`, id).Scan(&sealed); err != nil {
+				t.Fatal(err)
+			}
+			saved[id] = sealed
+			damaged := append([]byte(nil), sealed...)
+			damaged[len(damaged)-1] ^= 0xff
+			if _, err := st.DB().ExecContext(ctx, `UPDATE webhook_secrets SET ciphertext = $1 WHERE endpoint_id = $2`, damaged, id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		clock := time.Now()
+		reg := prometheus.NewRegistry()
+		h := NewHandler(Options{Inbox: st, Secrets: st, Metrics: NewMetrics(reg), Registry: reg, Now: func() time.Time { return clock }})
+		f := &fixture{h: h, st: st, reg: reg}
+		send := func(path, secret, id string) *httptest.ResponseRecorder {
+			t.Helper()
+			return f.send(t, delivery{path: path, secret: secret, id: id, at: clock})
+		}
+		for _, c := range []struct {
+			name, path, secret string
+			want               int
+		}{
+			{"another receiver", "/webhooks/other", "whsec_we_other", 200},
+			{"the damaged receiver's readable secret", "/webhooks/main", "whsec_we_ok", 200},
+			{"the damaged secret", "/webhooks/main", "whsec_we_bad", 503},
+			{"a forged one beside a damaged secret", "/webhooks/main", "whsec_forged", 503},
+			{"a receiver whose only secret is damaged", "/webhooks/lonely", "whsec_we_lone", 503},
+		} {
+			rec := send(c.path, c.secret, "evt_"+strings.ReplaceAll(c.name, " ", "_"))
+			if rec.Code != c.want {
+				t.Errorf("%s = %d %s, want %d", c.name, rec.Code, rec.Body, c.want)
+			}
+			if c.want == 503 && (rec.Header().Get("Retry-After") == "" || !strings.Contains(rec.Body.String(), "secret_unreadable")) {
+				t.Errorf("%s: Retry-After %q, body %s; want a Retry-After and secret_unreadable", c.name, rec.Header().Get("Retry-After"), rec.Body)
+			}
+		}
+		for _, r := range []string{"main", "lonely"} {
+			if n := telemetrytest.Value(t, reg, "siteops_webhook_unreadable_secrets", "receiver", r); n != 1 {
+				t.Errorf(`siteops_webhook_unreadable_secrets{receiver=%q} = %v, want 1`, r, n)
+			}
+		}
+		if n := telemetrytest.Value(t, reg, "siteops_webhook_deliveries_total", "outcome", "rejected", "reason", "secret_unreadable"); n != 3 {
+			t.Errorf("rejected{secret_unreadable} = %v, want 3", n)
+		}
+		// Still raised a refresh later, without a delivery.
+		clock = clock.Add(DefaultSecretRefresh)
+		if err := h.secrets.Refresh(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n := telemetrytest.Value(t, reg, "siteops_webhook_unreadable_secrets", "receiver", "lonely"); n != 1 {
+			t.Errorf("before the fix the gauge fell to %v", n)
+		}
+		// The fix: the rows restored.
+		for id, sealed := range saved {
+			if _, err := st.DB().ExecContext(ctx, `UPDATE webhook_secrets SET ciphertext = $1 WHERE endpoint_id = $2`, sealed, id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		clock = clock.Add(DefaultSecretRefresh)
+		if err := h.secrets.Refresh(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range []string{"main", "lonely"} {
+			if n := telemetrytest.Value(t, reg, "siteops_webhook_unreadable_secrets", "receiver", r); n != 0 {
+				t.Errorf(`after the fix siteops_webhook_unreadable_secrets{receiver=%q} = %v, want 0`, r, n)
+			}
+		}
+		if rec := send("/webhooks/main", "whsec_we_bad", "evt_the_damaged_secret"); rec.Code != 200 {
+			t.Errorf("the sender's retry after the fix = %d %s, want 200", rec.Code, rec.Body)
+		}
+		if rec := send("/webhooks/lonely", "whsec_we_lone", "evt_a_receiver_whose_only_secret_is_damaged"); rec.Code != 200 {
+			t.Errorf("the sender's retry to the lone receiver after the fix = %d %s, want 200", rec.Code, rec.Body)
+		}
+	})
+}
+
+// TestUnreadableSecretsUnderAnotherKey is the other way a secret stops
+// decrypting: the ingress runs with another SITEOPS_SECRET_KEY than the
+// one the secret was stored under. Deliveries signed with it are answered
+// 503 with Retry-After, and the gauge counts it.
+func TestUnreadableSecretsUnderAnotherKey(t *testing.T) {
 	ctx := t.Context()
 	u := storetest.SQLiteURL(t)
 	a, err := store.Open(ctx, u, store.WithSecretKey(storetest.TestKey))
@@ -142,8 +249,8 @@ func TestUnreadableSecretsGauge(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = b.Close() })
 	f := &fixture{h: NewHandler(Options{Inbox: b, Secrets: b}), st: b}
-	if rec := f.send(t, delivery{path: "/webhooks/main", secret: "whsec_under_old_key", at: time.Now()}); rec.Code != 404 {
-		t.Errorf("a delivery signed with the unreadable secret = %d, want 404 (no readable secret)", rec.Code)
+	if rec := f.send(t, delivery{path: "/webhooks/main", secret: "whsec_under_old_key", at: time.Now()}); rec.Code != 503 || rec.Header().Get("Retry-After") == "" {
+		t.Errorf("a delivery signed with the unreadable secret = %d (Retry-After %q), want 503 with Retry-After", rec.Code, rec.Header().Get("Retry-After"))
 	}
 	if n := telemetrytest.Value(t, f.h.opts.Registry, "siteops_webhook_unreadable_secrets", "receiver", "main"); n != 1 {
 		t.Errorf(`siteops_webhook_unreadable_secrets{receiver="main"} = %v, want 1`, n)

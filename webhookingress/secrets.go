@@ -1,9 +1,7 @@
 package webhookingress
 
 import (
-	"container/list"
 	"context"
-	"errors"
 	"log/slog"
 	"slices"
 	"strings"
@@ -13,228 +11,149 @@ import (
 	"github.com/siteops/siteops/store"
 )
 
-// SecretStore is where signing secrets of registered endpoints live.
+// SecretStore is where the signing secrets of registered endpoints live.
 type SecretStore interface {
-	ActiveSecrets(ctx context.Context, receiver string) (store.ActiveSet, error)
+	// Receivers reads every receiver's active secrets and expectation at
+	// once (store.Store.Receivers).
+	Receivers(ctx context.Context) (store.Receivers, error)
 }
 
 // EnvEndpoint names the secrets of SITEOPS_WEBHOOK_SECRETS in the inbox.
 const EnvEndpoint = "env"
 
-// secretSet is the secrets a receiver accepts, and whose each one is.
-type secretSet struct {
-	secrets   []string
-	endpoints []string
-	fetched   time.Time
+// receiverState is what the ingress knows of one receiver path: the
+// secrets it accepts and whose each one is, how many of its stored secrets
+// do not decrypt, and whether an endpoint creation for it is under way.
+type receiverState struct {
+	secrets    []string
+	endpoints  []string
+	unreadable int
+	exp        store.Expectation
+	// read is when the list it comes from was read.
+	read time.Time
 }
 
-// secretSource answers the secrets of a receiver path: for the default
-// receiver ("", POST /webhooks) the configured secrets plus any stored for
-// it; for a named receiver, the stored ones. Stored secrets are cached for
-// refresh, so that a newly stored secret is accepted within that time (the
-// handler refreshes sooner when it learns a secret was stored). A stored
-// secret that does not decrypt is skipped, logged once, and counted.
+// known reports whether the receiver exists: it has a secret, readable or
+// not, or expects one. A delivery to a receiver that does not is refused
+// before its body is read.
+func (r receiverState) known() bool {
+	return len(r.secrets) > 0 || r.unreadable > 0 || r.exp.Pending
+}
+
+// secretSource answers the secrets of a receiver path from a list of every
+// receiver, read whole: for the default receiver ("", POST /webhooks) the
+// configured secrets plus any stored for it; for a named receiver, the
+// stored ones.
 //
-// What a request may cost the database is bounded per receiver, not per
-// request: a read of a receiver's secrets (and its decryption) is shared by
-// every request that asks while it is under way (single flight), a
-// receiver without secrets is cached like one with them, and so is whether
-// a receiver expects a new secret (for unknownTTL when it does not, for a
-// hold's poll interval when it does). Held deliveries therefore share one
-// poll of the store per receiver, however many are held.
+// What a request may cost the database does not depend on the request:
+// the list is read by one call (store.Store.Receivers) for every receiver
+// at once, at most once per maxAge that its callers ask for (refresh for
+// an ordinary lookup; less for a delivery that no listed secret verifies
+// and for held deliveries), and one read is shared by every caller that
+// asks while it is under way. A receiver name nobody registered is
+// answered from the list, with no read of its own, and adds nothing to
+// memory: the list holds only the receivers that the store names.
 //
-// What a request may cost in memory is bounded too. Receiver names come
-// from anyone, so the answers about receivers without a secret (and their
-// expectations) live in a cache of their own that holds at most maxUnknown
-// names and drops the oldest: names chosen at random can neither grow it
-// nor push out the entries of receivers that have secrets, which only the
-// store and SITEOPS_WEBHOOK_SECRETS can name.
+// A stored secret that does not decrypt is left out of its receiver's
+// secrets and counted (unreadable): the other receivers never notice it.
+// Whenever a receiver's unreadable secrets change, the gauge is set and
+// they are logged once.
 type secretSource struct {
 	env        []string
-	store      SecretStore // nil when no store secrets are used
-	expect     func(ctx context.Context, receiver string) (store.Expectation, error)
+	store      SecretStore // nil when no stored secrets are used
 	refresh    time.Duration
-	unknownTTL time.Duration
 	now        func() time.Time
 	log        *slog.Logger
 	unreadable func(ctx context.Context, receiver string, n int)
 
-	mu        sync.Mutex
-	known     map[string]secretSet         // receivers with at least one secret
-	knownExps map[string]cachedExpectation // expectations of known receivers
-	unknown   *lru[unknownReceiver]        // receivers without a secret, at most maxUnknown
-	// unreadSeen holds the endpoints last reported unreadable, only for
-	// receivers that have some: a stored secret names them.
-	unreadSeen map[string]string
+	mu       sync.Mutex
+	last     snapshot          // zero until the first read
+	reported map[string]string // receiver → its unreadable endpoints last reported
 
-	fetches flightGroup[secretSet]
-	expects flightGroup[store.Expectation]
+	reads flightGroup[snapshot]
+}
+
+// snapshot is the list of every receiver as read at one time.
+type snapshot struct {
+	list map[string]receiverState
+	read time.Time
 }
 
 // init makes the caches of s, and returns it.
 func (s *secretSource) init() *secretSource {
-	s.known = map[string]secretSet{}
-	s.knownExps = map[string]cachedExpectation{}
-	s.unknown = newLRU[unknownReceiver](maxUnknown)
-	s.unreadSeen = map[string]string{}
+	s.reported = map[string]string{}
 	return s
 }
 
-// cachedExpectation is an Expectation and when it was read.
-type cachedExpectation struct {
-	exp store.Expectation
-	at  time.Time
-}
-
-// unknownReceiver is what is cached of a receiver without a secret: that
-// it had none when last read, and whether it expects one.
-type unknownReceiver struct {
-	set    secretSet
-	hasSet bool
-	exp    cachedExpectation
-	hasExp bool
-}
-
-// maxUnknown bounds the receivers without a secret cached at once: their
-// names come from anyone. 4,096 entries of a name (at most 64 bytes) and
-// two timestamps stay under a megabyte.
-const maxUnknown = 4096
-
-// errUnknownReceiver means the receiver has no secret at all.
-var errUnknownReceiver = errors.New("unknown receiver")
-
-func (s *secretSource) lookup(ctx context.Context, receiver string) (secretSet, error) {
-	cached, ok := s.cachedSet(receiver)
-	if ok && s.now().Sub(cached.fetched) < s.refresh {
-		if len(cached.secrets) == 0 {
-			return cached, errUnknownReceiver
-		}
-		return cached, nil
+// lookup returns the receiver's state from a list read at most maxAge ago
+// (refresh when maxAge is 0), reading the list afresh if it is older.
+func (s *secretSource) lookup(ctx context.Context, receiver string, maxAge time.Duration) (receiverState, error) {
+	if maxAge <= 0 || maxAge > s.refresh {
+		maxAge = s.refresh
 	}
-	return s.fetch(ctx, receiver)
-}
-
-// cachedSet returns what is cached of the receiver's secrets.
-func (s *secretSource) cachedSet(receiver string) (secretSet, bool) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if set, ok := s.known[receiver]; ok {
-		return set, true
-	}
-	if u, ok := s.unknown.get(receiver); ok && u.hasSet {
-		return u.set, true
-	}
-	return secretSet{}, false
-}
-
-// fetchSince returns the receiver's secrets as read after since: the cached
-// ones when they were, else read afresh.
-func (s *secretSource) fetchSince(ctx context.Context, receiver string, since time.Time) (secretSet, error) {
-	cached, ok := s.cachedSet(receiver)
-	if ok && cached.fetched.After(since) {
-		if len(cached.secrets) == 0 {
-			return cached, errUnknownReceiver
+	snap := s.last
+	s.mu.Unlock()
+	if snap.list == nil || s.now().Sub(snap.read) >= maxAge {
+		var err error
+		if snap, err = s.reads.do(ctx, "", s.readList); err != nil {
+			return receiverState{}, err
 		}
-		return cached, nil
 	}
-	return s.fetch(ctx, receiver)
+	st := snap.list[receiver]
+	st.read = snap.read
+	return st, nil
 }
 
-// fetch reads the receiver's secrets afresh, once for every caller that
-// asks while a read is under way.
-func (s *secretSource) fetch(ctx context.Context, receiver string) (secretSet, error) {
-	set, err := s.fetches.do(ctx, receiver, func(ctx context.Context) (secretSet, error) { return s.read(ctx, receiver) })
-	if err == nil && len(set.secrets) == 0 {
-		return set, errUnknownReceiver
-	}
-	return set, err
+// Refresh reads the list now; the server calls it every refresh period, so
+// that lookups rarely wait for a read and the unreadable-secrets gauge
+// follows a fix (a rekey) without a delivery.
+func (s *secretSource) Refresh(ctx context.Context) error {
+	_, err := s.reads.do(ctx, "", s.readList)
+	return err
 }
 
-// read reads the receiver's secrets from the store and caches them.
-func (s *secretSource) read(ctx context.Context, receiver string) (secretSet, error) {
-	set := secretSet{fetched: s.now()}
-	if receiver == "" {
+// readList reads every receiver, adds the configured secrets to the
+// default one, reports unreadable secrets that changed, and keeps the list.
+func (s *secretSource) readList(ctx context.Context) (snapshot, error) {
+	read := s.now()
+	list := map[string]receiverState{}
+	if len(s.env) > 0 {
+		st := receiverState{}
 		for _, sec := range s.env {
-			set.secrets = append(set.secrets, sec)
-			set.endpoints = append(set.endpoints, EnvEndpoint)
+			st.secrets = append(st.secrets, sec)
+			st.endpoints = append(st.endpoints, EnvEndpoint)
 		}
+		list[""] = st
 	}
 	if s.store != nil {
-		active, err := s.store.ActiveSecrets(ctx, receiver)
-		switch {
-		case errors.Is(err, store.ErrNoSecretKey) && receiver == "":
-			// Only the configured secrets are used on POST /webhooks.
-		case err != nil:
-			return secretSet{}, err
+		rs, err := s.store.Receivers(ctx)
+		if err != nil {
+			return snapshot{}, err
 		}
-		for i, sec := range active.Secrets {
-			set.secrets = append(set.secrets, sec.Reveal())
-			set.endpoints = append(set.endpoints, active.Infos[i].EndpointID)
+		for receiver, set := range rs.Secrets {
+			st := list[receiver]
+			for i, sec := range set.Secrets {
+				st.secrets = append(st.secrets, sec.Reveal())
+				st.endpoints = append(st.endpoints, set.Infos[i].EndpointID)
+			}
+			st.unreadable = len(set.Unreadable)
+			list[receiver] = st
 		}
-		s.noteUnreadable(ctx, receiver, active.Unreadable)
+		for receiver, exp := range rs.Expectations {
+			st := list[receiver]
+			st.exp = exp
+			list[receiver] = st
+		}
+		s.noteUnreadable(ctx, rs.Secrets)
 	}
-	// Receivers without secrets are cached too, so that traffic to a
-	// receiver that does not exist does not reach the database each time,
-	// but apart from the known ones (see secretSource).
+	snap := snapshot{list: list, read: read}
 	s.mu.Lock()
-	if len(set.secrets) > 0 {
-		s.known[receiver] = set
-		s.unknown.remove(receiver)
-	} else {
-		if _, ok := s.known[receiver]; ok {
-			delete(s.known, receiver)
-			delete(s.knownExps, receiver)
-		}
-		u, _ := s.unknown.get(receiver)
-		u.set, u.hasSet = set, true
-		s.unknown.put(receiver, u)
+	if !snap.read.Before(s.last.read) {
+		s.last = snap
 	}
 	s.mu.Unlock()
-	return set, nil
-}
-
-// expectation says whether receiver expects a new secret, as read at most
-// maxAge ago (unknownTTL ago for a receiver that did not), reading it once
-// for every caller that asks while a read is under way.
-func (s *secretSource) expectation(ctx context.Context, receiver string, maxAge time.Duration) (store.Expectation, error) {
-	now := s.now()
-	if c, ok := s.cachedExpectation(receiver); ok {
-		age := now.Sub(c.at)
-		if (c.exp.Pending && age < maxAge) || (!c.exp.Pending && age < s.unknownTTL) {
-			return c.exp, nil
-		}
-	}
-	return s.expects.do(ctx, receiver, func(ctx context.Context) (store.Expectation, error) {
-		exp, err := s.expect(ctx, receiver)
-		if err != nil {
-			return exp, err
-		}
-		c := cachedExpectation{exp: exp, at: s.now()}
-		s.mu.Lock()
-		if _, ok := s.known[receiver]; ok {
-			s.knownExps[receiver] = c
-		} else {
-			u, _ := s.unknown.get(receiver)
-			u.exp, u.hasExp = c, true
-			s.unknown.put(receiver, u)
-		}
-		s.mu.Unlock()
-		return exp, nil
-	})
-}
-
-// cachedExpectation returns what is cached of whether the receiver expects
-// a new secret.
-func (s *secretSource) cachedExpectation(receiver string) (cachedExpectation, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if c, ok := s.knownExps[receiver]; ok {
-		return c, true
-	}
-	if u, ok := s.unknown.get(receiver); ok && u.hasExp {
-		return u.exp, true
-	}
-	return cachedExpectation{}, false
+	return snap, nil
 }
 
 // flightGroup runs one call per key at a time; callers that ask for a key
@@ -282,80 +201,58 @@ func (g *flightGroup[T]) do(ctx context.Context, key string, fn func(context.Con
 	return c.val, c.err
 }
 
-// noteUnreadable counts the receiver's secrets that do not decrypt and
-// logs them when the set changes, not on every refresh.
-func (s *secretSource) noteUnreadable(ctx context.Context, receiver string, infos []store.SecretInfo) {
-	ids := make([]string, len(infos))
-	for i, info := range infos {
-		ids[i] = info.EndpointID
+// noteUnreadable sets the gauge of every receiver whose unreadable secrets
+// changed since the last read — to 0 for one that has none any more, so
+// that the gauge stays raised exactly until the fix — and logs the new
+// ones once, not on every read.
+func (s *secretSource) noteUnreadable(ctx context.Context, secrets map[string]store.ActiveSet) {
+	now := map[string]string{}
+	for receiver, set := range secrets {
+		if len(set.Unreadable) == 0 {
+			continue
+		}
+		ids := make([]string, len(set.Unreadable))
+		for i, info := range set.Unreadable {
+			ids[i] = info.EndpointID
+		}
+		slices.Sort(ids)
+		now[receiver] = strings.Join(ids, ",")
 	}
-	slices.Sort(ids)
-	key := strings.Join(ids, ",")
 	s.mu.Lock()
-	changed := s.unreadSeen[receiver] != key
-	// Only receivers with unreadable secrets are remembered: a receiver
-	// path nobody registered, which anyone can send to, adds no entry.
-	if key == "" {
-		delete(s.unreadSeen, receiver)
-	} else {
-		s.unreadSeen[receiver] = key
+	type change struct {
+		receiver, key string
 	}
+	var changes []change
+	for receiver, key := range now {
+		if s.reported[receiver] != key {
+			changes = append(changes, change{receiver, key})
+		}
+	}
+	for receiver := range s.reported {
+		if _, ok := now[receiver]; !ok {
+			changes = append(changes, change{receiver, ""})
+		}
+	}
+	// Only receivers whose stored secrets do not decrypt are remembered:
+	// the store names them, never a request.
+	s.reported = now
 	s.mu.Unlock()
-	// Only a change is recorded: a receiver path nobody registered adds no
-	// series either.
-	if changed && s.unreadable != nil {
-		s.unreadable(ctx, receiver, len(ids))
-	}
-	if changed && len(ids) > 0 && s.log != nil {
-		s.log.Error("stored signing secrets do not decrypt with SITEOPS_SECRET_KEY and are skipped; deliveries signed with them are refused",
-			"receiver", store.ReceiverName(receiver), "endpoints", key, "fix", "set the key they were stored with, or run `siteops secret rekey`")
-	}
-}
-
-// lru is a map of at most max entries that drops the least recently
-// written one to make room. It is not safe for concurrent use.
-type lru[V any] struct {
-	max     int
-	order   *list.List // of *lruEntry[V], most recently written first
-	entries map[string]*list.Element
-}
-
-type lruEntry[V any] struct {
-	key string
-	val V
-}
-
-func newLRU[V any](max int) *lru[V] {
-	return &lru[V]{max: max, order: list.New(), entries: map[string]*list.Element{}}
-}
-
-func (c *lru[V]) get(key string) (V, bool) {
-	if e, ok := c.entries[key]; ok {
-		return e.Value.(*lruEntry[V]).val, true
-	}
-	var zero V
-	return zero, false
-}
-
-func (c *lru[V]) put(key string, val V) {
-	if e, ok := c.entries[key]; ok {
-		e.Value.(*lruEntry[V]).val = val
-		c.order.MoveToFront(e)
-		return
-	}
-	if c.order.Len() >= c.max {
-		oldest := c.order.Back()
-		c.order.Remove(oldest)
-		delete(c.entries, oldest.Value.(*lruEntry[V]).key)
-	}
-	c.entries[key] = c.order.PushFront(&lruEntry[V]{key: key, val: val})
-}
-
-func (c *lru[V]) remove(key string) {
-	if e, ok := c.entries[key]; ok {
-		c.order.Remove(e)
-		delete(c.entries, key)
+	for _, c := range changes {
+		n := 0
+		if c.key != "" {
+			n = strings.Count(c.key, ",") + 1
+		}
+		if s.unreadable != nil {
+			s.unreadable(ctx, c.receiver, n)
+		}
+		if s.log == nil {
+			continue
+		}
+		if n == 0 {
+			s.log.Info("the stored signing secrets of the receiver all decrypt again", "receiver", store.ReceiverName(c.receiver))
+			continue
+		}
+		s.log.Error("stored signing secrets do not decrypt with SITEOPS_SECRET_KEY and are skipped; deliveries to the receiver that its other secrets do not verify are answered 503 (the sender retries) until it is fixed",
+			"receiver", store.ReceiverName(c.receiver), "endpoints", c.key, "fix", "set the key they were stored with, or run `siteops secret rekey`")
 	}
 }
-
-func (c *lru[V]) len() int { return c.order.Len() }

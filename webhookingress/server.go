@@ -30,10 +30,13 @@ type ServerOptions struct {
 	// Window is the signature age window.
 	Window time.Duration
 	// MaxBody and MaxConcurrent bound the bodies read and the deliveries
-	// handled at once (Options; zero for the defaults).
+	// verified and recorded at once (Options; zero for the defaults).
 	MaxBody       int64
 	MaxConcurrent int
-	Logger        *slog.Logger
+	// MaxConns bounds the connections open on the webhook port
+	// (DefaultMaxConns when zero; see connLimiter).
+	MaxConns int
+	Logger   *slog.Logger
 	// Registry serves GET /metrics and MeterProvider records the
 	// ingress's metrics: in a process with telemetry, its Registry and
 	// MeterProvider, the one exporting into the other. With MeterProvider
@@ -51,6 +54,32 @@ type Server struct {
 	Store   *store.Store
 	Client  client.Client
 	log     *slog.Logger
+	// maxConns bounds the webhook port's connections; mp records otelhttp's
+	// metrics (nil: the global meter provider).
+	maxConns int
+	mp       metric.MeterProvider
+}
+
+// IdleTimeout closes a keep-alive connection of the webhook port that has
+// had no request for that long. A sender that keeps its connection reuses
+// it within seconds when it has deliveries; the connection cap closes idle
+// connections sooner when it needs room.
+const IdleTimeout = 30 * time.Second
+
+// webhookServer returns the server of the webhook port and the listener it
+// is to serve: ln, admitting at most maxConns connections.
+func webhookServer(h *Handler, ln net.Listener, maxConns int, mp metric.MeterProvider) (*http.Server, net.Listener) {
+	limited := newConnLimiter(ln, maxConns, h.opts.Metrics)
+	return &http.Server{
+		Handler:           traced(h, mp),
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       15 * time.Second,
+		WriteTimeout:      15 * time.Second,
+		IdleTimeout:       IdleTimeout,
+		MaxHeaderBytes:    MaxHeaderBytes,
+		ConnState:         limited.state,
+		ConnContext:       limited.context,
+	}, limited
 }
 
 // ErrNoSecrets is returned when the ingress could verify nothing.
@@ -85,7 +114,11 @@ func New(o ServerOptions) (*Server, error) {
 		MaxBody: o.MaxBody, MaxConcurrent: o.MaxConcurrent,
 		Logger: o.Logger, Metrics: m, Registry: reg, Recorded: relay.Wake,
 	})
-	return &Server{Handler: h, Relay: relay, Store: o.Store, Client: o.Temporal, log: o.Logger}, nil
+	maxConns := o.MaxConns
+	if maxConns <= 0 {
+		maxConns = DefaultMaxConns
+	}
+	return &Server{Handler: h, Relay: relay, Store: o.Store, Client: o.Temporal, log: o.Logger, maxConns: maxConns, mp: o.MeterProvider}, nil
 }
 
 // Serve serves the webhook routes on ln and runs the relay until ctx is
@@ -99,20 +132,17 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // /healthz) on admin when it is not nil: an internal address that only the
 // operators' network (Prometheus, the kubelet) reaches.
 //
-// The webhook server is the part anyone can reach: its header is bounded
-// (MaxHeaderBytes) and must come within 5 s, a request within 15 s, and a
-// connection idle for a minute is closed.
+// The webhook server is the part anyone can reach: at most MaxConns
+// connections are open (see connLimiter), a request's header is bounded
+// (MaxHeaderBytes) and must come within 5 s, a body within its deadline
+// (Options.BodyTimeout), a request within 15 s, and a connection idle for
+// 30 s is closed. The list of receivers is read every SecretRefresh
+// meanwhile, so that requests rarely wait for a read and the
+// unreadable-secrets gauge follows a fix without a delivery.
 func (s *Server) ServeWithAdmin(ctx context.Context, ln, admin net.Listener) error {
-	srv := &http.Server{
-		Handler:           Traced(s.Handler),
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       15 * time.Second,
-		WriteTimeout:      15 * time.Second,
-		IdleTimeout:       time.Minute,
-		MaxHeaderBytes:    MaxHeaderBytes,
-	}
+	srv, limited := webhookServer(s.Handler, ln, s.maxConns, s.mp)
 	servers := []*http.Server{srv}
-	listeners := []net.Listener{ln}
+	listeners := []net.Listener{limited}
 	if admin != nil {
 		servers = append(servers, &http.Server{
 			Handler:           s.Handler.Admin(),
@@ -126,6 +156,7 @@ func (s *Server) ServeWithAdmin(ctx context.Context, ln, admin net.Listener) err
 	relayCtx, stopRelay := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = s.Relay.Run(relayCtx) })
+	wg.Go(func() { s.Handler.watchReceivers(relayCtx) })
 	errc := make(chan error, len(servers))
 	for i, hs := range servers {
 		go func() { errc <- hs.Serve(listeners[i]) }()
