@@ -25,9 +25,15 @@ type Kind struct {
 	// NewStatus returns a pointer to the zero status this kind reports.
 	NewStatus func() Status
 	// Versioning is how a running workflow of this kind moves between
-	// worker deployment versions: Pinned stays on the build that started
-	// it; AutoUpgrade moves to the current one (for workflows that run for
-	// ever, replay-safe by GetVersion).
+	// worker deployment versions. Pinned stays on the build that started
+	// it, so a release waits for it to end before the old build goes: only
+	// kinds whose runs end within a bounded time may be Pinned.
+	// AutoUpgrade moves to the current build at its next workflow task, so
+	// every change to its code must replay its older histories (guarded by
+	// workflow.GetVersion; workflows/replay_test.go replays every
+	// release's). `siteops release promote` moves runs that an older build
+	// pinned onto the current one when this build declares their kind
+	// AutoUpgrade.
 	Versioning workflow.VersioningBehavior
 }
 
@@ -53,7 +59,10 @@ type IDPolicy struct {
 var (
 	// A slug is onboarded once: a second start while it runs or after it
 	// succeeded is refused; after a failure it may run again, and its
-	// unchanged steps replay under the same idempotency keys.
+	// unchanged steps replay under the same idempotency keys. It is Pinned:
+	// it ends within minutes plus its wait for knowledge, which Validate
+	// bounds (MaxKnowledgeTimeout), so the build that started it may keep
+	// it to the end and its code may change freely.
 	OnboardingKind = Kind{
 		Name: OnboardingWorkflowName, Func: Onboarding, Prefix: "onboarding/",
 		Policy:      IDPolicy{enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY, enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL},
@@ -68,25 +77,32 @@ var (
 		Versioning: workflow.VersioningBehaviorAutoUpgrade,
 	}
 	// One open incident per site; a second "embed off" joins it (no second
-	// PATCH); after it closes, a new incident may start.
+	// PATCH); after it closes, a new incident may start. An incident waits
+	// for on-call without limit, so pinning it would keep its build (and
+	// the release before it) running for as long as nobody answers: it is
+	// AutoUpgrade, and every change to it is guarded by GetVersion.
 	EmbedIncidentKind = Kind{
 		Name: EmbedIncidentWorkflowName, Func: EmbedIncident, Prefix: "embed-incident/",
 		Policy:      IDPolicy{enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE, enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING},
 		StatusQuery: QueryIncident, NewStatus: func() Status { return &EmbedIncidentStatus{} },
-		Versioning: workflow.VersioningBehaviorPinned,
+		Versioning: workflow.VersioningBehaviorAutoUpgrade,
 	}
 	// One running rotation per endpoint; a second start while it runs
-	// joins it; after it ends the endpoint may be rotated again.
+	// joins it; after it ends the endpoint may be rotated again. A rotation
+	// may wait a week for a verified delivery and another for on-call's
+	// decision (MaxVerifyTimeout, MaxDecisionTimeout), too long to hold a
+	// release back: it is AutoUpgrade, every change guarded by GetVersion.
 	SecretRotationKind = Kind{
 		Name: SecretRotationWorkflowName, Func: SecretRotation, Prefix: "secret-rotation/",
 		Policy:      IDPolicy{enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE, enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING},
 		StatusQuery: QueryRotation, NewStatus: func() Status { return &SecretRotationStatus{} },
-		Versioning: workflow.VersioningBehaviorPinned,
+		Versioning: workflow.VersioningBehaviorAutoUpgrade,
 	}
 	// A registration is one logical operation: repeating it while it runs
 	// joins it, and after it succeeded the same request is answered with
 	// its result instead of creating a second endpoint; after a failure it
-	// may run again under the same idempotency key.
+	// may run again under the same idempotency key. It is Pinned: it ends
+	// within its activities' retries (minutes).
 	EndpointRegistrationKind = Kind{
 		Name: EndpointRegistrationWorkflowName, Func: EndpointRegistration, Prefix: "webhook-endpoint/",
 		Policy:      IDPolicy{enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY, enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING},

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/siteops/siteops/agentsite"
 )
@@ -45,6 +46,12 @@ const (
 	MaxFAQTotalChars    = 100_000
 	MaxInlineTextChars  = 8_000
 )
+
+// MaxKnowledgeTimeout is the longest an onboarding may wait for its
+// knowledge. Onboardings are Pinned to the build that started them, and a
+// release removes the old build only once they have ended: the bound keeps
+// that wait to a week.
+const MaxKnowledgeTimeout = 7 * 24 * time.Hour
 
 // Validate checks a whole onboarding input against every rule of the
 // Agent-Site contract that can be checked before calling it, and returns
@@ -130,8 +137,11 @@ func Validate(in OnboardingInput) []Problem {
 	default:
 		add("on_knowledge_timeout", "must be %q or %q", TimeoutFail, TimeoutProceed)
 	}
-	if in.KnowledgeTimeout < 0 {
+	switch d := in.KnowledgeTimeout.D(); {
+	case d < 0:
 		add("knowledge_timeout", "must not be negative")
+	case d > MaxKnowledgeTimeout:
+		add("knowledge_timeout", "is %s; the most an onboarding may wait for its knowledge is %s (7 days): its build keeps running until it ends", d, MaxKnowledgeTimeout)
 	}
 	return ps
 }

@@ -3,6 +3,7 @@ package workflows_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/workflows"
@@ -56,6 +57,9 @@ func TestValidate(t *testing.T) {
 			}
 		}, "faqs"},
 		{"bad timeout policy", func(in *workflows.OnboardingInput) { in.OnKnowledgeTimeout = "retry" }, "on_knowledge_timeout"},
+		{"knowledge timeout past a week", func(in *workflows.OnboardingInput) {
+			in.KnowledgeTimeout = workflows.Duration(workflows.MaxKnowledgeTimeout + time.Second)
+		}, "knowledge_timeout"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
