@@ -105,10 +105,10 @@ type Worker struct {
 	// MetricsAddr serves the worker's /metrics (empty: none).
 	MetricsAddr string `envconfig:"SITEOPS_METRICS_ADDR" default:":9090"`
 	// Versioning opts the worker into Temporal's Worker Versioning: it
-	// polls as version BuildID of deployment DeploymentName, Onboarding,
-	// EmbedIncident, SecretRotation and EndpointRegistration runs stay on
-	// the build that started them (Pinned), LeadSync moves to the current
-	// build (AutoUpgrade).
+	// polls as version BuildID of deployment DeploymentName; Onboarding and
+	// EndpointRegistration runs stay on the build that started them
+	// (Pinned), the other kinds move to the current build (AutoUpgrade;
+	// workflows.Catalogue says why).
 	Versioning     bool   `envconfig:"SITEOPS_WORKER_VERSIONING" default:"true"`
 	DeploymentName string `envconfig:"SITEOPS_DEPLOYMENT_NAME" default:"siteops"`
 	// BuildID names this build; empty means the binary's own version.
