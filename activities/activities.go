@@ -33,6 +33,7 @@ type Store interface {
 	CountLeads(ctx context.Context, siteID string) (int, error)
 	KnowledgeText(ctx context.Context, hash string) (string, error)
 	SetSiteWorkflow(ctx context.Context, siteID, workflowID string) error
+	SiteEvents(ctx context.Context, siteID string) ([]store.SiteEvent, error)
 	CheckSecretKey(ctx context.Context) error
 	PutSecretFrom(ctx context.Context, endpointID, receiver, origin string, secret agentsite.SigningSecret) error
 	RetireSecret(ctx context.Context, endpointID string, at time.Time) error
