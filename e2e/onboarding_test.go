@@ -4,12 +4,17 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"reflect"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/siteops/siteops/agentsite/webhook"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"
@@ -162,4 +167,118 @@ func TestWorkerKilledMidOnboarding(t *testing.T) {
 	if creates != 2 {
 		t.Errorf("%d create-site requests, want the killed one and its retry", creates)
 	}
+}
+
+// TestOnboardingStartedAgainWithSDKDefaults starts a finished onboarding's
+// ID again as a caller with a Temporal SDK's default ID reuse policy would
+// (not the catalogue's): the new run gets no knowledge-ready signal, since
+// every event went to the first run, yet finds the events in the inbox,
+// never waits, and ends at once with the first run's result; every API
+// call it makes is answered from the stored response, so the simulator
+// applies nothing twice.
+func TestOnboardingStartedAgainWithSDKDefaults(t *testing.T) {
+	e := newEnv(t, store.SQLite, simulator.Config{KnowledgeDelay: 2 * time.Second}) // 20 ms at the test's time scale
+	e.startWorker(t)
+	in := e.startIngress(t)
+	e.register(t, in, "/webhooks/main", "knowledge.ready", "site.published")
+	p := prepare(t, "../examples/acme-anvils.yaml", "acme-anvils")
+	p.Input.WaitForKnowledge = true
+	p.Input.KnowledgeTimeout = workflows.Duration(time.Minute)
+	id := workflows.OnboardingID("acme-anvils")
+	first := e.onboard(t, p, time.Minute)
+	if first.Status != "published" || first.KnowledgeReady != 2 {
+		t.Fatalf("first run: %+v; want published with both sources ready", first)
+	}
+	firstRun, err := e.client.DescribeWorkflowExecution(t.Context(), id, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every event the first run caused is in the inbox and dispatched
+	// (to it while it ran, to nobody after: target-gone).
+	var emitted []string
+	for _, ev := range e.sim.Events() {
+		if ev.Type == webhook.KnowledgeReady || ev.Type == webhook.SitePublished {
+			emitted = append(emitted, ev.ID)
+		}
+	}
+	if len(emitted) != 3 {
+		t.Fatalf("the simulator emitted %v as knowledge.ready and site.published; want 3 events", emitted)
+	}
+	eventually(t, 30*time.Second, "every event in the inbox and dispatched", func() bool {
+		for _, ev := range emitted {
+			if out, _, err := e.store.InboxOutcome(t.Context(), ev); err != nil || out == "" {
+				return false
+			}
+		}
+		return true
+	})
+	applied := func() (mutations, replayed int) {
+		for _, r := range e.sim.Requests() {
+			switch {
+			case r.Method == "GET" || r.Status >= 300:
+			case r.Replayed:
+				replayed++
+			default:
+				mutations++
+			}
+		}
+		return mutations, replayed
+	}
+	mutationsBefore, replayedBefore := applied()
+	eventsBefore := len(e.sim.Events())
+
+	// No ID reuse or conflict policy: the SDK's defaults.
+	run, err := e.client.ExecuteWorkflow(t.Context(), client.StartWorkflowOptions{ID: id, TaskQueue: taskQueue}, workflows.OnboardingWorkflowName, p.Input)
+	if err != nil {
+		t.Fatalf("a second start with the SDK's default policy: %v", err)
+	}
+	if run.GetRunID() == firstRun.GetWorkflowExecutionInfo().GetExecution().GetRunId() {
+		t.Fatal("the second start joined the first run; want a new run")
+	}
+	var second workflows.OnboardingResult
+	if err := run.Get(ctxWithin(t, 30*time.Second), &second); err != nil {
+		t.Fatalf("the second run: %v", err)
+	}
+	if !reflect.DeepEqual(second, first) {
+		t.Errorf("second run's result %+v; want the first's %+v", second, first)
+	}
+	mutations, replayed := applied()
+	if mutations != mutationsBefore {
+		t.Errorf("the simulator applied %d mutations during the second run; want none", mutations-mutationsBefore)
+	}
+	// Create, agent, two sources, three FAQs, publish: each sent again
+	// under its key and answered with the stored response.
+	if got := replayed - replayedBefore; got != 8 {
+		t.Errorf("%d answers replayed to the second run; want 8, one per step", got)
+	}
+	if n := len(e.sim.Events()); n != eventsBefore {
+		t.Errorf("the simulator emitted %d events during the second run; want none", n-eventsBefore)
+	}
+	if sites := e.sim.Sites(); len(sites) != 1 || sites[0].Knowledge != 2 || sites[0].FAQs != 3 || sites[0].Status != "published" {
+		t.Errorf("simulator holds %+v; want the one site the first run made", sites)
+	}
+	// It never waited: no timer in its history.
+	it := e.client.GetWorkflowHistory(t.Context(), id, run.GetRunID(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.GetEventType() == enumspb.EVENT_TYPE_TIMER_STARTED {
+			t.Errorf("the second run started a timer (event %d): it waited; want it to find every event in the inbox", ev.GetEventId())
+		}
+	}
+	v, err := e.client.QueryWorkflow(t.Context(), id, run.GetRunID(), workflows.QueryStatus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st workflows.OnboardingStatus
+	if err := v.Get(&st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Step != workflows.StepDone || st.LastSiteEvent != "site.published" || st.KnowledgeReady != 2 {
+		t.Errorf("second run's status %+v; want done, both sources ready, and the inbox's site.published", st)
+	}
+	recordRunHistory(t, e, id, firstRun.GetWorkflowExecutionInfo().GetExecution().GetRunId(), "onboarding_waits_for_knowledge")
+	recordRunHistory(t, e, id, run.GetRunID(), "onboarding_started_again")
 }

@@ -238,7 +238,7 @@ func (o *onboarding) run(ctx workflow.Context) (OnboardingResult, error) {
 		if timeout == 0 {
 			timeout = 10 * time.Minute
 		}
-		all, err := workflow.AwaitWithTimeout(ctx, timeout, func() bool { return o.readyCount() == len(o.res.KnowledgeIDs) })
+		all, err := o.waitForKnowledge(ctx, timeout)
 		if err != nil {
 			return OnboardingResult{}, err
 		}
@@ -288,6 +288,88 @@ func (o *onboarding) validate(ctx workflow.Context) []Problem {
 		return []Problem{{Field: "(input)", Message: "the validation's answer could not be read: " + err.Error()}}
 	}
 	return problems
+}
+
+// versionLevelTriggeredWaits marks onboardings whose wait for knowledge is
+// level-triggered as well as signal-driven: they read what the inbox holds
+// of their site's events before they wait and again while they wait, so
+// that a knowledge.ready that came before the run listened, while no run
+// did, or to an earlier run of the same ID (a second start after a success,
+// under an SDK's default ID reuse policy) is never needed as a signal
+// again. Onboardings started before it wait for signals alone, as they ran.
+const versionLevelTriggeredWaits = "level-triggered-waits"
+
+// How often a waiting onboarding reads the inbox: first inboxReadFirst
+// after the read before it waits, then twice as long each time, up to
+// inboxReadCeiling or the timeout's inboxReadsPerWait-th part, whichever
+// is longer. So a wait of any length reads at most some 110 times (11
+// history events each: about 1,200 for the longest wait, 7 days; some 13
+// reads for the default 10 minutes), and the signal stays the fast path.
+const (
+	inboxReadFirst    = 5 * time.Second
+	inboxReadCeiling  = time.Minute
+	inboxReadsPerWait = 100
+)
+
+// waitForKnowledge waits until every source is ready or timeout passes,
+// and says whether every source was ready.
+func (o *onboarding) waitForKnowledge(ctx workflow.Context, timeout time.Duration) (bool, error) {
+	allReady := func() bool { return o.readyCount() == len(o.res.KnowledgeIDs) }
+	if workflow.GetVersion(ctx, versionLevelTriggeredWaits, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return workflow.AwaitWithTimeout(ctx, timeout, allReady)
+	}
+	deadline := workflow.Now(ctx).Add(timeout)
+	every, ceiling := inboxReadFirst, max(inboxReadCeiling, timeout/inboxReadsPerWait)
+	for {
+		// A read also at the deadline: a source the inbox holds by then
+		// counts as ready.
+		if !allReady() {
+			o.readInbox(ctx)
+		}
+		if allReady() {
+			return true, nil
+		}
+		left := deadline.Sub(workflow.Now(ctx))
+		if left <= 0 {
+			return false, nil
+		}
+		if ok, err := workflow.AwaitWithTimeout(ctx, min(every, left), allReady); ok || err != nil {
+			return ok, err
+		}
+		every = min(2*every, ceiling)
+	}
+}
+
+// readInbox takes what the inbox holds of the site's events as if each had
+// been signalled: the sources not yet ready that have a knowledge.ready,
+// and the site's latest publication event. A read that fails is logged and
+// changes nothing: the signals and the next read still count.
+func (o *onboarding) readInbox(ctx workflow.Context) {
+	var a *activities.Activities
+	var missing []string
+	for _, id := range o.res.KnowledgeIDs {
+		if id != "" && !o.ready[id] {
+			missing = append(missing, id)
+		}
+	}
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 10 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumAttempts: 3},
+	})
+	var res activities.SiteEventsResult
+	if err := workflow.ExecuteActivity(actx, a.SiteEvents, activities.SiteEventsInput{SiteID: o.res.SiteID, KnowledgeIDs: missing}).Get(ctx, &res); err != nil {
+		if ctx.Err() == nil {
+			workflow.GetLogger(ctx).Warn("reading the inbox for the site's events failed; waiting for their signals", "site_id", o.res.SiteID, "error", err)
+		}
+		return
+	}
+	for _, id := range res.Ready {
+		o.ready[id] = true
+	}
+	if id := res.LastSiteEventID; id != "" && !o.seenEvents[id] {
+		o.seenEvents[id] = true
+		o.status.LastSiteEvent = res.LastSiteEvent
+	}
 }
 
 func (o *onboarding) agentUpdate() agentsite.AgentUpdate {

@@ -3,6 +3,7 @@ package workflows_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/siteops/siteops/activities"
 	"github.com/siteops/siteops/simulator"
+	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/workflows"
 )
 
@@ -272,4 +274,137 @@ func TestOnboardingWaitsForKnowledge(t *testing.T) {
 			t.Errorf("result = %+v", res)
 		}
 	})
+}
+
+// recordInInbox records verified events in the fixture's inbox as the
+// ingress would, without any signal: each is {site_id, knowledge_id} for a
+// knowledge.ready, {site_id, status} for a site.* event.
+func (f *fixture) recordInInbox(t *testing.T, events ...[3]string) {
+	t.Helper()
+	for _, ev := range events {
+		id, typ, data := ev[0], ev[1], ev[2]
+		body := fmt.Sprintf(`{"id":%q,"type":%q,"created_at":"2026-11-21T09:00:00.000Z","data":%s}`, id, typ, data)
+		rec := store.InboxEvent{EventID: id, EventType: typ, Lane: store.LanePriority, EndpointID: "env", ReceivedAt: time.Now(), Body: []byte(body)}
+		if _, err := f.store.RecordEvent(context.Background(), rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestOnboardingWaitsAreLevelTriggered: no knowledge-ready signal is ever
+// sent; the onboarding finds the events in the inbox, before it waits or
+// while it waits, and a failing read leaves the signals to do it.
+func TestOnboardingWaitsAreLevelTriggered(t *testing.T) {
+	ready := [][3]string{
+		{"evt_k1", "knowledge.ready", `{"site_id":"site_1","knowledge_id":"kn_1"}`},
+		{"evt_k2", "knowledge.ready", `{"site_id":"site_1","knowledge_id":"kn_2"}`},
+		{"evt_pub", "site.published", `{"site_id":"site_1","status":"published"}`},
+	}
+	t.Run("the inbox already holds every event: no wait", func(t *testing.T) {
+		f := newFixture(t)
+		in := f.input(t, "acme")
+		in.WaitForKnowledge, in.KnowledgeTimeout = true, workflows.Duration(time.Hour)
+		// The simulator numbers sites and sources from 1: the events
+		// delivered, say, to an earlier run of this ID.
+		f.recordInInbox(t, ready...)
+		timers := 0
+		f.env.SetOnTimerScheduledListener(func(string, time.Duration) { timers++ })
+		start := f.env.Now()
+		f.env.ExecuteWorkflow(workflows.OnboardingWorkflowName, in)
+		var res workflows.OnboardingResult
+		if err := f.env.GetWorkflowResult(&res); err != nil {
+			t.Fatal(err)
+		}
+		if res.Status != "published" || res.KnowledgeReady != 2 || res.KnowledgeTimedOut {
+			t.Errorf("result = %+v; want published with both sources ready", res)
+		}
+		if timers != 0 || f.env.Now().Sub(start) > time.Minute {
+			t.Errorf("the onboarding started %d timers and took %s of workflow time; want no wait at all", timers, f.env.Now().Sub(start))
+		}
+		st := queryStatus(t, f)
+		if st.LastSiteEvent != "site.published" {
+			t.Errorf("status %+v; want the inbox's site.published as the last site event", st)
+		}
+	})
+	t.Run("events recorded while it waits, never signalled", func(t *testing.T) {
+		f := newFixture(t)
+		in := f.input(t, "acme")
+		in.WaitForKnowledge, in.KnowledgeTimeout = true, workflows.Duration(time.Hour)
+		f.env.RegisterDelayedCallback(func() { f.recordInInbox(t, ready...) }, 3*time.Minute)
+		start := f.env.Now()
+		f.env.ExecuteWorkflow(workflows.OnboardingWorkflowName, in)
+		var res workflows.OnboardingResult
+		if err := f.env.GetWorkflowResult(&res); err != nil {
+			t.Fatal(err)
+		}
+		if res.Status != "published" || res.KnowledgeReady != 2 || res.KnowledgeTimedOut {
+			t.Errorf("result = %+v; want published with both sources ready", res)
+		}
+		// Reads come at most a minute apart with a one-hour timeout.
+		if took := f.env.Now().Sub(start); took < 3*time.Minute || took > 4*time.Minute+time.Second {
+			t.Errorf("the onboarding ended %s after it started; want within a minute of the events' 3 min", took)
+		}
+	})
+	t.Run("a failing inbox read leaves the signal path", func(t *testing.T) {
+		f := newFixture(t)
+		in := f.input(t, "acme")
+		in.WaitForKnowledge, in.KnowledgeTimeout = true, workflows.Duration(time.Hour)
+		var a *activities.Activities
+		reads := 0
+		f.env.OnActivity(a.SiteEvents, mock.Anything, mock.Anything).Return(func(context.Context, activities.SiteEventsInput) (activities.SiteEventsResult, error) {
+			reads++
+			return activities.SiteEventsResult{}, errors.New("the store is down")
+		})
+		for i, kn := range []string{"kn_1", "kn_2"} {
+			f.env.RegisterDelayedCallback(func() {
+				f.env.SignalWorkflow(workflows.SignalKnowledgeReady, workflows.KnowledgeReadySignal{EventID: "evt_" + kn, KnowledgeID: kn})
+			}, time.Duration(i+1)*time.Minute)
+		}
+		f.env.ExecuteWorkflow(workflows.OnboardingWorkflowName, in)
+		var res workflows.OnboardingResult
+		if err := f.env.GetWorkflowResult(&res); err != nil {
+			t.Fatal(err)
+		}
+		if res.Status != "published" || res.KnowledgeReady != 2 || reads == 0 {
+			t.Errorf("result = %+v after %d failed reads; want published by the signals, with reads tried", res, reads)
+		}
+	})
+	t.Run("a long wait reads the inbox a bounded number of times", func(t *testing.T) {
+		f := newFixture(t)
+		in := f.input(t, "acme")
+		in.WaitForKnowledge, in.KnowledgeTimeout, in.OnKnowledgeTimeout = true, workflows.Duration(workflows.MaxKnowledgeTimeout), workflows.TimeoutProceed
+		f.env.SetTestTimeout(2 * time.Minute)
+		reads := 0
+		f.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+			if info.ActivityType.Name == "SiteEvents" {
+				reads++
+			}
+		})
+		f.env.ExecuteWorkflow(workflows.OnboardingWorkflowName, in)
+		var res workflows.OnboardingResult
+		if err := f.env.GetWorkflowResult(&res); err != nil {
+			t.Fatal(err)
+		}
+		if !res.KnowledgeTimedOut || res.KnowledgeReady != 0 {
+			t.Errorf("result = %+v; want a timeout with no source ready", res)
+		}
+		// A read before the wait, eleven while the interval doubles from
+		// 5 s to a hundredth of the timeout, then one per hundredth.
+		if reads < 100 || reads > 112 {
+			t.Errorf("%d inbox reads in a %s wait; want 100 to 112", reads, workflows.MaxKnowledgeTimeout)
+		}
+	})
+}
+
+func queryStatus(t *testing.T, f *fixture) workflows.OnboardingStatus {
+	t.Helper()
+	v, err := f.env.QueryWorkflow(workflows.QueryStatus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st workflows.OnboardingStatus
+	if err := v.Get(&st); err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
