@@ -38,6 +38,10 @@ type Temporal struct {
 	Address   string `ignored:"true"`
 	Namespace string `ignored:"true"`
 	Profile   string `ignored:"true"`
+	// Identity is the client identity Temporal records with every request
+	// the process sends (a start, a signal, an update); the SDK's
+	// pid@host when empty. The CLI names its operator in it.
+	Identity string `ignored:"true"`
 }
 
 // AgentSite is how to reach the Agent-Site API.
@@ -103,7 +107,7 @@ type Ingress struct {
 // Worker configures the worker process.
 type Worker struct {
 	// MetricsAddr serves the worker's /metrics (empty: none).
-	MetricsAddr string `envconfig:"SITEOPS_METRICS_ADDR" default:":9090"`
+	MetricsAddr string `envconfig:"SITEOPS_METRICS_ADDR" default:"127.0.0.1:9090"`
 	// Versioning opts the worker into Temporal's Worker Versioning: it
 	// polls as version BuildID of deployment DeploymentName; Onboarding and
 	// EndpointRegistration runs stay on the build that started them

@@ -26,6 +26,8 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"google.golang.org/grpc/codes"
+	grpcstatus "google.golang.org/grpc/status"
 
 	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/starter"
@@ -49,9 +51,23 @@ type Result struct {
 	Check  string `json:"check"`
 	Status Status `json:"status"`
 	Detail string `json:"detail"`
+	// Transient marks a failure that a retry may fix: the dependency is
+	// down, slow or throttling (5xx, 429, a timeout, a refused
+	// connection), not misconfigured. A process retries such a check for
+	// a while, then starts degraded and keeps checking.
+	Transient bool `json:"transient,omitempty"`
+	// Partial marks a failure that leaves the process useful: part of
+	// what the check covers works (one stored secret of two decrypts). A
+	// process starts degraded; doctor still fails until it is fixed.
+	Partial bool `json:"partial,omitempty"`
 	// Err is why a check failed, for exit codes; never printed as is.
 	Err error `json:"-"`
 }
+
+// Refuses reports whether a process must not start on r: a failure no
+// retry fixes (a wrong key, a missing namespace, a key that reads none of
+// the stored secrets).
+func (r Result) Refuses() bool { return r.Status == Fail && !r.Transient && !r.Partial }
 
 func (r Result) String() string { return fmt.Sprintf("%-5s %-28s %s", r.Status, r.Check, r.Detail) }
 
@@ -60,7 +76,43 @@ func ok(check, format string, args ...any) Result {
 }
 
 func fail(check string, err error) Result {
-	return Result{Check: check, Status: Fail, Detail: oneLine(err.Error()), Err: err}
+	return Result{Check: check, Status: Fail, Detail: oneLine(err.Error()), Err: err, Transient: IsTransient(err)}
+}
+
+// IsTransient reports whether err is the kind of failure a retry may fix:
+// the Agent-Site API answering 5xx, 429 or 408, or not answering; Temporal
+// or the database unavailable, overloaded or too slow; a refused or reset
+// connection; a deadline. Everything else (401, 403, a missing namespace,
+// a bad setting) is configuration.
+func IsTransient(err error) bool {
+	var (
+		apiErr    *agentsite.APIError
+		transport *agentsite.TransportError
+		open      *agentsite.BreakerOpenError
+		throttled *agentsite.ThrottledError
+		netErr    net.Error
+		opErr     *net.OpError
+		unavail   *serviceerror.Unavailable
+		deadline  *serviceerror.DeadlineExceeded
+		exhausted *serviceerror.ResourceExhausted
+	)
+	switch {
+	case err == nil:
+		return false
+	case errors.As(err, &apiErr):
+		return apiErr.Status >= 500 || apiErr.Status == http.StatusTooManyRequests || apiErr.Status == http.StatusRequestTimeout
+	case errors.As(err, &transport), errors.As(err, &open), errors.As(err, &throttled),
+		errors.As(err, &unavail), errors.As(err, &deadline), errors.As(err, &exhausted),
+		errors.Is(err, context.DeadlineExceeded), errors.Is(err, store.ErrUnreachable),
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
+		errors.As(err, &netErr), errors.As(err, &opErr):
+		return true
+	}
+	switch grpcstatus.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Aborted:
+		return true
+	}
+	return false
 }
 
 // Skipped is a check that does not apply here.
@@ -203,11 +255,38 @@ func SecretKey(ctx context.Context, st *store.Store) Result {
 	if err != nil {
 		return fail("secret key", err)
 	}
-	if len(bad) > 0 {
-		return fail("secret key", fmt.Errorf("%d of %d stored secrets do not decrypt with SITEOPS_SECRET_KEY: %s; set the key they were stored with, or run `siteops secret rekey`: %w",
-			len(bad), len(all), describeSecrets(bad), store.ErrKeyMismatch))
+	if len(bad) == 0 {
+		return ok("secret key", "decrypts all %d active stored secrets", len(all))
 	}
-	return ok("secret key", "decrypts all %d active stored secrets", len(all))
+	var otherKey, damaged []store.SecretInfo
+	for _, s := range bad {
+		if s.Damaged {
+			damaged = append(damaged, s)
+		} else {
+			otherKey = append(otherKey, s)
+		}
+	}
+	var problems []string
+	if len(otherKey) > 0 {
+		problems = append(problems, fmt.Sprintf("%d do not decrypt with SITEOPS_SECRET_KEY (stored under another key, or damaged): %s; set the key they were stored with, or run `siteops secret rekey` with it as SITEOPS_OLD_SECRET_KEY",
+			len(otherKey), describeSecrets(otherKey)))
+	}
+	if len(damaged) > 0 {
+		problems = append(problems, fmt.Sprintf("%d are sealed under this very key yet do not open, so their rows were changed outside siteops (endpoint, receiver or retirement edited, or the ciphertext damaged, while the key is right): %s; restore the rows from a backup, or retire them (`siteops secret retire --endpoint ID`) and register the endpoints again",
+			len(damaged), describeSecrets(damaged)))
+	}
+	msg := fmt.Sprintf("%d of %d stored secrets cannot be read: %s", len(bad), len(all), strings.Join(problems, "; "))
+	var r Result
+	if len(damaged) == len(bad) {
+		r = fail("secret key", errors.New(msg))
+	} else {
+		r = fail("secret key", fmt.Errorf("%s: %w", msg, store.ErrKeyMismatch))
+	}
+	// The other receivers' deliveries still verify: a process starts, and
+	// answers the unreadable secrets' deliveries with a status the sender
+	// retries. Only a key that reads none of them is refused.
+	r.Partial = len(bad) < len(all)
+	return r
 }
 
 // noSecretKeyError is a missing SITEOPS_SECRET_KEY beside stored secrets.

@@ -1,6 +1,7 @@
 package doctor
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -162,5 +163,79 @@ func TestLocalURL(t *testing.T) {
 	}
 	if _, err := LocalURL("9090", "/healthz"); err == nil {
 		t.Error("LocalURL of an address without a port: no error")
+	}
+}
+
+// TestSecretKeyPartialAndDamaged checks what a process does with stored
+// secrets it cannot all read, on both databases: one under another key
+// beside a good one degrades (doctor fails, the process starts), naming the
+// key; a row whose binding was edited is named as edited, without blaming
+// the key; a key that reads none of them refuses.
+func TestSecretKeyPartialAndDamaged(t *testing.T) {
+	for _, d := range []store.Dialect{store.SQLite, store.Postgres} {
+		t.Run(string(d), func(t *testing.T) {
+			url := storetest.SQLiteURL(t)
+			if d == store.Postgres {
+				url = storetest.PostgresSchemaURL(t)
+			}
+			st, err := store.Open(t.Context(), url, store.WithSecretKey(storetest.TestKey))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = st.Close() })
+			put(t, st, "we_good", "main")
+			// A row sealed under another key (a restored backup of another
+			// deployment, say): its key id names a key this one is not.
+			put(t, st, "we_foreign", "main")
+			if _, err := st.DB().ExecContext(t.Context(), `UPDATE webhook_secrets SET key_id = 'k2-0123456789ab' WHERE endpoint_id = $1`, "we_foreign"); err != nil {
+				t.Fatal(err)
+			}
+
+			r := SecretKey(t.Context(), st)
+			if r.Status != Fail || !r.Partial || r.Refuses() || !errors.Is(r.Err, store.ErrKeyMismatch) ||
+				!strings.Contains(r.Detail, "1 of 2") || !strings.Contains(r.Detail, "we_foreign") || !strings.Contains(r.Detail, "another key") {
+				t.Errorf("one secret under another key = %+v; want a partial failure naming we_foreign and the key", r)
+			}
+
+			if _, err := st.DB().ExecContext(t.Context(), `UPDATE webhook_secrets SET receiver = 'moved' WHERE endpoint_id = $1`, "we_good"); err != nil {
+				t.Fatal(err)
+			}
+			r = SecretKey(t.Context(), st)
+			if r.Status != Fail || r.Partial || !r.Refuses() {
+				t.Errorf("no secret readable = %+v; want a failure that refuses", r)
+			}
+			if !strings.Contains(r.Detail, "we_good") || !strings.Contains(r.Detail, "changed outside siteops") || !strings.Contains(r.Detail, "the key is right") {
+				t.Errorf("the edited row's advice = %q; want it named as changed outside siteops, the key right", r.Detail)
+			}
+			for clause := range strings.SplitSeq(r.Detail, "; ") {
+				if strings.Contains(clause, "we_good") && (strings.Contains(clause, "another key") || !strings.Contains(clause, "changed outside siteops")) {
+					t.Errorf("the edited row is blamed on the key: %q", clause)
+				}
+			}
+		})
+	}
+}
+
+// TestIsTransient tells the failures a retry may fix from configuration.
+func TestIsTransient(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"500", &agentsite.APIError{Status: 500}, true},
+		{"503", &agentsite.APIError{Status: 503}, true},
+		{"429", &agentsite.APIError{Status: 429}, true},
+		{"401", &agentsite.APIError{Status: 401}, false},
+		{"403", &agentsite.APIError{Status: 403}, false},
+		{"connection refused", &net.OpError{Op: "dial", Err: errors.New("connection refused")}, true},
+		{"a deadline", context.DeadlineExceeded, true},
+		{"the database unreachable", errors.Join(store.ErrUnreachable), true},
+		{"not migrated", ErrNotMigrated, false},
+		{"nil", nil, false},
+	} {
+		if got := IsTransient(tc.err); got != tc.want {
+			t.Errorf("IsTransient(%s) = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -175,4 +177,55 @@ func postJSON(t *testing.T, url string, v any) (int, string) {
 	defer func() { _ = resp.Body.Close() }()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
 	return resp.StatusCode, fmt.Sprintf("%s", body)
+}
+
+// TestCLIRecordsWhoRanIt runs a playbook from the CLI with an --operator
+// that claims to be someone else: the incident records the claim, the
+// decision lands in its memo, and Temporal records the CLI's own identity
+// — the configured operator and the host — with the start and the update.
+func TestCLIRecordsWhoRanIt(t *testing.T) {
+	e := newEnv(t, store.SQLite, simulator.Config{})
+	e.startWorker(t)
+	site := e.site(t, "identity")
+	if out, err := e.siteopsWith(t, []string{"AGENTSITE_BASE_URL=" + e.simURL}, "embed", "off", "--site", site, "--reason", "phishing copy", "--operator", "mallory"); err != nil {
+		t.Fatalf("embed off: %v\n%s", err, out)
+	}
+	if out, err := e.siteops(t, "embed", "on", "--site", site, "--origin", "https://fixed.example", "--operator", "mallory"); err != nil {
+		t.Fatalf("embed on: %v\n%s", err, out)
+	}
+	id := workflows.EmbedIncidentID(site)
+	host, _ := os.Hostname()
+	want := "siteops-cli oncall-e2e@" + host
+	it := e.client.GetWorkflowHistory(t.Context(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	var identities []string
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a := ev.GetWorkflowExecutionStartedEventAttributes(); a != nil {
+			identities = append(identities, "start:"+a.GetIdentity())
+		}
+		if a := ev.GetWorkflowExecutionUpdateAcceptedEventAttributes(); a != nil {
+			identities = append(identities, "update:"+a.GetAcceptedRequest().GetMeta().GetIdentity())
+		}
+	}
+	for _, kind := range []string{"start:", "update:"} {
+		if !slices.Contains(identities, kind+want) {
+			t.Errorf("identities recorded = %q; want %s%s (the configured operator, not --operator)", identities, kind, want)
+		}
+	}
+	d, err := e.client.DescribeWorkflowExecution(t.Context(), id, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	memo := map[string]string{}
+	for k, p := range d.GetWorkflowExecutionInfo().GetMemo().GetFields() {
+		var v any
+		_ = json.Unmarshal(p.GetData(), &v)
+		memo[k] = fmt.Sprint(v)
+	}
+	if memo["operator"] != "mallory" || memo["decided_by"] != "mallory" || memo["allowed_origins"] != "[https://fixed.example]" {
+		t.Errorf("memo = %v; want the operator and the decision as claimed, with its origins", memo)
+	}
 }

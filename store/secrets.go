@@ -39,6 +39,11 @@ type SecretInfo struct {
 	Origin string
 	// VerifiedEvent is the first event that verified with the secret.
 	VerifiedEvent string
+	// Damaged is set by UnreadableSecrets on a secret sealed under this
+	// store's own key that still does not open: the key is right, and the
+	// row itself was changed outside siteops (its endpoint, receiver or
+	// retirement edited, its ciphertext damaged).
+	Damaged bool
 }
 
 // Retired reports whether the secret is no longer accepted at now.
@@ -184,7 +189,9 @@ func (s *Store) UnreadableSecrets(ctx context.Context) ([]SecretInfo, error) {
 	var out []SecretInfo
 	err := s.eachActive(ctx, "", nil, func(r secretRow) error {
 		if _, ok := s.open(r); !ok {
-			out = append(out, r.SecretInfo)
+			info := r.SecretInfo
+			info.Damaged = r.keyID != "" && r.keyID == s.keys.id
+			out = append(out, info)
 		}
 		return nil
 	})

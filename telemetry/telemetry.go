@@ -172,9 +172,18 @@ func (t *Telemetry) Handler() http.Handler {
 // ServeMetrics serves GET /metrics and GET /healthz on ln until ctx is
 // done.
 func (t *Telemetry) ServeMetrics(ctx context.Context, ln net.Listener) error {
+	return t.ServeMetricsAndReadiness(ctx, ln, nil)
+}
+
+// ServeMetricsAndReadiness is ServeMetrics with GET /readyz answered by
+// readyz, when it is not nil.
+func (t *Telemetry) ServeMetricsAndReadiness(ctx context.Context, ln net.Listener, readyz http.Handler) error {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", t.Handler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	if readyz != nil {
+		mux.Handle("GET /readyz", readyz)
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		<-ctx.Done()

@@ -1,19 +1,45 @@
 package wiring
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/siteops/siteops/doctor"
 )
 
 // Preflight says what a process does with the checks of package doctor at
-// start.
+// start. The rule: refuse only what no retry can fix (a wrong key, a
+// missing namespace, a secret key that reads none of the stored secrets);
+// retry a transient failure (the API answering 5xx or 429, Temporal or the
+// database not answering yet) for Patience, then start degraded; start
+// degraded on a partial one (one stored secret of two unreadable). A
+// degraded process says so in its log, in siteops_check_ok and on
+// /readyz, and checks again every RecheckEvery until the check passes.
 type Preflight struct {
 	// Skip starts the process although a check failed, logging each
 	// failure loudly.
 	Skip bool
+	// Patience is how long transient failures are retried before the
+	// process starts degraded; DefaultPatience when zero.
+	Patience time.Duration
+	// RecheckEvery is how often a degraded process runs a failing check
+	// again; DefaultRecheckEvery when zero.
+	RecheckEvery time.Duration
 }
+
+// The defaults of Preflight.
+const (
+	DefaultPatience     = 30 * time.Second
+	DefaultRecheckEvery = 30 * time.Second
+)
 
 // PreflightError is a check that stopped a process from starting.
 type PreflightError struct {
@@ -22,30 +48,201 @@ type PreflightError struct {
 }
 
 func (e *PreflightError) Error() string {
-	return fmt.Sprintf("the %s does not start: %s check failed: %s (fix it, or start with --skip-checks)", e.Process, e.Result.Check, e.Result.Detail)
+	return fmt.Sprintf("the %s does not start: %s check failed: %s (no retry fixes this: fix it, or start with --skip-checks)", e.Process, e.Result.Check, e.Result.Detail)
 }
 
 func (e *PreflightError) Unwrap() error { return e.Result.Err }
 
-// judge logs every result and returns the first failure as an error, unless
-// p.Skip.
-func (p Preflight) judge(process string, logger *slog.Logger, results ...doctor.Result) error {
-	for _, r := range results {
-		switch r.Status {
-		case doctor.OK:
-			logger.Info("check passed", "check", r.Check, "detail", r.Detail)
-		case doctor.Warn:
-			logger.Warn("check warns", "check", r.Check, "detail", r.Detail)
-		case doctor.Skip:
-			logger.Info("check skipped", "check", r.Check, "detail", r.Detail)
-		case doctor.Fail:
-			if p.Skip {
-				logger.Error("CHECK FAILED; starting anyway (--skip-checks)", "check", r.Check, "detail", r.Detail)
+// check is one check a process runs, again and again while it fails.
+type check func(ctx context.Context) doctor.Result
+
+// Checks holds the latest result of every check a running process made:
+// what its /readyz answers and siteops_check_ok{check} exports.
+type Checks struct {
+	mu    sync.Mutex
+	order []string
+	last  map[string]doctor.Result
+}
+
+// NewChecks returns an empty set of results, exported through meters as
+// the gauge siteops_check_ok{check} (1 passing, 0 failing) when meters is
+// not nil.
+func NewChecks(meters metric.MeterProvider) *Checks {
+	c := &Checks{last: map[string]doctor.Result{}}
+	if meters == nil {
+		return c
+	}
+	g, err := meters.Meter("github.com/siteops/siteops/wiring").Int64ObservableGauge("siteops.check.ok",
+		metric.WithDescription("1 while a start-up check of this process passes (or is skipped), 0 while it fails; a process that runs with a failing check is degraded and says why on /readyz."))
+	if err != nil {
+		return c
+	}
+	_, _ = meters.Meter("github.com/siteops/siteops/wiring").RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		for _, r := range c.Results() {
+			v := int64(1)
+			if r.Status == doctor.Fail {
+				v = 0
+			}
+			o.ObserveInt64(g, v, metric.WithAttributes(checkAttr(r.Check)))
+		}
+		return nil
+	}, g)
+	return c
+}
+
+// set records a check's latest result.
+func (c *Checks) set(r doctor.Result) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, seen := c.last[r.Check]; !seen {
+		c.order = append(c.order, r.Check)
+	}
+	c.last[r.Check] = r
+}
+
+// Results returns the latest result of every check, in the order they
+// were first run.
+func (c *Checks) Results() []doctor.Result {
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]doctor.Result, 0, len(c.order))
+	for _, name := range c.order {
+		out = append(out, c.last[name])
+	}
+	return out
+}
+
+// Degraded reports whether any check fails.
+func (c *Checks) Degraded() bool {
+	_, failed := doctor.Failed(c.Results())
+	return failed
+}
+
+// Readiness answers /readyz: 503 while a check in essential fails (what
+// the process cannot do its work without), 200 otherwise, with every
+// check's state as JSON ("degraded" when any fails).
+func (c *Checks) Readiness(essential ...string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		results := c.Results()
+		status, code := "ok", http.StatusOK
+		for _, r := range results {
+			if r.Status != doctor.Fail {
+				continue
+			}
+			status = "degraded"
+			for _, e := range essential {
+				if r.Check == e {
+					status, code = "unavailable", http.StatusServiceUnavailable
+				}
 			}
 		}
+		if results == nil {
+			results = []doctor.Result{}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		w.WriteHeader(code)
+		_ = json.NewEncoder(w).Encode(map[string]any{"status": status, "checks": results})
+	})
+}
+
+// start runs every check, retries the transient failures for p.Patience,
+// then refuses on a failure no retry fixes (unless p.Skip) or starts:
+// checks that still fail are logged as degrading the process and run
+// again every p.RecheckEvery, in the background, until they pass.
+func (p Preflight) start(ctx context.Context, process string, logger *slog.Logger, into *Checks, checks ...check) error {
+	patience, every := p.Patience, p.RecheckEvery
+	if patience == 0 {
+		patience = DefaultPatience
 	}
-	if f, failed := doctor.Failed(results); failed && !p.Skip {
-		return &PreflightError{Process: process, Result: f}
+	if every == 0 {
+		every = DefaultRecheckEvery
+	}
+	results := make([]doctor.Result, len(checks))
+	for i, c := range checks {
+		results[i] = c(ctx)
+	}
+	deadline := time.Now().Add(patience)
+	for wait := time.Second; ; wait = min(2*wait, 8*time.Second) {
+		var transient []int
+		for i, r := range results {
+			if r.Status == doctor.Fail && r.Transient {
+				transient = append(transient, i)
+			}
+		}
+		left := time.Until(deadline)
+		if len(transient) == 0 || left <= 0 {
+			break
+		}
+		wait = min(wait, left)
+		for _, i := range transient {
+			logger.Warn("check failed, transient; retrying", "check", results[i].Check, "detail", results[i].Detail, "retry_in", wait)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		for _, i := range transient {
+			results[i] = checks[i](ctx)
+		}
+	}
+	for _, r := range results {
+		into.set(r)
+		switch {
+		case r.Status == doctor.OK:
+			logger.Info("check passed", "check", r.Check, "detail", r.Detail)
+		case r.Status == doctor.Warn:
+			logger.Warn("check warns", "check", r.Check, "detail", r.Detail)
+		case r.Status == doctor.Skip:
+			logger.Info("check skipped", "check", r.Check, "detail", r.Detail)
+		case r.Refuses() && p.Skip:
+			logger.Error("CHECK FAILED; starting anyway (--skip-checks)", "check", r.Check, "detail", r.Detail)
+		case r.Refuses():
+			return &PreflightError{Process: process, Result: r}
+		default:
+			why := "part of what it checks works"
+			if r.Transient {
+				why = fmt.Sprintf("it still failed after %s of retries; the %s retries the work that needs it", patience, process)
+			}
+			logger.Warn("STARTING DEGRADED: a check fails; checking again in the background", "check", r.Check, "detail", r.Detail,
+				"why", why, "recheck_every", every)
+		}
+	}
+	for i, r := range results {
+		if r.Status == doctor.Fail {
+			go p.recheck(ctx, logger, into, checks[i], every)
+		}
 	}
 	return nil
 }
+
+// recheck runs a failing check every period until it passes, keeping its
+// latest result in into, and says when it does.
+func (p Preflight) recheck(ctx context.Context, logger *slog.Logger, into *Checks, c check, every time.Duration) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(every):
+		}
+		r := c(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		into.set(r)
+		if r.Status != doctor.Fail {
+			logger.Info("check passes again; no longer degraded by it", "check", r.Check, "detail", r.Detail)
+			return
+		}
+	}
+}
+
+
+func checkAttr(name string) attribute.KeyValue { return attribute.String("check", name) }

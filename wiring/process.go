@@ -69,19 +69,20 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, logger *slog.Logger, tel *
 	}
 	logger.Info("worker starting", "store", store.Redact(dbURL), "temporal", conn.String(), "task_queue", cfg.TaskQueue, "api", cfg.BaseURL)
 
+	checks := NewChecks(meters(tel))
 	if tel != nil && cfg.MetricsAddr != "" {
 		ln, err := Listen(cfg.MetricsAddr, "SITEOPS_METRICS_ADDR")
 		if err != nil {
 			return err
 		}
 		go func() {
-			if err := tel.ServeMetrics(ctx, ln); err != nil {
+			if err := tel.ServeMetricsAndReadiness(ctx, ln, checks.Readiness(checkTemporal, checkDatabase)); err != nil {
 				logger.Error("metrics endpoint failed", "addr", cfg.MetricsAddr, "error", err)
 			}
 		}()
 	}
 	sdkworker.SetStickyWorkflowCacheSize(cfg.WorkflowCacheSize)
-	st, storeURL, err := OpenStore(ctx, cfg.Database)
+	st, storeURL, err := openStorePatiently(ctx, cfg.Database, "worker", logger, checks)
 	if err != nil {
 		return err
 	}
@@ -90,18 +91,18 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, logger *slog.Logger, tel *
 	if err != nil {
 		return err
 	}
-	c, err := Dial(ctx, o, conn)
+	c, err := dialPatiently(ctx, o, conn, "worker", logger, checks)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	s := &starter.Starter{Client: c, Namespace: conn.Namespace}
-	if err := pre.judge("worker", logger,
-		doctor.Temporal(ctx, c, conn.String(), conn.Namespace),
-		doctor.SearchAttributes(ctx, s),
-		doctor.APIKey(ctx, api),
-		doctor.Database(ctx, st, storeURL),
-		doctor.SecretKey(ctx, st),
+	if err := pre.start(ctx, "worker", logger, checks,
+		func(ctx context.Context) doctor.Result { return doctor.Temporal(ctx, c, conn.String(), conn.Namespace) },
+		func(ctx context.Context) doctor.Result { return doctor.SearchAttributes(ctx, s) },
+		func(ctx context.Context) doctor.Result { return doctor.APIKey(ctx, api) },
+		func(ctx context.Context) doctor.Result { return doctor.Database(ctx, st, storeURL) },
+		func(ctx context.Context) doctor.Result { return doctor.SecretKey(ctx, st) },
 	); err != nil {
 		return err
 	}
@@ -191,7 +192,8 @@ func RunIngress(ctx context.Context, cfg IngressConfig, logger *slog.Logger, tel
 		}
 		defer func() { _ = admin.Close() }()
 	}
-	st, storeURL, err := OpenStore(ctx, cfg.Database)
+	checks := NewChecks(meters(tel))
+	st, storeURL, err := openStorePatiently(ctx, cfg.Database, "ingress", logger, checks)
 	if err != nil {
 		return err
 	}
@@ -216,16 +218,31 @@ func RunIngress(ctx context.Context, cfg IngressConfig, logger *slog.Logger, tel
 	if st.Dialect() == store.Postgres {
 		srv.Relay.Pipelines = 2 // claims of several relays never block each other there
 	}
-	secretCheck := doctor.SecretKey(ctx, st)
-	if secretCheck.Status == doctor.Skip && len(so.EnvSecrets) > 0 {
-		secretCheck.Detail = "SITEOPS_SECRET_KEY is not set: only SITEOPS_WEBHOOK_SECRETS verify, on POST /webhooks"
+	secretCheck := func(ctx context.Context) doctor.Result {
+		r := doctor.SecretKey(ctx, st)
+		if r.Status == doctor.Skip && len(so.EnvSecrets) > 0 {
+			r.Detail = "SITEOPS_SECRET_KEY is not set: only SITEOPS_WEBHOOK_SECRETS verify, on POST /webhooks"
+		}
+		return r
 	}
-	if err := pre.judge("ingress", logger, doctor.Database(ctx, st, storeURL), secretCheck); err != nil {
+	if err := pre.start(ctx, "ingress", logger, checks,
+		func(ctx context.Context) doctor.Result { return doctor.Database(ctx, st, storeURL) },
+		secretCheck,
+	); err != nil {
 		return err
 	}
+	// Temporal is not needed to accept deliveries: the ingress records
+	// them and its relay dispatches when Temporal answers. So it is
+	// checked in the background and only degrades the process.
 	go func() {
-		_ = pre.judge("ingress", logger, doctor.Temporal(ctx, c, conn.String(), conn.Namespace).
-			AsWarning("the ingress accepts and records deliveries meanwhile; the relay dispatches them when Temporal answers"))
+		noRefusal := Preflight{Patience: time.Nanosecond, RecheckEvery: pre.RecheckEvery}
+		_ = noRefusal.start(ctx, "ingress", logger, checks, func(ctx context.Context) doctor.Result {
+			r := doctor.Temporal(ctx, c, conn.String(), conn.Namespace)
+			if r.Status == doctor.Fail {
+				r.Transient, r.Detail = true, r.Detail+"; the ingress accepts and records deliveries meanwhile; the relay dispatches them when Temporal answers"
+			}
+			return r
+		})
 	}()
 	return srv.ServeWithAdmin(ctx, ln, admin)
 }

@@ -123,6 +123,9 @@ func temporalOptions(t config.Temporal, env envconfig.EnvLookup, logger *slog.Lo
 	if logger != nil {
 		o.Logger = tlog.NewStructuredLogger(logger)
 	}
+	if t.Identity != "" {
+		o.Identity = t.Identity
+	}
 	if t.PayloadKey != "" {
 		keys, err := codec.ParseKeyRing(t.PayloadKey)
 		if err != nil {

@@ -25,6 +25,10 @@ const (
 	UpdateAwaitOff = "await-off"
 )
 
+// embedDecisionRecorded is the change that records the decision in the
+// incident's memo; histories recorded before it replay without.
+const embedDecisionRecorded = "embed-decision-recorded"
+
 // Decisions on an embed incident.
 const (
 	DecisionRestore = "restore" // turn the embed back on, optionally with corrected origins
@@ -180,6 +184,18 @@ func (e *embedIncident) run(ctx workflow.Context) (EmbedIncidentStatus, error) {
 	}
 	d := *e.decision
 	e.st.Decision, e.st.DecidedBy = d.Action, d.Operator
+	if workflow.GetVersion(ctx, embedDecisionRecorded, workflow.DefaultVersion, 1) >= 1 {
+		// Who decided, and the origins they gave, stay on the incident
+		// (memo) beside who opened it; Temporal also records the identity
+		// of the client that sent the decision with the update.
+		memo := map[string]any{"decision": d.Action, "decided_by": d.Operator}
+		if len(d.AllowedOrigins) > 0 {
+			memo["allowed_origins"] = d.AllowedOrigins
+		}
+		if err := workflow.UpsertMemo(ctx, memo); err != nil {
+			return e.st, err
+		}
+	}
 	if d.Action == DecisionRestore {
 		e.st.State, e.st.Origins = IncidentRestoring, d.AllowedOrigins
 		on := activities.SetEmbedInput{SiteID: e.in.SiteID, Enabled: true, AllowedOrigins: d.AllowedOrigins, IdempotencyKey: e.keyOf("embed-on")}

@@ -36,7 +36,20 @@ func (f *temporalFlags) load() (config.Temporal, error) {
 		return t, err
 	}
 	t.Address, t.Namespace, t.Profile = f.address, f.namespace, f.profile
+	t.Identity = cliIdentity()
 	return t, nil
+}
+
+// cliIdentity is the identity Temporal records with every request of the
+// CLI: who runs it (SITEOPS_OPERATOR or the login name, not a flag) and
+// where, so that a workflow's history says who started, signalled or
+// decided it whatever its input claims.
+func cliIdentity() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown-host"
+	}
+	return fmt.Sprintf("siteops-cli %s@%s", defaultOperator(), host)
 }
 
 // waitFlags bound a command's wait.

@@ -1,0 +1,205 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/siteops/siteops/internal/devserver"
+	"github.com/siteops/siteops/internal/ports"
+	"github.com/siteops/siteops/simulator"
+	"github.com/siteops/siteops/starter"
+	"github.com/siteops/siteops/store"
+	"github.com/siteops/siteops/webhookingress"
+	"github.com/siteops/siteops/workflows"
+)
+
+// process is a siteops process of the built binary that the test watches.
+type process struct {
+	cmd    *exec.Cmd
+	log    *syncBuffer
+	exited chan struct{}
+	err    error
+}
+
+// startProcess runs `siteops args...` with env until the test ends.
+func startProcess(t *testing.T, env []string, args ...string) *process {
+	t.Helper()
+	p := &process{log: &syncBuffer{}, exited: make(chan struct{})}
+	p.cmd = exec.Command(binary, args...)
+	p.cmd.Env = env
+	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.err = p.cmd.Wait(); close(p.exited) }()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.exited:
+		case <-time.After(40 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-p.exited
+		}
+	})
+	return p
+}
+
+// alive fails the test when the process has exited.
+func (p *process) alive(t *testing.T, what string) {
+	t.Helper()
+	select {
+	case <-p.exited:
+		t.Fatalf("%s exited (%v):\n%s", what, p.err, p.log.String())
+	default:
+	}
+}
+
+// readyz reads a process's /readyz: its status code and the checks.
+func readyz(url string) (int, map[string]string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url+"/readyz", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var body struct {
+		Checks []struct {
+			Check  string `json:"check"`
+			Status string `json:"status"`
+		} `json:"checks"`
+	}
+	b, _ := io.ReadAll(resp.Body)
+	_ = json.Unmarshal(b, &body)
+	states := map[string]string{}
+	for _, c := range body.Checks {
+		states[c.Check] = c.Status
+	}
+	return resp.StatusCode, states
+}
+
+// TestWorkerStartsThroughTransientAPIFaults starts `siteops worker` while
+// the Agent-Site API answers 20 % 5xx and 10 % 429: it starts (degraded at
+// worst, never exiting) and onboards; with a wrong API key it still
+// refuses at once, naming the key.
+func TestWorkerStartsThroughTransientAPIFaults(t *testing.T) {
+	e := newEnv(t, store.SQLite, simulator.Config{Faults: simulator.Faults{ErrorRate: 0.2, RateLimitRate: 0.1}})
+	metrics, err := ports.Free()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := append(e.cliEnv(), "AGENTSITE_BASE_URL="+e.simURL, "AGENTSITE_API_KEY="+apiKey, "SITEOPS_METRICS_ADDR=127.0.0.1:"+strconv.Itoa(metrics),
+		"SITEOPS_SECRET_KEY="+testSecretKey(), "SITEOPS_WORKER_VERSIONING=false")
+	w := startProcess(t, env, "worker")
+	eventually(t, 90*time.Second, "the worker to start through the faults", func() bool {
+		w.alive(t, "the worker")
+		return strings.Contains(w.log.String(), "worker started")
+	})
+	if code, checks := readyz("http://127.0.0.1:" + strconv.Itoa(metrics)); code != http.StatusOK || checks["agent-site api"] == "" {
+		t.Errorf("/readyz = %d %v; want 200 with the agent-site api check's state", code, checks)
+	}
+	res := e.onboard(t, prepare(t, "../examples/acme-anvils.yaml", "faulty-start"), 3*time.Minute)
+	if res.Status != "published" {
+		t.Errorf("onboarding through the faults = %+v", res)
+	}
+
+	start := time.Now()
+	wrong := startProcess(t, append(env[:len(env):len(env)], "AGENTSITE_API_KEY=svc_live_wrong", "SITEOPS_METRICS_ADDR="), "worker")
+	select {
+	case <-wrong.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("a worker with a wrong API key still runs after 30 s:\n%s", wrong.log.String())
+	}
+	var exit *exec.ExitError
+	if !errors.As(wrong.err, &exit) || exit.ExitCode() != 4 || !strings.Contains(wrong.log.String(), "AGENTSITE_API_KEY") {
+		t.Errorf("a wrong API key: %v after %s; want exit 4 naming AGENTSITE_API_KEY:\n%s", wrong.err, time.Since(start), wrong.log.String())
+	}
+}
+
+// TestProcessesWaitForALateTemporal starts `siteops worker` and `siteops
+// ingress` 20 s before Temporal: neither exits, both say what they wait
+// for (the worker on /readyz), the ingress accepts a delivery meanwhile,
+// and once Temporal is up the worker onboards and the relay dispatches.
+func TestProcessesWaitForALateTemporal(t *testing.T) {
+	e := newEnv(t, store.SQLite, simulator.Config{})
+	port, err := devserver.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, err := ports.FreeN(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	address := "127.0.0.1:" + strconv.Itoa(port)
+	const secret = "whsec_late_temporal" //nolint:gosec // made up for the test
+	vars := append(e.cliEnv(), "TEMPORAL_ADDRESS="+address, "TEMPORAL_NAMESPACE=default", "AGENTSITE_BASE_URL="+e.simURL, "AGENTSITE_API_KEY="+apiKey,
+		"SITEOPS_SECRET_KEY="+testSecretKey(), "SITEOPS_WORKER_VERSIONING=false", "SITEOPS_WEBHOOK_SECRETS="+secret)
+	metrics := "http://127.0.0.1:" + strconv.Itoa(ps[0])
+	w := startProcess(t, append(vars[:len(vars):len(vars)], "SITEOPS_METRICS_ADDR=127.0.0.1:"+strconv.Itoa(ps[0])), "worker")
+	ingressURL, admin := "http://127.0.0.1:"+strconv.Itoa(ps[1]), "http://127.0.0.1:"+strconv.Itoa(ps[2])
+	in := startProcess(t, append(vars[:len(vars):len(vars)], "SITEOPS_INGRESS_ADDR=127.0.0.1:"+strconv.Itoa(ps[1]),
+		"SITEOPS_INGRESS_ADMIN_ADDR=127.0.0.1:"+strconv.Itoa(ps[2])), "ingress")
+
+	eventually(t, 30*time.Second, "the worker to say it waits for Temporal on /readyz", func() bool {
+		w.alive(t, "the worker")
+		code, checks := readyz(metrics)
+		return code == http.StatusServiceUnavailable && checks["temporal"] == "fail"
+	})
+	eventually(t, 30*time.Second, "the ingress to be ready", func() bool {
+		in.alive(t, "the ingress")
+		code, _ := readyz(admin)
+		return code == http.StatusOK
+	})
+	if code := deliver(t, ingressURL, "/webhooks", "evt_late_1", secret); code != http.StatusOK {
+		t.Errorf("a delivery while Temporal is down = %d, want 200", code)
+	}
+	// Temporal comes up 20 s after them; both must still run then.
+	select {
+	case <-w.exited:
+		t.Fatalf("the worker exited while Temporal was down (%v):\n%s", w.err, w.log.String())
+	case <-in.exited:
+		t.Fatalf("the ingress exited while Temporal was down (%v):\n%s", in.err, in.log.String())
+	case <-time.After(20 * time.Second):
+	}
+	if !strings.Contains(w.log.String(), "Temporal does not answer; the worker waits for it") {
+		t.Errorf("the worker's log does not say it waits for Temporal:\n%s", w.log.String())
+	}
+	ts, err := devserver.Start(t.Context(), devserver.Options{Port: port})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ts.Stop)
+	eventually(t, 90*time.Second, "the worker to start once Temporal is up", func() bool {
+		w.alive(t, "the worker")
+		return strings.Contains(w.log.String(), "worker started")
+	})
+	c, err := client.Dial(client.Options{HostPort: address, Namespace: "default"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	late := &env{ns: "default", sim: e.sim, simURL: e.simURL, store: e.store, dbURL: e.dbURL, client: c,
+		starter: &starter.Starter{Client: c, Texts: e.store, TaskQueue: taskQueue, Namespace: "default"}}
+	if res := late.onboard(t, prepare(t, "../examples/acme-anvils.yaml", "late-temporal"), 2*time.Minute); res.Status != "published" {
+		t.Errorf("onboarding once Temporal came up = %+v", res)
+	}
+	eventually(t, 60*time.Second, "the relay to dispatch the delivery it accepted while Temporal was down", func() bool {
+		in.alive(t, "the ingress")
+		out, _, _ := e.store.InboxOutcome(t.Context(), "evt_late_1")
+		return out == webhookingress.OutcomeSignalled
+	})
+	_ = c.TerminateWorkflow(context.WithoutCancel(t.Context()), workflows.LeadSyncID("site_x"), "", "test over")
+}

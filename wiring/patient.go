@@ -1,0 +1,91 @@
+package wiring
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/metric"
+	"go.temporal.io/sdk/client"
+
+	"github.com/siteops/siteops/config"
+	"github.com/siteops/siteops/doctor"
+	"github.com/siteops/siteops/store"
+	"github.com/siteops/siteops/telemetry"
+)
+
+// The names of the checks a process keeps while it waits for a dependency;
+// the same as package doctor's.
+const (
+	checkTemporal = "temporal"
+	checkDatabase = "database"
+)
+
+// waitAtMost is the longest a process waits between two tries to reach a
+// dependency that is not there yet.
+const waitAtMost = 10 * time.Second
+
+// openStorePatiently opens the store, and while the database cannot be
+// reached (it comes up after the process, or is restarting) keeps trying,
+// saying so in the log and in checks, instead of exiting: a process that
+// exits on it is restarted into the same wait. A store that answers and
+// refuses (a bad URL, a failed migration) is returned as the error.
+func openStorePatiently(ctx context.Context, db config.Database, process string, logger *slog.Logger, checks *Checks) (*store.Store, string, error) {
+	for wait := time.Second; ; wait = min(2*wait, waitAtMost) {
+		st, where, err := OpenStore(ctx, db)
+		if err == nil {
+			return st, where, nil
+		}
+		if !errors.Is(err, store.ErrUnreachable) || ctx.Err() != nil {
+			return nil, "", err
+		}
+		r := doctor.Result{Check: checkDatabase, Status: doctor.Fail, Detail: oneLine(err.Error()), Transient: true, Err: err}
+		checks.set(r)
+		logger.Warn("the database does not answer; the "+process+" waits for it", "detail", r.Detail, "retry_in", wait)
+		select {
+		case <-ctx.Done():
+			return nil, "", ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
+
+// dialPatiently connects to Temporal, and while Temporal cannot be reached
+// (it comes up after the worker, or is restarting) keeps trying, saying so
+// in the log and in checks, instead of exiting. Credentials Temporal
+// refuses, or a connection that cannot work as configured (TLS against a
+// plaintext server), are returned as the error: no retry fixes them.
+func dialPatiently(ctx context.Context, o client.Options, conn Connection, process string, logger *slog.Logger, checks *Checks) (client.Client, error) {
+	for wait := time.Second; ; wait = min(2*wait, waitAtMost) {
+		c, err := client.DialContext(ctx, o)
+		if err == nil {
+			return c, nil
+		}
+		explained := DialError(conn, err)
+		if ctx.Err() != nil || errors.Is(explained, ErrTemporalAuth) || !doctor.IsTransient(err) ||
+			strings.Contains(err.Error(), "first record does not look like a TLS handshake") {
+			return nil, explained
+		}
+		r := doctor.Result{Check: checkTemporal, Status: doctor.Fail, Detail: oneLine(explained.Error()), Transient: true, Err: explained}
+		checks.set(r)
+		logger.Warn(fmt.Sprintf("Temporal does not answer; the %s waits for it and starts its work once it does", process), "detail", r.Detail, "retry_in", wait)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
+
+// meters is the meter provider of tel, or none.
+func meters(tel *telemetry.Telemetry) metric.MeterProvider {
+	if tel == nil {
+		return nil
+	}
+	return tel.MeterProvider
+}
+
+func oneLine(s string) string { return strings.ReplaceAll(strings.TrimSpace(s), "\n", "; ") }

@@ -1,0 +1,117 @@
+package wiring
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/siteops/siteops/doctor"
+)
+
+// flaky is a check that fails as kind until it has been run okAfter
+// times (never when okAfter is 0), then passes.
+func flaky(name string, kind func(doctor.Result) doctor.Result, okAfter int32) (check, *atomic.Int32) {
+	var runs atomic.Int32
+	return func(context.Context) doctor.Result {
+		n := runs.Add(1)
+		if okAfter > 0 && n >= okAfter {
+			return doctor.Result{Check: name, Status: doctor.OK, Detail: "fine"}
+		}
+		return kind(doctor.Result{Check: name, Status: doctor.Fail, Detail: "broken", Err: errors.New("broken")})
+	}, &runs
+}
+
+func transient(r doctor.Result) doctor.Result     { r.Transient = true; return r }
+func partial(r doctor.Result) doctor.Result       { r.Partial = true; return r }
+func misconfigured(r doctor.Result) doctor.Result { return r }
+
+// TestPreflightRefusesOnlyWhatNoRetryFixes runs the start-up rule: a
+// transient failure is retried and then degrades, a partial one degrades,
+// a configuration failure refuses (unless skipped), and a degraded
+// process keeps checking until the check passes, which /readyz shows.
+func TestPreflightRefusesOnlyWhatNoRetryFixes(t *testing.T) {
+	logger := slog.New(slog.DiscardHandler)
+	p := Preflight{Patience: 3 * time.Second, RecheckEvery: 20 * time.Millisecond}
+
+	t.Run("a transient failure that clears within the patience", func(t *testing.T) {
+		c, runs := flaky("api", transient, 2)
+		checks := NewChecks(nil)
+		if err := p.start(t.Context(), "worker", logger, checks, c); err != nil || checks.Degraded() || runs.Load() != 2 {
+			t.Errorf("start = %v, degraded %v after %d runs; want a start, not degraded, after 2", err, checks.Degraded(), runs.Load())
+		}
+	})
+
+	t.Run("a transient failure that outlasts it, then clears", func(t *testing.T) {
+		var fixed atomic.Bool
+		checks := NewChecks(nil)
+		c := func(context.Context) doctor.Result {
+			if fixed.Load() {
+				return doctor.Result{Check: "api", Status: doctor.OK}
+			}
+			return doctor.Result{Check: "api", Status: doctor.Fail, Transient: true, Detail: "503"}
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		started := time.Now()
+		if err := p.start(ctx, "worker", logger, checks, c); err != nil || !checks.Degraded() {
+			t.Fatalf("start = %v, degraded %v; want a degraded start", err, checks.Degraded())
+		}
+		if d := time.Since(started); d < 2*time.Second || d > 4*time.Second {
+			t.Errorf("it started after %s; want about the patience, 3 s", d)
+		}
+		rec := httptest.NewRecorder()
+		checks.Readiness("temporal").ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+		if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `"status":"degraded"`) || !strings.Contains(rec.Body.String(), "503") {
+			t.Errorf("/readyz = %d %s; want 200, degraded, with the cause", rec.Code, rec.Body)
+		}
+		fixed.Store(true)
+		deadline := time.Now().Add(5 * time.Second)
+		for checks.Degraded() {
+			if time.Now().After(deadline) {
+				t.Fatal("still degraded 5 s after the check passes again")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
+
+	t.Run("a partial failure", func(t *testing.T) {
+		c, _ := flaky("secret key", partial, 0)
+		checks := NewChecks(nil)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		if err := p.start(ctx, "ingress", logger, checks, c); err != nil || !checks.Degraded() {
+			t.Errorf("start = %v, degraded %v; want a degraded start", err, checks.Degraded())
+		}
+	})
+
+	t.Run("a configuration failure", func(t *testing.T) {
+		ok, _ := flaky("temporal", transient, 1)
+		bad, runs := flaky("agent-site api", misconfigured, 0)
+		started := time.Now()
+		err := p.start(t.Context(), "worker", logger, NewChecks(nil), ok, bad)
+		var pe *PreflightError
+		if !errors.As(err, &pe) || pe.Result.Check != "agent-site api" || runs.Load() != 1 || time.Since(started) > time.Second {
+			t.Errorf("start = %v after %d runs in %s; want a refusal naming the check at once", err, runs.Load(), time.Since(started))
+		}
+		skip := Preflight{Skip: true, Patience: time.Second}
+		if err := skip.start(t.Context(), "worker", logger, NewChecks(nil), bad); err != nil {
+			t.Errorf("with --skip-checks: %v; want a start", err)
+		}
+	})
+
+	t.Run("an essential check fails /readyz", func(t *testing.T) {
+		checks := NewChecks(nil)
+		checks.set(doctor.Result{Check: "temporal", Status: doctor.Fail, Transient: true, Detail: "cannot reach"})
+		rec := httptest.NewRecorder()
+		checks.Readiness("temporal").ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+		if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "cannot reach") {
+			t.Errorf("/readyz = %d %s; want 503 with the cause", rec.Code, rec.Body)
+		}
+	})
+}
