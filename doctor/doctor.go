@@ -29,6 +29,7 @@ import (
 	"google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
 
+	"github.com/siteops/siteops/activities"
 	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"
@@ -208,6 +209,24 @@ func apiResult(err error, scope string) (Result, bool) {
 		return fail("agent-site api", fmt.Errorf("AGENTSITE_API_KEY lacks %s (403): %w", scope, err)), true
 	}
 	return fail("agent-site api", fmt.Errorf("cannot use the API: %w; check AGENTSITE_BASE_URL", err)), true
+}
+
+// PublicURL checks SITEOPS_PUBLIC_URL, under which alone webhook
+// endpoints are registered and rotated: a malformed value fails (the
+// worker refuses it), none warns (no endpoint can be registered or
+// rotated, except on loopback in test mode).
+func PublicURL(publicURLs string, allowLoopback bool) Result {
+	const check = "public url"
+	p, err := activities.ParseReceiverPolicy(publicURLs, allowLoopback)
+	switch {
+	case err != nil:
+		return fail(check, err)
+	case len(p.Public) == 0 && allowLoopback:
+		return Result{Check: check, Status: Warn, Detail: "SITEOPS_PUBLIC_URL is not set: endpoints may be registered and rotated on loopback only (SITEOPS_ALLOW_LOOPBACK_RECEIVERS, test mode)"}
+	case len(p.Public) == 0:
+		return Result{Check: check, Status: Warn, Detail: "SITEOPS_PUBLIC_URL is not set: no webhook endpoint can be registered or rotated; set it to the public URL the Agent-Site service reaches the ingress under, e.g. https://hooks.example.com/webhooks"}
+	}
+	return ok(check, "webhook endpoints may be registered and rotated under %s only", p)
 }
 
 // ErrNotMigrated marks a database whose schema is behind this build's.

@@ -239,3 +239,22 @@ func TestIsTransient(t *testing.T) {
 		}
 	}
 }
+
+func TestPublicURL(t *testing.T) {
+	for _, tc := range []struct {
+		value    string
+		loopback bool
+		want     Status
+		says     string
+	}{
+		{"https://hooks.example.com/webhooks", false, OK, "under https://hooks.example.com/webhooks only"},
+		{"", false, Warn, "no webhook endpoint can be registered or rotated"},
+		{"", true, Warn, "on loopback only"},
+		{"hooks.example.com/webhooks", false, Fail, "SITEOPS_PUBLIC_URL"},
+	} {
+		r := PublicURL(tc.value, tc.loopback)
+		if r.Status != tc.want || !strings.Contains(r.Detail, tc.says) {
+			t.Errorf("PublicURL(%q, %v) = %s %q; want %s saying %q", tc.value, tc.loopback, r.Status, r.Detail, tc.want, tc.says)
+		}
+	}
+}

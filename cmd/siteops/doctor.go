@@ -95,6 +95,7 @@ func (c *cli) diagnose(ctx context.Context, tf *temporalFlags) []doctor.Result {
 	} else {
 		add(doctor.APIKey(ctx, api))
 	}
+	add(doctor.PublicURL(cfg.PublicURL, cfg.AllowLoopback))
 
 	// The store is opened read-only and as it is: doctor creates no
 	// database and migrates none, so that what it reports is what the
