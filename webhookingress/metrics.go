@@ -33,6 +33,7 @@ const meterName = "github.com/siteops/siteops/webhookingress"
 //	siteops_relay_pending_events                      gauge
 //	siteops_relay_dead_letters                        gauge
 //	siteops_relay_dead_lettered_total{type}           counter
+//	siteops_relay_signal_delay_seconds{lane}          histogram (slo_metrics.go)
 //
 // Every label's values are bounded whatever a client sends: outcome,
 // reason, header and action are fixed sets in this package, receiver names
@@ -54,6 +55,8 @@ type Metrics struct {
 	pending    metric.Int64Gauge
 	dead       metric.Int64Gauge
 	deadDone   metric.Int64Counter
+	// signalDelay is the service level of slo_metrics.go.
+	signalDelay metric.Float64Histogram
 
 	// registry serves the metrics when NewMetrics made their provider.
 	registry prometheus.Gatherer
@@ -125,6 +128,7 @@ func NewMetricsOn(mp metric.MeterProvider) *Metrics {
 	// Exported at 0 from the start, like the retries, so that an alert
 	// sees the series before the first dead letter.
 	m.dead.Record(context.Background(), 0)
+	m.signalDelay = newSignalDelay(mt)
 	return m
 }
 
