@@ -426,6 +426,7 @@ func (r *Relay) DispatchOnce(ctx context.Context, lane store.Lane) (int, error) 
 		// workflows deduplicate by event id.
 		return len(evs), err
 	}
+	r.Metrics.signalDelays(ctx, lane, js, done, r.Now())
 	for _, d := range done {
 		switch {
 		case d.Outcome != "":
