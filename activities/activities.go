@@ -30,6 +30,8 @@ var _ API = (*agentsite.Client)(nil)
 // Store is the part of the store the activities use.
 type Store interface {
 	UpsertLeads(ctx context.Context, siteID string, leads []agentsite.Lead) (int, error)
+	UpsertLeadsAt(ctx context.Context, siteID, syncKey string, leads []agentsite.Lead, pos store.LeadSyncPosition) (int, error)
+	LeadSyncPosition(ctx context.Context, siteID, syncKey string) (store.LeadSyncPosition, error)
 	CountLeads(ctx context.Context, siteID string) (int, error)
 	KnowledgeText(ctx context.Context, hash string) (string, error)
 	SetSiteWorkflow(ctx context.Context, siteID, workflowID string) error

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/siteops/siteops/agentsite"
+	"github.com/siteops/siteops/store"
 )
 
 // DefaultStallTimeout is how long a lead sync may go without storing a
@@ -37,6 +38,16 @@ type SyncLeadsInput struct {
 	// the clock now. It keeps a sync that is cut short again and again
 	// from never reaching its stall timeout.
 	StallSince time.Time `json:"stall_since,omitzero"`
+	// SyncKey names the sync this run belongs to (the workflow makes it
+	// once per sync and hands it on when it cuts the sync short). With it,
+	// each page is stored together with the sync's position, in one
+	// transaction, and every attempt — a retry, or the next run's activity
+	// of a sync cut short — goes on from the position the store holds for
+	// the key, before From and the heartbeat: no page the sync stored is
+	// read again. The result's counts are then the sync's since it began,
+	// across activities. Empty: positions live in heartbeats alone, as
+	// before.
+	SyncKey string `json:"sync_key,omitempty"`
 }
 
 // SyncLeadsResult carries counts and the resume point, never lead records.
@@ -44,8 +55,10 @@ type SyncLeadsResult struct {
 	Pages int `json:"pages"`
 	// Leads is how many lead records were read (a re-read page counts
 	// again); New is how many of them this run's attempts found not stored
-	// before (a page stored by an attempt that died before it heartbeated
-	// is not new to the next one, so New can fall short).
+	// before (without a SyncKey, a page stored by an attempt that died
+	// before it heartbeated is not new to the next one, so New can fall
+	// short). With a SyncKey, Pages, Leads and New are the sync's since
+	// it began, across the activities of a sync cut short, and exact.
 	Leads int `json:"leads"`
 	New   int `json:"new"`
 	// Stored is how many distinct leads of the site the store holds at the
@@ -64,7 +77,10 @@ type SyncLeadsResult struct {
 }
 
 // syncProgress is heartbeated after each stored page and while waiting; a
-// retried attempt resumes from it instead of from the input.
+// retried attempt resumes from it instead of from the input (or from the
+// store's position, with a SyncKey). Its fields are those of
+// store.LeadSyncPosition, in the same order, so that each converts to the
+// other.
 type syncProgress struct {
 	Pages  int               `json:"pages"`
 	Leads  int               `json:"leads"`
@@ -120,6 +136,18 @@ func (a *Activities) SyncLeads(ctx context.Context, in SyncLeadsInput) (SyncLead
 			log.Info("resuming lead sync from the last heartbeat", "site_id", in.SiteID, "pages", p.Pages)
 		}
 	}
+	if in.SyncKey != "" {
+		// The store's position was written with its page; a heartbeat
+		// may lag it by the pages stored since it was last sent.
+		pos, err := a.Store.LeadSyncPosition(ctx, in.SiteID, in.SyncKey)
+		switch {
+		case err == nil:
+			p = syncProgress(pos)
+			log.Info("resuming lead sync from its stored position", "site_id", in.SiteID, "pages", p.Pages)
+		case !errors.Is(err, store.ErrNotFound):
+			return SyncLeadsResult{}, a.stalled(err, p, stall)
+		}
+	}
 	if p.Done {
 		return a.counted(ctx, in.SiteID, p.result(true)), nil
 	}
@@ -130,18 +158,20 @@ func (a *Activities) SyncLeads(ctx context.Context, in SyncLeadsInput) (SyncLead
 		if err != nil {
 			return SyncLeadsResult{}, a.failed(ctx, in.SiteID, err, hb.get(), stall)
 		}
-		fresh, err := a.Store.UpsertLeads(ctx, in.SiteID, page.Leads)
+		next := p
+		next.Pages++
+		next.Leads += len(page.Leads)
+		next.Resume = p.Next
+		next.Next = page.Next
+		next.Done = page.Next == nil
+		next.LastPageAt = a.Now()
+		fresh, err := a.storePage(ctx, in, page.Leads, next)
 		if err != nil {
 			return SyncLeadsResult{}, a.failed(ctx, in.SiteID, err, hb.get(), stall)
 		}
-		p.Pages++
-		p.Leads += len(page.Leads)
-		p.New += fresh
+		next.New += fresh
+		p = next
 		a.countPage(ctx, fresh)
-		p.Resume = p.Next
-		p.Next = page.Next
-		p.Done = page.Next == nil
-		p.LastPageAt = a.Now()
 		hb.set(p)
 		if page.Next == nil {
 			break
@@ -153,6 +183,16 @@ func (a *Activities) SyncLeads(ctx context.Context, in SyncLeadsInput) (SyncLead
 	}
 	log.Info("lead sync caught up", "site_id", in.SiteID, "pages", p.Pages, "new_leads", p.New, "took", time.Since(started).Round(time.Millisecond))
 	return a.counted(ctx, in.SiteID, p.result(true)), nil
+}
+
+// storePage upserts a page of leads and, for a sync with a key, the
+// position after it (p, before the page's new leads are counted) in the
+// same transaction. It returns how many of the page's leads were new.
+func (a *Activities) storePage(ctx context.Context, in SyncLeadsInput, leads []agentsite.Lead, p syncProgress) (int, error) {
+	if in.SyncKey == "" {
+		return a.Store.UpsertLeads(ctx, in.SiteID, leads)
+	}
+	return a.Store.UpsertLeadsAt(ctx, in.SiteID, in.SyncKey, leads, store.LeadSyncPosition(p))
 }
 
 // failed turns the error that ended an attempt into what the activity

@@ -191,3 +191,53 @@ func TestSyncLeadsAnswersACancelWithItsProgress(t *testing.T) {
 		t.Errorf("on a worker shutdown: error = %v, want a retryable failure", err)
 	}
 }
+
+// TestSyncLeadsGoesOnFromTheStoredPosition cuts a keyed sync after two of
+// five pages, then runs it again as the worst case would: from where the
+// sync began (a cancel that reached the activity between attempts carries
+// no progress) and with a heartbeat that lags the store by a page. The
+// store's position, written with each page, wins: the sync reads the
+// three pages it had not stored, no page twice, and counts the sync's
+// five pages since it began.
+func TestSyncLeadsGoesOnFromTheStoredPosition(t *testing.T) {
+	f := newLeadsFixture(t, 50)
+	const key = "lead-sync/site_1/run-a/sync-1"
+	ctx, cancel := context.WithCancelCause(t.Context())
+	f.background = ctx
+	f.acts.API = cancelAfter{API: f.api, pages: 2, cancel: func() { cancel(temporal.NewCanceledError()) }}
+	_, err := f.run(t, SyncLeadsInput{SiteID: f.site, Limit: 10, SyncKey: key})
+	var canceled *temporal.CanceledError
+	var cut SyncLeadsResult
+	if !errors.As(err, &canceled) || canceled.Details(&cut) != nil || cut.Pages != 2 {
+		t.Fatalf("the cut sync: %v (progress %+v); want a CanceledError with 2 pages", err, cut)
+	}
+	pos, err := f.store.LeadSyncPosition(t.Context(), f.site, key)
+	if err != nil || pos.Pages != 2 || pos.Next == nil || *pos.Next != *cut.Resume {
+		t.Fatalf("stored position %+v, %v; want 2 pages and the cut's resume point next", pos, err)
+	}
+
+	f.acts.API, f.background = f.api, nil
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestActivityEnvironment()
+	env.RegisterActivity(f.acts)
+	env.SetHeartbeatDetails(syncProgress{Pages: 1, Leads: 10, New: 10, Resume: nil, Next: pos.Resume, LastPageAt: time.Now()})
+	v, err := env.ExecuteActivity(f.acts.SyncLeads, SyncLeadsInput{SiteID: f.site, Limit: 10, SyncKey: key})
+	var res SyncLeadsResult
+	if err == nil {
+		err = v.Get(&res)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Pages != 5 || res.Leads != 50 || res.New != 50 || !res.CaughtUp || res.Stored == nil || *res.Stored != 50 {
+		t.Errorf("the sync went on to %+v; want the sync's 5 pages, 50 leads, 50 new, caught up", res)
+	}
+	if got := f.sum(t, "siteops.lead.pages.read"); got != 5 {
+		t.Errorf("siteops.lead.pages.read = %d; want 5: no page read twice", got)
+	}
+	// A sync under another key starts where its input says.
+	again, err := f.run(t, SyncLeadsInput{SiteID: f.site, Limit: 10, From: res.Resume, SyncKey: key + "-next"})
+	if err != nil || again.Pages != 1 || again.New != 0 {
+		t.Errorf("a new sync from the last page: %+v, %v; want that page read again, nothing new", again, err)
+	}
+}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 
 	"github.com/siteops/siteops/agentsite"
@@ -12,6 +13,39 @@ import (
 // It returns how many of the page's leads were new, so that callers count
 // distinct leads stored rather than records read.
 func (s *Store) UpsertLeads(ctx context.Context, siteID string, leads []agentsite.Lead) (int, error) {
+	if len(leads) == 0 {
+		return 0, nil
+	}
+	if s.dialect == Postgres {
+		// One statement, its own transaction.
+		return s.upsertLeads(ctx, s.db, siteID, leads)
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = tx.Rollback() }()
+	fresh, err := s.upsertLeads(ctx, tx, siteID, leads)
+	if err != nil {
+		return 0, err
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, err
+	}
+	return fresh, nil
+}
+
+// leadWriter is a connection pool or a transaction.
+type leadWriter interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// upsertLeads writes leads through w and returns how many were new. On
+// SQLite w must be a transaction, so that the count of known leads and the
+// write see the same rows.
+func (s *Store) upsertLeads(ctx context.Context, w leadWriter, siteID string, leads []agentsite.Lead) (int, error) {
 	if len(leads) == 0 {
 		return 0, nil
 	}
@@ -36,29 +70,21 @@ func (s *Store) UpsertLeads(ctx context.Context, siteID string, leads []agentsit
 		` ON CONFLICT (site_id, lead_id) DO UPDATE SET raw = excluded.raw, last_seen = excluded.last_seen`
 	if s.dialect == Postgres {
 		// xmax is 0 on a row this statement inserted, not on one it updated.
-		return s.countInserted(ctx, q+` RETURNING (xmax = 0)`, args, siteID, rows)
+		return countInserted(ctx, w, q+` RETURNING (xmax = 0)`, args, siteID, rows)
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = tx.Rollback() }()
 	var known int
 	inList := `SELECT COUNT(*) FROM leads WHERE site_id = $1 AND lead_id IN (` + placeholdersFrom(2, len(ids)) + `)` //nolint:gosec // see above
-	if err := tx.QueryRowContext(ctx, inList, append([]any{siteID}, ids...)...).Scan(&known); err != nil {
+	if err := w.QueryRowContext(ctx, inList, append([]any{siteID}, ids...)...).Scan(&known); err != nil {
 		return 0, fmt.Errorf("store: reading known leads of site %s: %w", siteID, err)
 	}
-	if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+	if _, err := w.ExecContext(ctx, q, args...); err != nil {
 		return 0, fmt.Errorf("store: upserting %d leads of site %s: %w", rows, siteID, err)
-	}
-	if err := tx.Commit(); err != nil {
-		return 0, err
 	}
 	return rows - known, nil
 }
 
-func (s *Store) countInserted(ctx context.Context, q string, args []any, siteID string, rows int) (int, error) {
-	res, err := s.db.QueryContext(ctx, q, args...)
+func countInserted(ctx context.Context, w leadWriter, q string, args []any, siteID string, rows int) (int, error) {
+	res, err := w.QueryContext(ctx, q, args...)
 	if err != nil {
 		return 0, fmt.Errorf("store: upserting %d leads of site %s: %w", rows, siteID, err)
 	}

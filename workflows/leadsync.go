@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"errors"
+	"strconv"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -67,6 +68,15 @@ const versionBoundedHistory = "bounded-history"
 // every page it stored is an idempotent upsert if it is read again.
 const versionCutSync = "cut-sync-at-history-bound"
 
+// versionSyncPosition marks runs whose syncs each have a key under which
+// the store records the sync's position with every page it stores, in the
+// page's transaction: a retried attempt, or the next run of a sync cut
+// short (the run hands the key on), goes on from the first page not
+// stored, whatever the heartbeat or the cancel's answer carried, so a
+// cut is exact. Runs started before it keep positions in heartbeats
+// alone, as they ran.
+const versionSyncPosition = "sync-position-in-store"
+
 // LeadSyncInput starts or continues a site's lead sync. The fields after
 // PollInterval carry state across continue-as-new; callers leave them empty.
 //
@@ -93,6 +103,19 @@ type LeadSyncInput struct {
 	// StallSince is when the stall clock of a sync cut short started
 	// (its last stored page), so that the next run's sync goes on with it.
 	StallSince time.Time `json:"stall_since,omitzero"`
+	// Cut names the sync cut short that the next run goes on with.
+	Cut *SyncCut `json:"cut,omitempty"`
+}
+
+// SyncCut is a sync cut short: the key its position is stored under, and
+// what the runs before already added of it to the progress, so that the
+// next run adds only the rest (the activity counts a keyed sync since it
+// began).
+type SyncCut struct {
+	Key       string `json:"key"`
+	Pages     int    `json:"pages"`
+	LeadsRead int    `json:"leads_read"`
+	New       int    `json:"new"`
 }
 
 // LeadCreatedSignal is a lead.created event relayed to the workflow.
@@ -152,9 +175,14 @@ type leadSync struct {
 	fullNext bool
 	bounded  bool // versionBoundedHistory
 	cuts     bool // versionCutSync
-	leadCh   workflow.ReceiveChannel
-	leadsCh  workflow.ReceiveChannel
-	syncCh   workflow.ReceiveChannel
+	// positions is versionSyncPosition; counted is what the progress
+	// already holds of the sync under way (a sync cut short by an
+	// earlier run).
+	positions bool
+	counted   SyncCut
+	leadCh    workflow.ReceiveChannel
+	leadsCh   workflow.ReceiveChannel
+	syncCh    workflow.ReceiveChannel
 }
 
 func (s *leadSync) setup(ctx workflow.Context) error {
@@ -249,6 +277,7 @@ func (s *leadSync) run(ctx workflow.Context) error {
 	// Only bounded runs ask, so that a run that predates both records no
 	// marker for this change.
 	s.cuts = s.bounded && workflow.GetVersion(ctx, versionCutSync, workflow.DefaultVersion, 1) == 1
+	s.positions = s.cuts && workflow.GetVersion(ctx, versionSyncPosition, workflow.DefaultVersion, 1) == 1
 	policy := &temporal.RetryPolicy{
 		InitialInterval:    time.Second,
 		BackoffCoefficient: 2,
@@ -274,14 +303,15 @@ func (s *leadSync) run(ctx workflow.Context) error {
 			return s.continueAsNew(ctx)
 		}
 		s.pending = false
-		from := s.in.Resume
+		from, full := s.in.Resume, s.fullNext
 		if s.fullNext {
 			from, s.fullNext = nil, false
 		}
+		key := s.syncKey(ctx, syncs, full)
 		s.p.Syncing = true
 		in := activities.SyncLeadsInput{
 			SiteID: s.in.SiteID, From: from, Limit: s.in.PageLimit, MaxPages: s.in.PagesPerRun,
-			StallTimeout: s.in.StallTimeout.D(), StallSince: s.in.StallSince,
+			StallTimeout: s.in.StallTimeout.D(), StallSince: s.in.StallSince, SyncKey: key,
 		}
 		res, cut, err := s.sync(ctx, actx, in)
 		s.p.Syncing = false
@@ -289,17 +319,22 @@ func (s *leadSync) run(ctx workflow.Context) error {
 			return err
 		}
 		s.in.Resume = res.Resume
-		s.p.Pages += res.Pages
-		s.p.LeadsRead += res.Leads
+		// A keyed sync's counts are the sync's since it began: add what
+		// the progress does not hold yet.
+		s.p.Pages += res.Pages - s.counted.Pages
+		s.p.LeadsRead += res.Leads - s.counted.LeadsRead
 		if res.Stored != nil {
 			// The store's count: right whatever attempts re-read or a
 			// lost heartbeat forgot.
 			s.p.Leads = *res.Stored
 		} else {
-			s.p.Leads += res.New
+			s.p.Leads += res.New - s.counted.New
 		}
 		if cut {
 			s.in.StallSince = res.LastPageAt
+			if key != "" {
+				s.in.Cut = &SyncCut{Key: key, Pages: res.Pages, LeadsRead: res.Leads, New: res.New}
+			}
 			s.pending = true // the next run goes on with the sync
 			s.drain()
 			return s.continueAsNew(ctx)
@@ -318,6 +353,24 @@ func (s *leadSync) run(ctx workflow.Context) error {
 		}
 		s.wait(ctx)
 	}
+}
+
+// syncKey names the sync about to start (number syncs of this run) and
+// sets what the progress already holds of it: the sync cut short that
+// this run goes on with, unless a full re-scan replaces it, or a new sync
+// of this run. Runs before versionSyncPosition have no keys.
+func (s *leadSync) syncKey(ctx workflow.Context, syncs int, full bool) string {
+	cut := s.in.Cut
+	s.in.Cut, s.counted = nil, SyncCut{}
+	if !s.positions {
+		return ""
+	}
+	if cut != nil && !full {
+		s.counted = *cut
+		return cut.Key
+	}
+	info := workflow.GetInfo(ctx)
+	return Key(info.WorkflowExecution.ID, info.WorkflowExecution.RunID, "sync", strconv.Itoa(syncs))
 }
 
 // sync runs one SyncLeads activity. Runs with versionCutSync wait for it
@@ -372,6 +425,9 @@ func (s *leadSync) sync(ctx, actx workflow.Context, in activities.SyncLeadsInput
 		if res.LastPageAt.IsZero() {
 			res.LastPageAt = started
 		}
+		// A keyed sync's next run goes on from the store's position, and
+		// its counts are the sync's: this run adds nothing of it.
+		res.Pages, res.Leads, res.New = s.counted.Pages, s.counted.LeadsRead, s.counted.New
 	}
 	return res, true, nil
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/siteops/siteops/activities"
 	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/simulator"
+	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/workflows"
 )
 
@@ -181,14 +182,24 @@ type flakyStore struct {
 }
 
 func (f *flakyStore) UpsertLeads(ctx context.Context, siteID string, leads []agentsite.Lead) (int, error) {
-	f.mu.Lock()
-	f.calls++
-	fail := f.calls == f.failOn
-	f.mu.Unlock()
-	if fail {
+	if f.fail() {
 		return 0, errors.New("database is locked")
 	}
 	return f.Store.UpsertLeads(ctx, siteID, leads)
+}
+
+func (f *flakyStore) UpsertLeadsAt(ctx context.Context, siteID, syncKey string, leads []agentsite.Lead, pos store.LeadSyncPosition) (int, error) {
+	if f.fail() {
+		return 0, errors.New("database is locked")
+	}
+	return f.Store.UpsertLeadsAt(ctx, siteID, syncKey, leads, pos)
+}
+
+func (f *flakyStore) fail() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	return f.calls == f.failOn
 }
 
 func TestLeadSyncResumesFromTheHeartbeat(t *testing.T) {
@@ -394,6 +405,11 @@ func TestLeadSyncCutsItsSyncShortWhenTheHistoryFills(t *testing.T) {
 	if !slices.Equal(next.RecentEvents, []string{"evt_1"}) {
 		t.Errorf("carried events %v, want evt_1", next.RecentEvents)
 	}
+	// The next run goes on under the cut sync's key, from the position the
+	// store holds for it, having counted nothing of it yet.
+	if c := next.Cut; c == nil || !strings.HasPrefix(c.Key, "default-test-workflow-id/default-test-run-id/sync/") || c.Pages != 0 || c.LeadsRead != 0 {
+		t.Errorf("carried cut = %+v; want the sync's key and nothing counted", c)
+	}
 }
 
 // storeThenFail stores the n-th page and then fails, as a worker that dies
@@ -407,20 +423,31 @@ type storeThenFail struct {
 
 func (s *storeThenFail) UpsertLeads(ctx context.Context, siteID string, leads []agentsite.Lead) (int, error) {
 	n, err := s.Store.UpsertLeads(ctx, siteID, leads)
-	s.mu.Lock()
-	s.calls++
-	fail := s.calls == s.failOn
-	s.mu.Unlock()
-	if err == nil && fail {
+	if err == nil && s.fail() {
 		return 0, errors.New("connection reset after commit")
 	}
 	return n, err
 }
 
-// TestLeadSyncCountsLeadsStoredNotLeadsNew loses the fourth page's count:
-// stored, then the attempt fails before it heartbeats, and the retry finds
-// the page stored already. Progress still says 1,000 leads: the store's
-// count, not the sum of what attempts found new.
+func (s *storeThenFail) UpsertLeadsAt(ctx context.Context, siteID, syncKey string, leads []agentsite.Lead, pos store.LeadSyncPosition) (int, error) {
+	n, err := s.Store.UpsertLeadsAt(ctx, siteID, syncKey, leads, pos)
+	if err == nil && s.fail() {
+		return 0, errors.New("connection reset after commit")
+	}
+	return n, err
+}
+
+func (s *storeThenFail) fail() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls++
+	return s.calls == s.failOn
+}
+
+// TestLeadSyncCountsLeadsStoredNotLeadsNew fails the attempt right after
+// the fourth page's transaction commits, before it heartbeats: the retry
+// goes on from the position stored with that page, reads no page twice,
+// and progress says 1,000 leads (the store's count).
 func TestLeadSyncCountsLeadsStoredNotLeadsNew(t *testing.T) {
 	f := newFixture(t)
 	site := f.siteWithLeads(t, 1000)
@@ -432,9 +459,84 @@ func TestLeadSyncCountsLeadsStoredNotLeadsNew(t *testing.T) {
 	if err != nil || n != 1000 {
 		t.Fatalf("store holds %d leads (%v), want 1000", n, err)
 	}
-	// The retry went on from the heartbeat after page three: the fourth
-	// page's leads were not new to it, yet they are counted.
+	// The retry went on from the position stored with the fourth page,
+	// not from the heartbeat after page three: no page read twice.
 	if p.Leads != 1000 || p.Pages != 10 || p.LeadsRead != 1000 || !p.CaughtUp {
 		t.Errorf("progress = %+v; want 1000 leads stored, 10 pages and 1000 records read", p)
+	}
+	if n := len(f.requests("GET", "/leads")); n != 10 {
+		t.Errorf("%d list requests; want 10, each page once", n)
+	}
+}
+
+// TestLeadSyncGoesOnWithASyncCutShort runs the next run of a sync cut
+// short as the worst case hands it on: a cancel that reached the activity
+// between attempts, so the cut run knew nothing of the two pages the sync
+// had stored and resumes where the sync began. The store's position, kept
+// with those pages under the sync's key, wins: the run reads the eight
+// pages left, none twice, and the progress counts each page once.
+func TestLeadSyncGoesOnWithASyncCutShort(t *testing.T) {
+	f := newFixture(t)
+	site := f.siteWithLeads(t, 1000)
+	const key = "lead-sync/site_1/run-before/sync/0"
+	pos := store.LeadSyncPosition{LastPageAt: f.env.Now()}
+	for page, err := range f.api.LeadPages(t.Context(), site, agentsite.ListLeadsOptions{Limit: 100}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		pos.Pages++
+		pos.Leads += len(page.Leads)
+		pos.Resume, pos.Next = pos.Next, page.Next
+		if _, err := f.store.UpsertLeadsAt(t.Context(), site, key, page.Leads, pos); err != nil {
+			t.Fatal(err)
+		}
+		if pos.Pages == 2 {
+			break
+		}
+	}
+	before := len(f.requests("GET", "/leads"))
+	var p workflows.LeadSyncProgress
+	f.env.RegisterDelayedCallback(func() { p = f.progress(t); f.env.CancelWorkflow() }, time.Minute)
+	f.env.ExecuteWorkflow(workflows.LeadSyncWorkflowName, workflows.LeadSyncInput{
+		SiteID: site, PageLimit: 100, PollInterval: workflows.Duration(time.Hour),
+		Cut:      &workflows.SyncCut{Key: key}, // nothing of it counted
+		Progress: workflows.LeadSyncProgress{Runs: 1},
+	})
+	if n := len(f.requests("GET", "/leads")) - before; n != 8 {
+		t.Errorf("%d list requests; want 8, the pages the sync had not stored", n)
+	}
+	// The activity counts the sync since it began: all ten pages, added
+	// once, since the cut run had added none.
+	if p.Leads != 1000 || p.Pages != 10 || p.LeadsRead != 1000 || !p.CaughtUp || p.Syncs != 1 {
+		t.Errorf("progress = %+v; want the sync's 10 pages and 1,000 leads, counted once", p)
+	}
+
+	// Had the cut run counted the two pages (the cancel's answer), the
+	// next run adds only the rest.
+	g := newFixture(t)
+	site = g.siteWithLeads(t, 1000)
+	pos = store.LeadSyncPosition{LastPageAt: g.env.Now()}
+	for page, err := range g.api.LeadPages(t.Context(), site, agentsite.ListLeadsOptions{Limit: 100}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		pos.Pages++
+		pos.Leads += len(page.Leads)
+		pos.Resume, pos.Next = pos.Next, page.Next
+		if _, err := g.store.UpsertLeadsAt(t.Context(), site, key, page.Leads, pos); err != nil {
+			t.Fatal(err)
+		}
+		if pos.Pages == 2 {
+			break
+		}
+	}
+	g.env.RegisterDelayedCallback(func() { p = g.progress(t); g.env.CancelWorkflow() }, time.Minute)
+	g.env.ExecuteWorkflow(workflows.LeadSyncWorkflowName, workflows.LeadSyncInput{
+		SiteID: site, PageLimit: 100, PollInterval: workflows.Duration(time.Hour), Resume: pos.Next,
+		Cut:      &workflows.SyncCut{Key: key, Pages: 2, LeadsRead: 200, New: 200},
+		Progress: workflows.LeadSyncProgress{Runs: 1, Pages: 2, LeadsRead: 200, Leads: 200},
+	})
+	if p.Leads != 1000 || p.Pages != 10 || p.LeadsRead != 1000 || !p.CaughtUp {
+		t.Errorf("progress = %+v; want 10 pages and 1,000 leads read, each page once", p)
 	}
 }
