@@ -181,6 +181,7 @@ func (a *Activities) SyncLeads(ctx context.Context, in SyncLeadsInput) (SyncLead
 			return a.counted(ctx, in.SiteID, p.paused()), nil
 		}
 	}
+	a.caughtUp(ctx)
 	log.Info("lead sync caught up", "site_id", in.SiteID, "pages", p.Pages, "new_leads", p.New, "took", time.Since(started).Round(time.Millisecond))
 	return a.counted(ctx, in.SiteID, p.result(true)), nil
 }

@@ -121,5 +121,6 @@ func (a *Activities) Publish(ctx context.Context, in PublishInput) (PublishResul
 	if err != nil {
 		return PublishResult{}, classify(err)
 	}
+	a.published(ctx, in)
 	return PublishResult{Status: res.Status}, nil
 }
