@@ -94,6 +94,9 @@ type Ingress struct {
 	// record at once; the rest wait briefly, then get 503 (the sender
 	// retries).
 	MaxConcurrent int `envconfig:"SITEOPS_INGRESS_MAX_CONCURRENT" default:"64"`
+	// MaxConnections bounds the connections open on the webhook port; at
+	// the cap the idle and slowest ones make room (README, ingress limits).
+	MaxConnections int `envconfig:"SITEOPS_INGRESS_MAX_CONNECTIONS" default:"2048"`
 	// MaxBody caps a delivery's body in bytes (413 above it).
 	MaxBody        int64         `envconfig:"SITEOPS_INGRESS_MAX_BODY" default:"262144"`
 	WebhookSecrets string        `envconfig:"SITEOPS_WEBHOOK_SECRETS"`
