@@ -346,12 +346,12 @@ func TestBodyBudgetCountsBytesThatArrived(t *testing.T) {
 }
 
 // TestFreshJunkHoldsNoSlot is item 2 of the review in process, with the
-// default limits: 320 clients each send a delivery's head with a current
+// default limits: 600 clients each send a delivery's head with a current
 // timestamp, a made-up v1 of 64 hex digits and Content-Length: 8000, then
 // no body, and start again when cut — more than the 256 slots of the
 // small lane, which used to be held a second each. Reading a body holds no
 // slot now: 20 valid deliveries sent meanwhile are each answered 200
-// within 1 s (3 s under the race detector, which slows the 320 clients and
+// within 1 s (3 s under the race detector, which slows the 600 clients and
 // the server in this one process alike).
 // e2e.TestIngressFreshJunkHoldsNoSlot runs the review's 1,600 against a
 // siteops ingress process.
@@ -362,10 +362,19 @@ func TestFreshJunkHoldsNoSlot(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
-	const junk = 320
+	const junk = 600
 	held := make(chan time.Duration, 4*junk)
-	for range junk {
-		wg.Go(func() { ingresstest.SilentForgedUpload(ctx, addr, 8000, held) })
+	// The clients start over a second, as a flood builds up, so that they
+	// do not all wake in one instant every second in this process.
+	for i := range junk {
+		wg.Go(func() {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Duration(i) * time.Second / junk):
+			}
+			ingresstest.SilentForgedUpload(ctx, addr, 8000, held)
+		})
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for _, n := l.lens(); n < junk*9/10; _, n = l.lens() {

@@ -76,13 +76,16 @@ const (
 const DefaultSlotWait = 5 * time.Second
 
 // DefaultSecretRefresh is how old the list of receivers and their secrets
-// may be when a request is answered from it, and DefaultRecheck how old it
-// may be when no listed secret verifies a delivery: then the list is read
-// again (once for every such delivery), so that a secret stored a moment
-// ago, or an endpoint creation just begun, is seen.
+// may be when a request is answered from it. A delivery to a receiver that
+// the list does not name, or that no listed secret verifies, waits instead
+// for a read of the list that started after it arrived (an endpoint
+// creation may have begun, or a secret been stored, a moment before), and
+// DefaultRecheck is the least time between two reads: such deliveries,
+// however many, cost at most one read of the list per 50 ms, which each
+// shares.
 const (
 	DefaultSecretRefresh = time.Second
-	DefaultRecheck       = 100 * time.Millisecond
+	DefaultRecheck       = 50 * time.Millisecond
 )
 
 // MaxHeaderBytes bounds a request's header on the webhook port: a
@@ -142,8 +145,8 @@ type Options struct {
 	BodyTimeout time.Duration
 	BodyRate    int64
 	// SecretRefresh is how old the list of receivers may be
-	// (DefaultSecretRefresh), Recheck how old it may be when no listed
-	// secret verifies a delivery (DefaultRecheck).
+	// (DefaultSecretRefresh), Recheck the least time between two of its
+	// reads (DefaultRecheck).
 	SecretRefresh time.Duration
 	Recheck       time.Duration
 	// LogsPerSecond bounds the rejection log lines per second, and
@@ -255,7 +258,7 @@ func NewHandler(o Options) *Handler {
 	h := &Handler{
 		opts: o,
 		secrets: (&secretSource{
-			env: o.EnvSecrets, store: o.Secrets, refresh: o.SecretRefresh, now: o.Now, log: o.Logger,
+			env: o.EnvSecrets, store: o.Secrets, refresh: o.SecretRefresh, spacing: o.Recheck, now: o.Now, log: o.Logger,
 			unreadable: o.Metrics.unreadableSecrets,
 		}).init(),
 		mux:      http.NewServeMux(),
@@ -403,7 +406,12 @@ func (h *Handler) receive(w http.ResponseWriter, r *http.Request, receiver strin
 		h.reject(w, r, http.StatusRequestEntityTooLarge, "body_too_large")
 		return
 	}
+	arrived := h.opts.Now()
 	st, err := h.secrets.lookup(r.Context(), receiver, 0)
+	if err == nil && !st.known() {
+		// An endpoint creation for it may have begun a moment ago.
+		st, err = h.secrets.lookupSince(r.Context(), receiver, arrived)
+	}
 	switch {
 	case err != nil:
 		h.storeFailed(w, r, "reading the webhook receivers failed", err, "receiver", store.ReceiverName(receiver))
@@ -436,12 +444,12 @@ func (h *Handler) receive(w http.ResponseWriter, r *http.Request, receiver strin
 		return
 	}
 	defer h.budget.give(taken)
-	h.deliver(w, r, receiver, sig, body, st)
+	h.deliver(w, r, receiver, sig, body, st, arrived)
 }
 
 // deliver verifies a body read whole and records it, holding a slot of its
 // lane while it does, but not while the delivery is held for a new secret.
-func (h *Handler) deliver(w http.ResponseWriter, r *http.Request, receiver string, sig webhook.Header, body []byte, st receiverState) {
+func (h *Handler) deliver(w http.ResponseWriter, r *http.Request, receiver string, sig webhook.Header, body []byte, st receiverState, arrived time.Time) {
 	slots := h.slots
 	if len(body) <= SmallBody {
 		slots = h.small
@@ -460,7 +468,7 @@ func (h *Handler) deliver(w http.ResponseWriter, r *http.Request, receiver strin
 	if err != nil {
 		<-slots
 		held = false
-		st, idx, err = h.awaitNewSecret(r.Context(), receiver, sig, body, st)
+		st, idx, err = h.awaitNewSecret(r.Context(), receiver, sig, body, st, arrived)
 		if err == nil {
 			if !h.acquire(r.Context(), slots) {
 				h.reject(w, r, http.StatusServiceUnavailable, "busy")
@@ -623,8 +631,9 @@ const holdPoll = 50 * time.Millisecond
 
 // awaitNewSecret handles a delivery that no secret of the list verifies.
 // The list may predate a secret stored a moment ago, or an endpoint
-// creation just begun, so it is read again when it is older than Recheck
-// (once for every such delivery), and the delivery verified again.
+// creation just begun, so the delivery waits for a read of the list that
+// started after it arrived (shared with every other such delivery; at most
+// one per Recheck) and is verified again.
 //
 // Then it handles the moment of a secret rotation between the service
 // creating an endpoint and siteops storing its one-time secret: a delivery
@@ -639,11 +648,11 @@ const holdPoll = 50 * time.Millisecond
 // secrets, else webhook.ErrNoValidSignature.
 //
 // Held deliveries cost the store one read of the whole list every half
-// poll interval, however many are held, for however many receivers.
-func (h *Handler) awaitNewSecret(ctx context.Context, receiver string, sig webhook.Header, body []byte, st receiverState) (receiverState, int, error) {
+// poll interval at most, however many are held, for however many
+// receivers.
+func (h *Handler) awaitNewSecret(ctx context.Context, receiver string, sig webhook.Header, body []byte, st receiverState, arrived time.Time) (receiverState, int, error) {
 	seen := st.read
-	try := func(maxAge time.Duration) (receiverState, int, error, bool) {
-		s, err := h.secrets.lookup(ctx, receiver, maxAge)
+	try := func(s receiverState, err error) (receiverState, int, error, bool) {
 		if err != nil {
 			return s, -1, fmt.Errorf("%w: %w", errStoreDown, err), true
 		}
@@ -660,7 +669,7 @@ func (h *Handler) awaitNewSecret(ctx context.Context, receiver string, sig webho
 		}
 		return s, -1, nil, false
 	}
-	if s, idx, err, done := try(h.opts.Recheck); done {
+	if s, idx, err, done := try(h.secrets.lookupSince(ctx, receiver, arrived)); done {
 		return s, idx, err
 	}
 	select {
@@ -685,7 +694,7 @@ func (h *Handler) awaitNewSecret(ctx context.Context, receiver string, sig webho
 		}
 		// Half the poll interval: every tick of a held delivery reads
 		// afresh, once for all held deliveries.
-		if s, idx, err, done := try(holdPoll / 2); done {
+		if s, idx, err, done := try(h.secrets.lookup(ctx, receiver, holdPoll/2)); done {
 			return s, idx, err
 		}
 	}

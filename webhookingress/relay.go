@@ -566,6 +566,9 @@ func (r *Relay) handle(ctx context.Context, j *job) []store.Dispatch {
 		span.SetStatus(codes.Error, "dispatch failed")
 	}
 	span.End()
+	// Read before cancel, which ends dctx either way: whether the dispatch
+	// ran out of time, the cause a bare "context deadline exceeded" hides.
+	outOfTime := errors.Is(dctx.Err(), context.DeadlineExceeded)
 	cancel()
 	ds := make([]store.Dispatch, len(j.evs))
 	for i, ev := range j.evs {
@@ -575,9 +578,25 @@ func (r *Relay) handle(ctx context.Context, j *job) []store.Dispatch {
 		r.Logger.Debug("relay: dispatched", "event_id", first.EventID, "event_type", typeLabel(first), "events", len(j.evs), "outcome", outcome)
 		return ds
 	}
+	// The last error an event keeps (siteops events show) names the cause:
+	// Temporal that did not answer within the dispatch's time, or that
+	// answered Unavailable (down, restarting, unreachable).
+	why := err.Error()
+	var (
+		noAnswer    *serviceerror.DeadlineExceeded
+		unavailable *serviceerror.Unavailable
+	)
+	switch {
+	case errors.As(err, &noAnswer) && outOfTime:
+		why = fmt.Sprintf("%s: Temporal did not answer within %s (the relay's dispatch timeout): it is down, unreachable or overloaded (a history service that is down looks like this); the relay tries again", why, r.DispatchTimeout)
+	case errors.As(err, &noAnswer):
+		why += ": Temporal gave no answer in time (it is overloaded or its history service is down); the relay tries again"
+	case errors.As(err, &unavailable):
+		why += ": Temporal is unavailable (down, restarting or unreachable); the relay tries again"
+	}
 	dead := 0
 	for i, ev := range j.evs {
-		ds[i].Outcome, ds[i].Error = "", err.Error()
+		ds[i].Outcome, ds[i].Error = "", why
 		if ev.Failures+1 >= r.MaxAttempts {
 			ds[i].Dead = true
 			dead++

@@ -29,7 +29,7 @@ type receiverState struct {
 	endpoints  []string
 	unreadable int
 	exp        store.Expectation
-	// read is when the list it comes from was read.
+	// read is when the read of the list it comes from started.
 	read time.Time
 }
 
@@ -47,12 +47,16 @@ func (r receiverState) known() bool {
 //
 // What a request may cost the database does not depend on the request:
 // the list is read by one call (store.Store.Receivers) for every receiver
-// at once, at most once per maxAge that its callers ask for (refresh for
-// an ordinary lookup; less for a delivery that no listed secret verifies
-// and for held deliveries), and one read is shared by every caller that
-// asks while it is under way. A receiver name nobody registered is
-// answered from the list, with no read of its own, and adds nothing to
-// memory: the list holds only the receivers that the store names.
+// at once, one read is shared by every caller that asks while it is under
+// way, and two reads start at least spacing apart, whoever asks. An
+// ordinary lookup takes the list if it is at most refresh old (lookup). A
+// delivery to a receiver the list does not name, or that no listed secret
+// verifies, needs a list read since it arrived (lookupSince): an endpoint
+// creation may have begun, or a secret been stored, a moment before; it
+// waits for the next read, which every such delivery shares. So a flood of
+// made-up receiver names, however large, costs at most one read per
+// spacing, and adds nothing to memory: the list holds only the receivers
+// that the store names.
 //
 // A stored secret that does not decrypt is left out of its receiver's
 // secrets and counted (unreadable): the other receivers never notice it.
@@ -62,12 +66,14 @@ type secretSource struct {
 	env        []string
 	store      SecretStore // nil when no stored secrets are used
 	refresh    time.Duration
+	spacing    time.Duration
 	now        func() time.Time
 	log        *slog.Logger
 	unreadable func(ctx context.Context, receiver string, n int)
 
 	mu       sync.Mutex
 	last     snapshot          // zero until the first read
+	started  time.Time         // when the last read started, on the wall clock (spacing)
 	reported map[string]string // receiver → its unreadable endpoints last reported
 
 	reads flightGroup[snapshot]
@@ -76,7 +82,7 @@ type secretSource struct {
 // snapshot is the list of every receiver as read at one time.
 type snapshot struct {
 	list map[string]receiverState
-	read time.Time
+	read time.Time // when its read started (now)
 }
 
 // init makes the caches of s, and returns it.
@@ -86,7 +92,8 @@ func (s *secretSource) init() *secretSource {
 }
 
 // lookup returns the receiver's state from a list read at most maxAge ago
-// (refresh when maxAge is 0), reading the list afresh if it is older.
+// (refresh when maxAge is 0 or more), reading the list afresh if it is
+// older.
 func (s *secretSource) lookup(ctx context.Context, receiver string, maxAge time.Duration) (receiverState, error) {
 	if maxAge <= 0 || maxAge > s.refresh {
 		maxAge = s.refresh
@@ -100,22 +107,65 @@ func (s *secretSource) lookup(ctx context.Context, receiver string, maxAge time.
 			return receiverState{}, err
 		}
 	}
-	st := snap.list[receiver]
-	st.read = snap.read
-	return st, nil
+	return snap.state(receiver), nil
 }
 
-// Refresh reads the list now; the server calls it every refresh period, so
-// that lookups rarely wait for a read and the unreadable-secrets gauge
-// follows a fix (a rekey) without a delivery.
+// lookupSince returns the receiver's state from a list whose read started
+// at since or later, waiting for the next read if the last one started
+// before.
+func (s *secretSource) lookupSince(ctx context.Context, receiver string, since time.Time) (receiverState, error) {
+	s.mu.Lock()
+	snap := s.last
+	s.mu.Unlock()
+	// At most twice: a read under way may have started before since; the
+	// next one starts after it ended, so after since.
+	for range 2 {
+		if snap.list != nil && !snap.read.Before(since) {
+			break
+		}
+		var err error
+		if snap, err = s.reads.do(ctx, "", s.readList); err != nil {
+			return receiverState{}, err
+		}
+	}
+	return snap.state(receiver), nil
+}
+
+// state is what snap says of the receiver.
+func (snap snapshot) state(receiver string) receiverState {
+	st := snap.list[receiver]
+	st.read = snap.read
+	return st
+}
+
+// Refresh reads the list now (or once spacing has passed since the last
+// read); the server calls it every refresh period, so that lookups rarely
+// wait for a read and the unreadable-secrets gauge follows a fix (a rekey)
+// without a delivery.
 func (s *secretSource) Refresh(ctx context.Context) error {
 	_, err := s.reads.do(ctx, "", s.readList)
 	return err
 }
 
-// readList reads every receiver, adds the configured secrets to the
-// default one, reports unreadable secrets that changed, and keeps the list.
+// readList reads every receiver, at least spacing after the last read
+// started, adds the configured secrets to the default one, reports
+// unreadable secrets that changed, and keeps the list.
 func (s *secretSource) readList(ctx context.Context) (snapshot, error) {
+	s.mu.Lock()
+	wait := time.Until(s.started.Add(s.spacing))
+	s.mu.Unlock()
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return snapshot{}, ctx.Err()
+		case <-t.C:
+		}
+	}
+	s.mu.Lock()
+	s.started = time.Now()
+	s.mu.Unlock()
 	read := s.now()
 	list := map[string]receiverState{}
 	if len(s.env) > 0 {
