@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"slices"
 	"sync"
@@ -192,16 +193,22 @@ func TestWaitedForEventsPassBulkOnes(t *testing.T) {
 
 // TestLeadSyncCutShortCarriesItsProgress fills a lead sync's history with
 // signals while its activity reads a slow collection: the run cancels the
-// activity, the activity answers with the progress it stored (the
-// cancel's details), and the next run goes on from that page with that
-// progress; every lead is stored once, every event counted, and no run's
-// history reaches 2,000 events.
+// activity and continues as new, handing on the sync's key; the next run
+// goes on from the position the store recorded with the last page stored
+// (in that page's transaction), so the cut reads no page twice. What a cut
+// guarantees, checked here: every lead stored once (the store equals the
+// simulator), every event counted, each page of the cut sync read once
+// (the cut run's pages and the next run's add up to the collection), and
+// counters that tell the truth: a later sync starts again from the last
+// page read, to pick up leads appended to it, so each one reads that page
+// again and counts it (pages = 200 + syncs - 1). No run's history reaches
+// 2,000 events.
 func TestLeadSyncCutShortCarriesItsProgress(t *testing.T) {
 	// 200 pages of 10 at 200 ms each: the activity runs for 40 s or more,
 	// far longer than the signals take and than it takes to hear of a
 	// cancel (heartbeat answers carry it; the worker sends heartbeats at
 	// most worker.HeartbeatThrottle apart).
-	const leads = 2000
+	const leads, pageSize = 2000, 10
 	e := newEnv(t, store.SQLite, simulator.Config{})
 	e.startWorker(t)
 	site := e.site(t, "cut")
@@ -213,13 +220,14 @@ func TestLeadSyncCutShortCarriesItsProgress(t *testing.T) {
 	}
 	id := workflows.LeadSyncID(site)
 	run, err := e.client.ExecuteWorkflow(t.Context(), client.StartWorkflowOptions{ID: id, TaskQueue: taskQueue}, workflows.LeadSyncWorkflowName,
-		workflows.LeadSyncInput{SiteID: site, PageLimit: 10, PagesPerRun: 1000, PollInterval: workflows.Duration(time.Hour)})
+		workflows.LeadSyncInput{SiteID: site, PageLimit: pageSize, PagesPerRun: 1000, PollInterval: workflows.Duration(time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	first := run.GetRunID()
 	// Signal until the first run's history is past the bound (and a few
-	// more, for the workflow task that sees it).
+	// more, for the workflow task that sees it), or until it has ended:
+	// signals after that go to the next run, which counts them as well.
 	sent := 0
 	for ; ; sent++ {
 		if sent%50 == 0 {
@@ -227,7 +235,8 @@ func TestLeadSyncCutShortCarriesItsProgress(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if d.GetWorkflowExecutionInfo().GetHistoryLength() > workflows.MaxHistoryEvents+20 {
+			info := d.GetWorkflowExecutionInfo()
+			if info.GetHistoryLength() > workflows.MaxHistoryEvents+20 || info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 				break
 			}
 		}
@@ -246,18 +255,39 @@ func TestLeadSyncCutShortCarriesItsProgress(t *testing.T) {
 	if status != enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW || !continuedWith(t, e, id, first, &next) {
 		t.Fatalf("the first run ended %s, want continued as new", status)
 	}
-	if p := next.Progress; p.Syncs != 0 || p.Pages == 0 || p.Pages >= leads/10 || p.Leads != p.Pages*10 || next.Resume == nil || next.StallSince.IsZero() {
-		t.Fatalf("the first run handed on %+v (resume %v, stall clock %s); want a sync cut short with the pages it stored", p, next.Resume, next.StallSince)
+	p, cut := next.Progress, next.Cut
+	if p.Syncs != 0 || p.Pages >= leads/pageSize || p.Leads != p.Pages*pageSize || next.StallSince.IsZero() || cut == nil || cut.Key == "" || cut.Pages != p.Pages {
+		t.Fatalf("the first run handed on %+v (cut %+v, stall clock %s); want a sync cut short, its key, and the pages counted of it", p, cut, next.StallSince)
 	}
-	t.Logf("%d signals; the sync was cut after %d of %d pages", sent, next.Progress.Pages, leads/10)
-	var p workflows.LeadSyncProgress
-	eventually(t, 2*time.Minute, "the next run to finish the sync", func() bool {
+	// The store holds the position of the sync under the key handed on:
+	// the next run goes on from there (it may have stored more pages by
+	// now).
+	pos, err := e.store.LeadSyncPosition(t.Context(), site, cut.Key)
+	if err != nil || pos.Pages == 0 || pos.Pages < cut.Pages {
+		t.Fatalf("the store's position of the cut sync: %+v, %v; want at least the %d pages the cut run counted", pos, err, cut.Pages)
+	}
+	t.Logf("%d signals; the sync was cut after %d of %d pages", sent, cut.Pages, leads/pageSize)
+	eventually(t, 2*time.Minute, "the next run to finish the sync and count every event", func() bool {
 		p, err = e.starter.LeadProgress(t.Context(), site)
-		return err == nil && p.CaughtUp && !p.Syncing
+		return err == nil && p.CaughtUp && !p.Syncing && p.Events == sent
 	})
 	assertStoreEqualsSim(t, e, site)
-	if p.Leads != leads || p.Events != sent || p.Pages != leads/10 {
-		t.Errorf("progress %+v; want %d leads, %d events, %d pages (none read twice)", p, leads, sent, leads/10)
+	if want := leads/pageSize + p.Syncs - 1; p.Leads != leads || p.Syncs < 1 || p.Pages != want || p.LeadsRead != p.Pages*pageSize || p.DuplicateEvents != 0 {
+		t.Errorf("progress %+v; want %d leads, and %d pages (the collection once, and its last page again for each of the %d later syncs), %d records each",
+			p, leads, want, p.Syncs-1, pageSize)
+	}
+	// The pages the API served: those counted, and at most the one page
+	// the cut caught between its answer and its transaction (fetched, not
+	// stored, so read again by the next run). A next run that read again
+	// pages the cut sync had stored would show here, whatever it counted.
+	lists := 0
+	for _, r := range e.sim.Requests() {
+		if r.Method == http.MethodGet && r.Path == "/api/v1/sites/"+site+"/leads" && r.Status == http.StatusOK {
+			lists++
+		}
+	}
+	if lists < p.Pages || lists > p.Pages+1 {
+		t.Errorf("the API served %d pages of leads; want the %d counted, or one more caught by the cut", lists, p.Pages)
 	}
 	if runs := leadSyncRuns(t, e, site); slices.Max(runs) >= 2000 {
 		t.Errorf("history lengths %v; want each under 2,000", runs)
