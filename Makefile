@@ -25,8 +25,13 @@ FUZZ_TARGETS := ./agentsite/webhook:FuzzParseHeader:500000x ./agentsite/webhook:
 
 all: build
 
+# The version the build is, linked in as the build id a versioned worker
+# polls as: one per commit (a modified tree's "-dirty" is followed by the
+# executable's digest at run time), never a shared placeholder like "dev".
+SITEOPS_VERSION ?= $(shell git describe --always --dirty 2>/dev/null)
+
 build:
-	$(GO) build -o bin/siteops ./cmd/siteops
+	$(GO) build -ldflags "-X github.com/siteops/siteops/internal/release.stamp=$(SITEOPS_VERSION) -X main.version=$(SITEOPS_VERSION)" -o bin/siteops ./cmd/siteops
 
 ## tools: the pinned temporal CLI (the tests start its dev server) and the pinned
 ## Temporal server and SQL tool (the production-shape tests start a cluster).

@@ -37,7 +37,8 @@ type Options struct {
 	// keep their catalogue behaviour (Pinned or AutoUpgrade) and, when the
 	// deployment has no current version yet (its first build), this one
 	// becomes current. Later builds become current when an operator says
-	// so (temporal worker deployment set-current-version).
+	// so (`siteops release promote`, which also moves the runs an older
+	// build pinned whose kinds are AutoUpgrade now).
 	Deployment *Deployment
 	// Nexus, when set, registers siteops' Nexus service (package nexus) on
 	// the same worker, beside the workflows and activities it starts.
@@ -135,7 +136,7 @@ func becomeCurrentIfFirst(ctx context.Context, c client.Client, d Deployment, lo
 			case cur != nil:
 				logger.Warn("another build is the deployment's current version: this worker serves the pinned workflows of its own build and waits to be made current",
 					"deployment", d.Name, "build_id", d.BuildID, "current_build_id", cur.BuildID,
-					"to_switch", fmt.Sprintf("temporal worker deployment set-current-version --deployment-name %s --build-id %s", d.Name, d.BuildID))
+					"to_switch", fmt.Sprintf("siteops release promote --build-id %s", d.BuildID))
 				return nil
 			}
 			_, err = h.SetCurrentVersion(ctx, client.WorkerDeploymentSetCurrentVersionOptions{BuildID: d.BuildID, ConflictToken: desc.ConflictToken})
@@ -155,8 +156,8 @@ func becomeCurrentIfFirst(ctx context.Context, c client.Client, d Deployment, lo
 			if errors.Is(ctx.Err(), context.Canceled) {
 				return nil // the worker is stopping
 			}
-			return fmt.Errorf("worker deployment %s: build %s could not be made current (%w); set it with `temporal worker deployment set-current-version --deployment-name %s --build-id %s`, or start with SITEOPS_WORKER_VERSIONING=false",
-				d.Name, d.BuildID, lastErr, d.Name, d.BuildID)
+			return fmt.Errorf("worker deployment %s: build %s could not be made current (%w); make it current with `siteops release promote --build-id %s` (SITEOPS_DEPLOYMENT_NAME=%s), or start with SITEOPS_WORKER_VERSIONING=false",
+				d.Name, d.BuildID, lastErr, d.BuildID, d.Name)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}

@@ -61,6 +61,10 @@ type Options struct {
 	// page calls from the browser to decode payloads (POST
 	// {UICodecEndpoint}/decode), e.g. "http://127.0.0.1:8081".
 	UICodecEndpoint string
+	// DynamicConfig sets dynamic configuration values, KEY to a JSON
+	// value (e.g. "matching.wv.VersionDrainageStatusRefreshInterval":
+	// `"1s"`), beside the ones every server here gets.
+	DynamicConfig map[string]string
 }
 
 // FindCLI locates the temporal binary: $SITEOPS_TEMPORAL_CLI, then
@@ -111,6 +115,9 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		// Without this every workflow step waits about 45 ms.
 		"--dynamic-config-value", "history.transferProcessorMaxPollRPS=1000",
 		"--dynamic-config-value", "frontend.enableUpdateWorkflowExecution=true",
+	}
+	for k, v := range opts.DynamicConfig {
+		args = append(args, "--dynamic-config-value", k+"="+v)
 	}
 	for _, ns := range opts.Namespaces {
 		args = append(args, "--namespace", ns)
