@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"net"
-	"runtime/debug"
 	"strings"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/siteops/siteops/activities"
 	"github.com/siteops/siteops/config"
 	"github.com/siteops/siteops/doctor"
+	"github.com/siteops/siteops/internal/release"
 	sitenexus "github.com/siteops/siteops/nexus"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"
@@ -58,6 +58,12 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, logger *slog.Logger, tel *
 	}
 	if cfg.KnowledgeRetention <= 0 {
 		return config.Invalid("SITEOPS_KNOWLEDGE_RETENTION=%s must be a positive duration, e.g. 720h (30 days)", cfg.KnowledgeRetention)
+	}
+	// The build id is settled before anything opens: a versioned worker
+	// without a real one is refused (deployment).
+	dep, err := deployment(cfg.Worker, logger)
+	if err != nil {
+		return err
 	}
 	dbURL, _, err := storeSettings(cfg.Database)
 	if err != nil {
@@ -112,7 +118,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, logger *slog.Logger, tel *
 	go purgeKnowledgeTexts(ctx, st, cfg.KnowledgeRetention, logger)
 	return worker.Run(ctx, worker.Options{
 		Client: c, TaskQueue: cfg.TaskQueue, Activities: acts, Logger: logger,
-		Deployment:           deployment(cfg.Worker, logger),
+		Deployment:           dep,
 		SecretReconcileEvery: cfg.SecretReconcileEvery,
 		Nexus: &sitenexus.Options{Texts: st, PayloadKey: cfg.PayloadKey, Logger: logger,
 			Quota: store.TextQuota{PerOwner: cfg.NexusTextQuota, Total: cfg.NexusTextTotal}},
@@ -273,40 +279,19 @@ func SplitSecrets(s string) []string {
 // worker command, which reads that setting; a worker assembled in code
 // without it (the demo's one build on its own dev server) has nothing to
 // be warned about.
-func deployment(w config.Worker, logger *slog.Logger) *worker.Deployment {
+//
+// The build id is SITEOPS_BUILD_ID, else derived from the binary
+// (release.BuildID). One that names no build (dev, latest, unknown) is
+// refused: builds sharing it would be one version, and a new release
+// would take over the old one's pinned workflows mid-run.
+func deployment(w config.Worker, logger *slog.Logger) (*worker.Deployment, error) {
 	if !w.Versioning {
-		return nil
+		return nil, nil
 	}
-	id := w.BuildID
-	if id == "" {
-		id = DefaultBuildID()
+	id, source, err := release.BuildID(w.BuildID)
+	if err != nil {
+		return nil, config.Invalid("%v", err)
 	}
-	logger.Info("worker versioning", "deployment", w.DeploymentName, "build_id", id)
-	return &worker.Deployment{Name: w.DeploymentName, BuildID: id}
-}
-
-// DefaultBuildID names the running binary's build when SITEOPS_BUILD_ID
-// is unset: its module version (a tagged release installed with go
-// install) with the VCS revision when the build recorded one, or "dev" for
-// a build from a checkout that recorded neither. Release builds set
-// SITEOPS_BUILD_ID (deploy/Dockerfile does) so that every build is its own
-// version.
-func DefaultBuildID() string {
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "dev"
-	}
-	id := ""
-	if v := info.Main.Version; v != "" && v != "(devel)" {
-		id = v
-	}
-	for _, s := range info.Settings {
-		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-			id = strings.TrimPrefix(id+"-"+s.Value[:12], "-")
-		}
-	}
-	if id == "" {
-		return "dev"
-	}
-	return id
+	logger.Info("worker versioning", "deployment", w.DeploymentName, "build_id", id, "build_id_from", source, "release", release.Number)
+	return &worker.Deployment{Name: w.DeploymentName, BuildID: id}, nil
 }

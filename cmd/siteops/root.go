@@ -80,7 +80,7 @@ TEMPORAL_TLS_*, and TEMPORAL_PROFILE / TEMPORAL_CONFIG_FILE profiles; the
 	root.AddCommand(
 		c.versionCmd(), c.signatureCmd(), newSimCmd(), c.workerCmd(), c.ingressCmd(), c.doctorCmd(),
 		c.onboardCmd(), c.leadsCmd(), c.embedCmd(), c.statusCmd(),
-		c.secretCmd(), c.webhookCmd(), c.eventsCmd(), c.demoCmd(), c.codecServerCmd(), c.probeCmd(),
+		c.secretCmd(), c.webhookCmd(), c.eventsCmd(), c.demoCmd(), c.codecServerCmd(), c.probeCmd(), c.releaseCmd(),
 	)
 	c.markRuns(root)
 	return root
@@ -190,9 +190,9 @@ func (c *cli) versionCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if c.json() {
-				return writeJSON(cmd.OutOrStdout(), map[string]string{"version": buildVersion()})
+				return writeJSON(cmd.OutOrStdout(), versionJSON())
 			}
-			_, err := fmt.Fprintln(cmd.OutOrStdout(), "siteops", buildVersion())
+			_, err := fmt.Fprintln(cmd.OutOrStdout(), "siteops", buildVersion()+"\n"+buildIDLine())
 			return err
 		},
 	}
