@@ -58,7 +58,14 @@ unit: tools
 	$(GO) vet ./...
 	@check=$$($(CLUSTER_RUN) check); echo "$$check"; \
 	  echo "$(UNIT_TEST)"; $(UNIT_TEST); rc=$$?; \
-	  case "$$check" in SKIPPING*) echo "$$check";; esac; exit $$rc
+	  case "$$check" in SKIPPING*) echo "$$check";; esac; \
+	  $(PROMETHEUS_CHECK); exit $$rc
+
+# The rules' promtool tests (deploy/alerts_test.go) and the Prometheus
+# scenario (e2e/prometheus_test.go) need Debian's prometheus package; without
+# it they skip, which go test does not show, so unit says so in one line.
+PROMETHEUS_CHECK = { command -v prometheus && command -v promtool; } >/dev/null 2>&1 || \
+	echo "SKIPPING the Prometheus rules' promtool tests and the Prometheus scenario: Debian's prometheus package is not installed (apt-get install prometheus; .ci/run installs it)"
 
 fuzz-short:
 	@set -e; for t in $(FUZZ_TARGETS); do \
