@@ -289,3 +289,11 @@ func (t timedStore) UpsertLeads(ctx context.Context, siteID string, leads []agen
 	defer func() { t.spent.Add(int64(time.Since(start))) }()
 	return t.Store.UpsertLeads(ctx, siteID, leads)
 }
+
+// UpsertLeadsAt is how the workflow's syncs store a page, with their
+// position in the same transaction.
+func (t timedStore) UpsertLeadsAt(ctx context.Context, siteID, syncKey string, leads []agentsite.Lead, pos store.LeadSyncPosition) (int, error) {
+	start := time.Now()
+	defer func() { t.spent.Add(int64(time.Since(start))) }()
+	return t.Store.UpsertLeadsAt(ctx, siteID, syncKey, leads, pos)
+}
