@@ -53,17 +53,12 @@ type Header struct {
 func Sign(secret string, timestamp time.Time, body []byte) string {
 	t := strconv.FormatInt(timestamp.Unix(), 10)
 	sum := mac(secret, t, body)
-	return "t=" + t + ",v1=" + hex.EncodeToString(sum[:])
-}
-
-func mac(secret, t string, body []byte) [sha256.Size]byte {
-	h := hmac.New(sha256.New, []byte(secret))
-	h.Write([]byte(t))
-	h.Write([]byte{'.'})
-	h.Write(body)
-	var out [sha256.Size]byte
-	h.Sum(out[:0])
-	return out
+	out := make([]byte, 0, len("t=")+len(t)+len(",v1=")+hex.EncodedLen(sha256.Size))
+	out = append(out, "t="...)
+	out = append(out, t...)
+	out = append(out, ",v1="...)
+	out = hex.AppendEncode(out, sum[:])
+	return string(out)
 }
 
 // ParseHeader parses an svc-signature header. It refuses, with an error that
@@ -76,17 +71,24 @@ func mac(secret, t string, body []byte) [sha256.Size]byte {
 // number could never verify anyway. Parts with other
 // keys (a future v2, say) are skipped so that the sender can add schemes.
 func ParseHeader(header string) (Header, error) {
-	var h Header
+	return parseHeader(header, nil)
+}
+
+// parseHeader is ParseHeader appending the v1 values to sigs[:0], so that
+// Verify can lend it an array on its own stack. TimestampText is a
+// substring of header, not a copy.
+func parseHeader(header string, sigs [][sha256.Size]byte) (Header, error) {
 	if header == "" {
-		return h, fmt.Errorf("%w: empty", ErrMalformedHeader)
+		return Header{}, fmt.Errorf("%w: empty", ErrMalformedHeader)
 	}
 	if len(header) > MaxHeaderLen {
-		return h, fmt.Errorf("%w: longer than %d bytes", ErrMalformedHeader, MaxHeaderLen)
+		return Header{}, fmt.Errorf("%w: longer than %d bytes", ErrMalformedHeader, MaxHeaderLen)
 	}
+	h := Header{Signatures: sigs[:0]}
 	seenT := false
-	n := 0
-	for part := range strings.SplitSeq(header, ",") {
-		n++
+	rest := header
+	for n := 1; ; n++ {
+		part, tail, more := strings.Cut(rest, ",")
 		key, value, ok := strings.Cut(part, "=")
 		if !ok || key == "" {
 			return Header{}, fmt.Errorf("%w: part %d is not key=value", ErrMalformedHeader, n)
@@ -104,12 +106,16 @@ func ParseHeader(header string) (Header, error) {
 			h.Timestamp = ts
 			h.TimestampText = value
 		case "v1":
-			sig, err := parseV1(value)
-			if err != nil {
-				return Header{}, err
+			sig, ok := decodeV1(value)
+			if !ok {
+				return Header{}, fmt.Errorf("%w: v1 is not 64 lowercase hex characters", ErrMalformedHeader)
 			}
 			h.Signatures = append(h.Signatures, sig)
 		}
+		if !more {
+			break
+		}
+		rest = tail
 	}
 	if !seenT {
 		return Header{}, fmt.Errorf("%w: no t", ErrMalformedHeader)
@@ -138,21 +144,40 @@ func parseUnixSeconds(s string) (int64, error) {
 	return n, nil
 }
 
-func parseV1(s string) ([sha256.Size]byte, error) {
-	var sig [sha256.Size]byte
+// badHex marks a byte of lowerHex that is not a lowercase hex digit; it
+// has a bit above the low four, which no digit's value has.
+const badHex = 0xff
+
+// lowerHex maps each byte to its value as a lowercase hex digit, or to
+// badHex. Upper case is refused: the contract writes v1 in lower case.
+var lowerHex = func() (t [256]byte) {
+	for i := range t {
+		t[i] = badHex
+	}
+	for c := byte('0'); c <= '9'; c++ {
+		t[c] = c - '0'
+	}
+	for c := byte('a'); c <= 'f'; c++ {
+		t[c] = c - 'a' + 10
+	}
+	return t
+}()
+
+// decodeV1 decodes a v1 value of exactly 64 lowercase hex characters
+// straight from the header text, with neither a []byte copy of it nor a
+// slice for the result. The header is public, so decoding it need not take
+// constant time.
+func decodeV1(s string) (sig [sha256.Size]byte, ok bool) {
 	if len(s) != 2*sha256.Size {
-		return sig, fmt.Errorf("%w: v1 is not 64 lowercase hex characters", ErrMalformedHeader)
+		return sig, false
 	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return sig, fmt.Errorf("%w: v1 is not 64 lowercase hex characters", ErrMalformedHeader)
-		}
+	var bad byte
+	for i := range sig {
+		hi, lo := lowerHex[s[2*i]], lowerHex[s[2*i+1]]
+		bad |= hi | lo
+		sig[i] = hi<<4 | lo&0x0f
 	}
-	if _, err := hex.Decode(sig[:], []byte(s)); err != nil {
-		return sig, fmt.Errorf("%w: v1 is not 64 lowercase hex characters", ErrMalformedHeader)
-	}
-	return sig, nil
+	return sig, bad&^0x0f == 0
 }
 
 // Check parses header and checks its timestamp against now: everything of
@@ -165,20 +190,33 @@ func Check(header string, now time.Time, window time.Duration) (Header, error) {
 	if err != nil {
 		return Header{}, err
 	}
-	age := now.Sub(time.Unix(h.Timestamp, 0))
-	if age > window || age < -window {
-		return Header{}, fmt.Errorf("%w: %s from the receiver's clock, window %s", ErrTimestampOutsideWindow, age.Truncate(time.Second), window)
+	if err := h.checkWindow(now, window); err != nil {
+		return Header{}, err
 	}
 	return h, nil
+}
+
+// checkWindow is Check's test of the timestamp.
+func (h *Header) checkWindow(now time.Time, window time.Duration) error {
+	age := now.Sub(time.Unix(h.Timestamp, 0))
+	if age > window || age < -window {
+		return fmt.Errorf("%w: %s from the receiver's clock, window %s", ErrTimestampOutsideWindow, age.Truncate(time.Second), window)
+	}
+	return nil
 }
 
 // Match returns the index in secrets of the secret whose MAC over the
 // header's timestamp text, a period and body equals one of its v1 values.
 // Every secret is tried against every v1 with a constant-time comparison.
-// The error wraps ErrNoValidSignature.
+// The MAC is computed with a keyed HMAC state pooled per secret (see
+// macPools), so a call allocates nothing. The error wraps
+// ErrNoValidSignature.
 func (h Header) Match(body []byte, secrets []string) (int, error) {
 	if len(secrets) == 0 {
 		return -1, fmt.Errorf("%w: no signing secret is configured for this receiver", ErrNoValidSignature)
+	}
+	if len(h.Signatures) == 0 {
+		return -1, ErrNoValidSignature
 	}
 	for i, secret := range secrets {
 		want := mac(secret, h.TimestampText, body)
@@ -191,12 +229,21 @@ func (h Header) Match(body []byte, secrets []string) (int, error) {
 	return -1, ErrNoValidSignature
 }
 
+// stackSignatures is how many v1 values Verify decodes into an array on its
+// stack: the sender sends one, or two during a rotation of its secret. A
+// header with more takes a slice on the heap instead.
+const stackSignatures = 4
+
 // Verify checks header against the raw body and returns the index in secrets
 // of the secret that signed it: Check, then Match. Errors wrap
 // ErrMalformedHeader, ErrTimestampOutsideWindow or ErrNoValidSignature.
 func Verify(body []byte, header string, secrets []string, now time.Time, window time.Duration) (int, error) {
-	h, err := Check(header, now, window)
+	var sigs [stackSignatures][sha256.Size]byte
+	h, err := parseHeader(header, sigs[:0])
 	if err != nil {
+		return -1, err
+	}
+	if err := h.checkWindow(now, window); err != nil {
 		return -1, err
 	}
 	return h.Match(body, secrets)

@@ -1,0 +1,6 @@
+//go:build !race
+
+package webhook
+
+// raceEnabled says the race detector is off.
+const raceEnabled = false
