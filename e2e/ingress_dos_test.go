@@ -351,7 +351,7 @@ func metricValue(text, name string) float64 {
 // held open). Before the fix each held a slot of the small lane (256) for
 // about a second, and valid deliveries took 4.65–5.0 s (two got 503); now a
 // body being read holds no slot, and each of 20 valid deliveries sent
-// meanwhile is answered 2xx within 1 s.
+// meanwhile is answered 2xx within 1 s (3 s under the race detector).
 func TestIngressFreshJunkHoldsNoSlot(t *testing.T) {
 	const junk = 1600
 	e := newEnv(t, store.SQLite, simulator.Config{})
@@ -361,12 +361,28 @@ func TestIngressFreshJunkHoldsNoSlot(t *testing.T) {
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
 	held := make(chan time.Duration, 8*junk)
-	for range junk {
-		wg.Go(func() { ingresstest.SilentForgedUpload(ctx, p.addr, 8000, held) })
+	// The clients start over a second, as a flood builds up, rather than
+	// in one instant: 1,600 goroutines of this process waking together
+	// every second would delay this process's own valid deliveries under
+	// the race detector, which is not what the test measures.
+	for i := range junk {
+		wg.Go(func() {
+			sleepCtx(ctx, time.Duration(i)*time.Second/junk)
+			ingresstest.SilentForgedUpload(ctx, p.addr, 8000, held)
+		})
 	}
 	eventually(t, 20*time.Second, "1,500 junk connections open", func() bool {
 		return metricValue(scrape(t, p.admin+"/metrics"), "siteops_webhook_connections") >= 1500
 	})
+	// Under the race detector the 1,600 clients of this process, slowed
+	// five to ten times, take most of the machine's two cores from the
+	// ingress: the bound is scaled there (before the fix deliveries took
+	// 4.3-5.1 s, or got 503, either way), and checked at 1 s without it
+	// (go test without -race; bench/README.md).
+	bound := time.Second
+	if raceEnabled {
+		bound = 3 * time.Second
+	}
 	var lat []time.Duration
 	pace := time.NewTicker(250 * time.Millisecond)
 	defer pace.Stop()
@@ -374,8 +390,8 @@ func TestIngressFreshJunkHoldsNoSlot(t *testing.T) {
 		<-pace.C
 		code, took := deliverTimed(t, p.url, fmt.Sprintf("evt_fresh_valid_%d", i), secret)
 		lat = append(lat, took)
-		if code < 200 || code > 299 || took > time.Second {
-			t.Errorf("valid delivery %d among %d fresh junk connections = %d after %s; want 2xx within 1 s", i, junk, code, took.Round(time.Millisecond))
+		if code < 200 || code > 299 || took > bound {
+			t.Errorf("valid delivery %d among %d fresh junk connections = %d after %s; want 2xx within %s", i, junk, code, took.Round(time.Millisecond), bound)
 		}
 	}
 	n, shortest, longest := ingresstest.Drain(held)
@@ -449,12 +465,13 @@ func TestIngressIdleConnectionsAreBounded(t *testing.T) {
 	peak = max(peak, rssMiB(t, p.pid))
 	metrics := scrape(t, p.admin+"/metrics")
 	open, goroutines := metricValue(metrics, "siteops_webhook_connections"), metricValue(metrics, "go_goroutines")
+	closedIdle := metricValue(metrics, `siteops_webhook_connections_shed_total{action="closed_idle"}`)
 	code, took := deliverTimed(t, p.url, "evt_idle_valid", secret)
 	if code < 200 || code > 299 || took > time.Second {
 		t.Errorf("a valid delivery with %d idle connections made = %d after %s; want 2xx within 1 s", idle, code, took.Round(time.Millisecond))
 	}
-	t.Logf("RESULT idle connections: %d made, %d answered; ingress RSS %.1f MiB before, peak %.1f MiB; %.0f connections open, %.0f goroutines; valid delivery %d after %s",
-		idle, ok, base, peak, open, goroutines, code, took.Round(time.Millisecond))
+	t.Logf("RESULT idle connections: %d made, %d answered; ingress RSS %.1f MiB before, peak %.1f MiB; %.0f connections open, %.0f closed idle to make room, %.0f goroutines; valid delivery %d after %s",
+		idle, ok, base, peak, open, closedIdle, goroutines, code, took.Round(time.Millisecond))
 	if ok < idle*9/10 {
 		t.Errorf("only %d of %d idle connections were answered", ok, idle)
 	}
