@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -24,9 +25,15 @@ type EndpointInfo struct {
 	EndpointID string   `json:"endpoint_id"`
 	URL        string   `json:"url"`
 	Events     []string `json:"events"`
+	// SecretStored says the store holds the endpoint's secret, active;
+	// false when it comes from SITEOPS_WEBHOOK_SECRETS (or from nowhere
+	// siteops knows). A rotation reports it: a rotation that ends without
+	// deleting the endpoint leaves its secret as it was.
+	SecretStored bool `json:"secret_stored,omitempty"`
 }
 
-// FindEndpoint reads an endpoint's URL and events from the endpoint list.
+// FindEndpoint reads an endpoint's URL and events from the endpoint list,
+// and whether the store holds its secret.
 func (a *Activities) FindEndpoint(ctx context.Context, in FindEndpointInput) (EndpointInfo, error) {
 	eps, err := a.API.ListWebhookEndpoints(ctx)
 	if err != nil {
@@ -34,7 +41,12 @@ func (a *Activities) FindEndpoint(ctx context.Context, in FindEndpointInput) (En
 	}
 	for _, e := range eps {
 		if e.ID == in.EndpointID {
-			return EndpointInfo{EndpointID: e.ID, URL: e.URL, Events: e.Events}, nil
+			stored, err := a.Store.Secrets(ctx)
+			if err != nil {
+				return EndpointInfo{}, classify(err)
+			}
+			held := slices.ContainsFunc(stored, func(s store.SecretInfo) bool { return s.EndpointID == e.ID })
+			return EndpointInfo{EndpointID: e.ID, URL: e.URL, Events: e.Events, SecretStored: held}, nil
 		}
 	}
 	return EndpointInfo{}, nonRetryable(ErrTypeNotFound, fmt.Errorf("no webhook endpoint %s in the account's endpoint list", in.EndpointID))
@@ -261,7 +273,9 @@ type ReconcileSecretsResult struct {
 	// Retired names the endpoints (gone from the account) whose secrets
 	// were retired.
 	Retired []string `json:"retired,omitempty"`
-	// Upgraded counts secrets moved to the current sealing format.
+	// Upgraded counts secrets moved to the current sealing format: always
+	// 0 since release 3, where siteops release finalize does it (kept for
+	// the histories and status that carry it).
 	Upgraded int `json:"upgraded"`
 	// Withheld names the endpoints whose secrets were not retired although
 	// the list did not name them, because the list named none of the
@@ -340,13 +354,11 @@ func (a *Activities) ReconcileSecrets(ctx context.Context) (ReconcileSecretsResu
 			out.Retired = append(out.Retired, s.EndpointID)
 		}
 	}
-	if a.Store.HasSecretKey() {
-		n, err := a.Store.Rekey(ctx, nil)
-		if err != nil {
-			return out, classify(err)
-		}
-		out.Upgraded = n
-	}
+	// Secrets still in the first format are re-sealed by `siteops release
+	// finalize` (or `siteops secret rekey`), never here: until the release
+	// is finalized the previous one may share the store (README,
+	// "Upgrading"), and finalize is the recorded point after which the next
+	// release may refuse the first format. Upgraded stays 0.
 	return out, nil
 }
 

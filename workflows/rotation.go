@@ -128,16 +128,25 @@ type RotationDecision struct {
 
 // SecretRotationStatus answers QueryRotation and is the result.
 type SecretRotationStatus struct {
-	Step            string    `json:"step"`
-	OldEndpointID   string    `json:"old_endpoint_id"`
-	NewEndpointID   string    `json:"new_endpoint_id,omitempty"`
-	NewFingerprint  string    `json:"new_fingerprint,omitempty"`
-	Events          []string  `json:"events,omitempty"`
-	VerifiedEventID string    `json:"verified_event_id,omitempty"`
-	Decision        string    `json:"decision,omitempty"`
-	DecidedBy       string    `json:"decided_by,omitempty"`
-	OldSecretStored bool      `json:"old_secret_stored"`
-	OldRetiresAt    time.Time `json:"old_retires_at"`
+	Step            string   `json:"step"`
+	OldEndpointID   string   `json:"old_endpoint_id"`
+	NewEndpointID   string   `json:"new_endpoint_id,omitempty"`
+	NewFingerprint  string   `json:"new_fingerprint,omitempty"`
+	Events          []string `json:"events,omitempty"`
+	VerifiedEventID string   `json:"verified_event_id,omitempty"`
+	Decision        string   `json:"decision,omitempty"`
+	DecidedBy       string   `json:"decided_by,omitempty"`
+	// OldSecretStored says the store holds the old endpoint's secret
+	// (false: it comes from SITEOPS_WEBHOOK_SECRETS), as the first step
+	// finds it (runs recorded before the first step reported it learn it
+	// only when the old endpoint is deleted). A rotation that ends without deleting the old
+	// endpoint (aborted, rolled back) leaves its secret as it was:
+	// accepted, and retired by nothing.
+	OldSecretStored bool `json:"old_secret_stored"`
+	// OldRetiresAt is when the ingress stops accepting the old secret,
+	// once the old endpoint is deleted and the secret stored; omitted
+	// when nothing retires it.
+	OldRetiresAt time.Time `json:"old_retires_at,omitzero"`
 	// NewEndpointReused says the new endpoint was created by an earlier
 	// run of this rotation and taken over (no second endpoint).
 	NewEndpointReused bool `json:"new_endpoint_reused,omitempty"`
@@ -376,7 +385,7 @@ func (r *rotation) rotate(ctx workflow.Context) error {
 	if err := workflow.ExecuteActivity(actx, a.FindEndpoint, activities.FindEndpointInput{EndpointID: r.in.OldEndpointID}).Get(ctx, &old); err != nil {
 		return err
 	}
-	r.st.Events = old.Events
+	r.st.Events, r.st.OldSecretStored = old.Events, old.SecretStored
 
 	r.st.Step = RotationCreating
 	found, err := r.findCreated(ctx, actx)

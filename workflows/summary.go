@@ -68,6 +68,8 @@ func (s *SecretRotationStatus) Summary() []string {
 		lines = append(lines, "old secret retires at "+s.OldRetiresAt.Format(time.RFC3339))
 	case s.Step == RotationDone && !s.OldSecretStored:
 		lines = append(lines, "old secret is not stored here (SITEOPS_WEBHOOK_SECRETS): it stays accepted until removed from there")
+	case s.Step == RotationAborted || s.Step == RotationRolledBack:
+		lines = append(lines, "old endpoint "+s.OldEndpointID+" and its secret stay as they were: deliveries signed with it are accepted, and nothing retires it")
 	}
 	if s.CleanUp != "" {
 		lines = append(lines, "clean-up: "+s.CleanUp)
