@@ -139,9 +139,9 @@ type SecretRotationStatus struct {
 	// OldSecretStored says the store holds the old endpoint's secret
 	// (false: it comes from SITEOPS_WEBHOOK_SECRETS), as the first step
 	// finds it (runs recorded before the first step reported it learn it
-	// only when the old endpoint is deleted). A rotation that ends without deleting the old
-	// endpoint (aborted, rolled back) leaves its secret as it was:
-	// accepted, and retired by nothing.
+	// only when the old endpoint is deleted). A rotation that ends without
+	// deleting the old endpoint (aborted, rolled back) leaves its secret
+	// as it was: accepted, and retired by nothing.
 	OldSecretStored bool `json:"old_secret_stored"`
 	// OldRetiresAt is when the ingress stops accepting the old secret,
 	// once the old endpoint is deleted and the secret stored; omitted
