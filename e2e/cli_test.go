@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -15,11 +16,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/siteops/siteops/internal/devserver"
-	"github.com/siteops/siteops/store/storetest"
+	sdkworker "go.temporal.io/sdk/worker"
 
+	"github.com/siteops/siteops/activities"
+	"github.com/siteops/siteops/config"
+	"github.com/siteops/siteops/internal/devserver"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/store"
+	"github.com/siteops/siteops/store/storetest"
+	"github.com/siteops/siteops/wiring"
+	"github.com/siteops/siteops/worker"
 	"github.com/siteops/siteops/workflows"
 )
 
@@ -116,12 +122,32 @@ func TestCLIPlaybooks(t *testing.T) {
 	}
 }
 
+// TestCLIWithoutTemporal runs a command where no Temporal listens: it
+// retries until --timeout, then ends with exit 5 and one line (standard
+// error is not a terminal: no notice of the retries) naming the address,
+// the setting and the cause.
 func TestCLIWithoutTemporal(t *testing.T) {
-	cmd := exec.CommandContext(t.Context(), binary, "status", "onboarding/x")
+	cmd := exec.CommandContext(t.Context(), binary, "status", "onboarding/x", "--timeout", "2s")
 	cmd.Env = append(os.Environ(), "TEMPORAL_ADDRESS=127.0.0.1:1")
-	out, err := cmd.CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "cannot reach Temporal at 127.0.0.1:1") || strings.Count(strings.TrimSpace(string(out)), "\n") > 0 {
-		t.Errorf("unreachable Temporal: %v\n%s", err, out)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 5 {
+		t.Fatalf("unreachable Temporal: %v, want exit 5\n%s", err, stderr.String())
+	}
+	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+	if len(lines) != 1 {
+		t.Errorf("standard error has %d lines, want the error alone:\n%s", len(lines), stderr.String())
+	}
+	last := lines[len(lines)-1]
+	for _, want := range []string{"siteops: Temporal at 127.0.0.1:1 (namespace default) is unavailable", "connecting failed", "connection refused", "TEMPORAL_ADDRESS"} {
+		if !strings.Contains(last, want) {
+			t.Errorf("the error lacks %q:\n%s", want, last)
+		}
+	}
+	if stdout.String() != "" {
+		t.Errorf("standard output: %q, want nothing", stdout.String())
 	}
 }
 
@@ -244,4 +270,67 @@ func TestCLIWebhooksIngressAndRotation(t *testing.T) {
 		t.Errorf("deciding an unknown rotation: %v\n%s", err, out)
 	}
 	_ = e.client.CancelWorkflow(t.Context(), workflows.LeadSyncID(site), "")
+}
+
+// TestCLIStatusWithoutAWorker asks for the status of workflows no worker
+// serves any more (a kept history), and of one no worker ever ran: the
+// status query needs a worker, so status says that none answered and on
+// which task queue one should run, and still shows what Temporal keeps —
+// the state and a completed run's result.
+func TestCLIStatusWithoutAWorker(t *testing.T) {
+	e := newEnv(t, store.SQLite, simulator.Config{})
+	api, err := wiring.APIClient(config.AgentSite{BaseURL: e.simURL, APIKey: apiKey, AllowLoopback: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := sdkworker.New(e.client, taskQueue, sdkworker.Options{})
+	worker.Register(w, loopbackReceivers(activities.New(api, e.store)))
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := e.siteops(t, "onboard", "-f", "../examples/bayside-dental.json", "--wait", "-o", "json")
+	w.Stop()
+	var res workflows.OnboardingResult
+	if err != nil || json.Unmarshal([]byte(out), &res) != nil || res.SiteID == "" {
+		t.Fatalf("onboard: %v\n%s", err, out)
+	}
+	// A lead sync started now runs, but no worker ever picks it up.
+	if _, err := e.starter.SyncLeads(t.Context(), "site_nobody", false); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, tc := range []struct {
+		id   string
+		want []string
+	}{
+		{"onboarding/bayside-dental", []string{"Completed", "result (from history): site " + res.SiteID + " is published"}},
+		{workflows.LeadSyncID("site_nobody"), []string{"Running"}},
+	} {
+		t.Run(tc.id, func(t *testing.T) {
+			out, code := e.run(t, nil, "status", tc.id)
+			want := append([]string{"no status from the workflow: no worker answered the status query within", "is a siteops worker running on task queue " + taskQueue + "?"}, tc.want...)
+			for _, w := range want {
+				if code != 0 || !strings.Contains(out, w) {
+					t.Errorf("status %s (exit %d) lacks %q:\n%s", tc.id, code, w, out)
+				}
+			}
+			stdout, stderr, code := e.runSplit(t, nil, "", "status", tc.id, "-o", "json")
+			var st struct {
+				Status        string          `json:"status"`
+				TaskQueue     string          `json:"task_queue"`
+				Detail        json.RawMessage `json:"detail"`
+				DetailMissing string          `json:"detail_missing"`
+				Result        json.RawMessage `json:"result"`
+			}
+			if err := json.Unmarshal([]byte(stdout), &st); code != 0 || err != nil {
+				t.Fatalf("status -o json: exit %d (%v)\n%s%s", code, err, stdout, stderr)
+			}
+			if st.TaskQueue != taskQueue || st.Detail != nil || !strings.Contains(st.DetailMissing, "no worker answered") {
+				t.Errorf("status -o json: task_queue %q, detail %s, detail_missing %q; want %q, none and why\n%s", st.TaskQueue, st.Detail, st.DetailMissing, taskQueue, stdout)
+			}
+			if (st.Status == "Completed") != (st.Result != nil) {
+				t.Errorf("status -o json of a %s run: result %s", st.Status, st.Result)
+			}
+		})
+	}
 }

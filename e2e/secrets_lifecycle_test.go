@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -333,4 +334,99 @@ func TestRotateOutputIsTruthfulForAConfiguredSecret(t *testing.T) {
 		t.Errorf("status of the rotation: exit %d\n%s", code, out)
 	}
 	_ = e.client.CancelWorkflow(t.Context(), workflows.LeadSyncID(site), "")
+}
+
+// TestRotationDecisionsSayWhatBecomesOfTheOldSecret decides rotations that
+// saw no verified delivery. After an abort the status (and the abort's
+// answer) says the old secret is stored and stays accepted, and names no
+// retirement time, for there is none. After proceed, the command says when
+// the old secret stops being accepted, in text and in JSON.
+func TestRotationDecisionsSayWhatBecomesOfTheOldSecret(t *testing.T) {
+	e := newEnv(t, store.SQLite, simulator.Config{})
+	e.startWorker(t)
+	keyEnv := []string{"SITEOPS_SECRET_KEY=" + testSecretKey()}
+	v1 := "v1"
+	// rotateUntilDeciding starts a rotation of a new endpoint whose secret
+	// is stored, and waits until it asks for a decision: nothing delivers
+	// to its URLs, so no delivery verifies.
+	rotateUntilDeciding := func(t *testing.T) string {
+		t.Helper()
+		old, _ := e.endpointOf(t, "http://127.0.0.1:9/webhooks/v1", &v1)
+		out, code := e.run(t, keyEnv, "secret", "rotate", "--endpoint", old, "--url", "http://127.0.0.1:9/webhooks/v2", "--verify-timeout", "1s", "--grace", "1h")
+		if code != 0 {
+			t.Fatalf("secret rotate: exit %d\n%s", code, out)
+		}
+		eventually(t, 30*time.Second, "the rotation to wait for a decision", func() bool {
+			return e.rotationStep(t, workflows.SecretRotationID(old)) == workflows.RotationDeciding
+		})
+		return old
+	}
+	// keys decodes a JSON object's top-level fields.
+	keys := func(t *testing.T, doc string) map[string]json.RawMessage {
+		t.Helper()
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(doc), &m); err != nil {
+			t.Fatalf("not a JSON object (%v):\n%s", err, doc)
+		}
+		return m
+	}
+
+	t.Run("abort", func(t *testing.T) {
+		old := rotateUntilDeciding(t)
+		stdout, stderr, code := e.runSplit(t, keyEnv, "", "secret", "abort", "--endpoint", old, "-o", "json")
+		if code != 0 {
+			t.Fatalf("secret abort: exit %d\n%s%s", code, stdout, stderr)
+		}
+		st := keys(t, stdout)
+		if string(st["step"]) != `"aborted"` || string(st["old_secret_stored"]) != "true" {
+			t.Errorf("secret abort -o json: step %s, old_secret_stored %s; want \"aborted\" and true (the old secret is stored and stays)\n%s", st["step"], st["old_secret_stored"], stdout)
+		}
+		if at, ok := st["old_retires_at"]; ok {
+			t.Errorf("secret abort -o json names old_retires_at %s, a retirement that does not exist", at)
+		}
+		stdout, stderr, code = e.runSplit(t, nil, "", "status", workflows.SecretRotationID(old), "-o", "json")
+		var status struct {
+			Detail map[string]json.RawMessage `json:"detail"`
+			Result map[string]json.RawMessage `json:"result"`
+		}
+		if err := json.Unmarshal([]byte(stdout), &status); code != 0 || err != nil {
+			t.Fatalf("status -o json: exit %d (%v)\n%s%s", code, err, stdout, stderr)
+		}
+		for name, doc := range map[string]map[string]json.RawMessage{"detail": status.Detail, "result": status.Result} {
+			if string(doc["old_secret_stored"]) != "true" || doc["old_retires_at"] != nil {
+				t.Errorf("status -o json %s: old_secret_stored %s, old_retires_at %s; want true and none\n%s", name, doc["old_secret_stored"], doc["old_retires_at"], stdout)
+			}
+		}
+		out, code := e.run(t, nil, "status", workflows.SecretRotationID(old))
+		if code != 0 || !strings.Contains(out, "old endpoint "+old+" and its secret stay as they were") || strings.Contains(out, "retires at") {
+			t.Errorf("status of the aborted rotation: exit %d\n%s", code, out)
+		}
+	})
+
+	t.Run("proceed", func(t *testing.T) {
+		old := rotateUntilDeciding(t)
+		began := time.Now()
+		out, code := e.run(t, keyEnv, "secret", "proceed", "--endpoint", old)
+		if code != 0 || !strings.Contains(out, "old endpoint "+old+" deleted, its secret retires at ") {
+			t.Fatalf("secret proceed does not say when the old secret stops being accepted: exit %d\n%s", code, out)
+		}
+		at, err := time.Parse(time.RFC3339, strings.TrimSpace(out[strings.LastIndex(out, " ")+1:]))
+		if err != nil || at.Before(began.Add(time.Hour-time.Minute)) || at.After(time.Now().Add(time.Hour+time.Minute)) {
+			t.Errorf("secret proceed says the old secret retires at %q (%v), want an hour from now (--grace 1h)", out, err)
+		}
+	})
+
+	t.Run("proceed -o json", func(t *testing.T) {
+		old := rotateUntilDeciding(t)
+		began := time.Now()
+		stdout, stderr, code := e.runSplit(t, keyEnv, "", "secret", "proceed", "--endpoint", old, "-o", "json")
+		if code != 0 {
+			t.Fatalf("secret proceed -o json: exit %d\n%s%s", code, stdout, stderr)
+		}
+		var st workflows.SecretRotationStatus
+		if err := json.Unmarshal([]byte(stdout), &st); err != nil || st.Step != workflows.RotationDone || !st.OldSecretStored ||
+			st.OldRetiresAt.Before(began.Add(time.Hour-time.Minute)) || st.OldRetiresAt.After(time.Now().Add(time.Hour+time.Minute)) {
+			t.Errorf("secret proceed -o json: %+v (%v); want done, the old secret stored and retiring in an hour\n%s", st, err, stdout)
+		}
+	})
 }

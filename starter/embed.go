@@ -23,23 +23,38 @@ func (s *Starter) EmbedOff(ctx context.Context, siteID, operator, reason string)
 	req := requestID()
 	opts := s.options(workflows.EmbedIncidentKind, id)
 	opts.TypedSearchAttributes = s.incidentSearchAttributes(ctx, siteID, operator)
-	op := s.Client.NewWithStartWorkflowOperation(opts, workflows.EmbedIncidentWorkflowName,
-		workflows.EmbedIncidentInput{SiteID: siteID, Operator: operator, Reason: reason, RequestID: req})
-	h, err := s.Client.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
-		StartWorkflowOperation: op,
-		UpdateOptions: client.UpdateWorkflowOptions{
-			WorkflowID:   id,
-			UpdateName:   workflows.UpdateAwaitOff,
-			Args:         []any{workflows.EmbedOffRequest{RequestID: req}},
-			WaitForStage: client.WorkflowUpdateStageCompleted,
-		},
+	var (
+		h   client.WorkflowUpdateHandle
+		res workflows.EmbedOffResult
+	)
+	// Every try carries the same update ID, so Temporal answers a repeated
+	// one with the first one's outcome.
+	err := s.Patiently(ctx, "turning the embed off through "+id, func() error {
+		// A start operation is good for one call: each try makes its own.
+		op := s.Client.NewWithStartWorkflowOperation(opts, workflows.EmbedIncidentWorkflowName,
+			workflows.EmbedIncidentInput{SiteID: siteID, Operator: operator, Reason: reason, RequestID: req})
+		var err error
+		h, err = s.Client.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+			StartWorkflowOperation: op,
+			UpdateOptions: client.UpdateWorkflowOptions{
+				UpdateID:     req,
+				WorkflowID:   id,
+				UpdateName:   workflows.UpdateAwaitOff,
+				Args:         []any{workflows.EmbedOffRequest{RequestID: req}},
+				WaitForStage: client.WorkflowUpdateStageCompleted,
+			},
+		})
+		if err != nil {
+			return err
+		}
+		return h.Get(ctx, &res)
 	})
 	if err != nil {
-		return workflows.EmbedOffResult{}, waitErr(ctx, id, "", err)
-	}
-	var res workflows.EmbedOffResult
-	if err := h.Get(ctx, &res); err != nil {
-		return res, waitErr(ctx, id, h.RunID(), err)
+		runID := ""
+		if h != nil {
+			runID = h.RunID()
+		}
+		return res, waitErr(ctx, id, runID, err)
 	}
 	return res, nil
 }
@@ -70,20 +85,34 @@ func (s *Starter) decide(ctx context.Context, siteID string, d workflows.EmbedDe
 		return st, err
 	}
 	runID := desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()
-	h, err := s.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+	err = s.update(ctx, "deciding "+id, client.UpdateWorkflowOptions{
 		WorkflowID:   id,
 		RunID:        runID,
 		UpdateName:   workflows.UpdateDecide,
 		Args:         []any{d},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
-	})
+	}, &st)
 	if err != nil {
 		return st, decideErr(ctx, id, runID, err)
 	}
-	if err := h.Get(ctx, &st); err != nil {
-		return st, decideErr(ctx, id, runID, err)
-	}
 	return st, nil
+}
+
+// update sends an update and reads its outcome into valuePtr, trying again
+// while Temporal is unavailable. Every try carries the same update ID, so
+// a try whose answer was lost is answered with its outcome, never applied
+// twice.
+func (s *Starter) update(ctx context.Context, what string, o client.UpdateWorkflowOptions, valuePtr any) error {
+	if o.UpdateID == "" {
+		o.UpdateID = requestID()
+	}
+	return s.Patiently(ctx, what, func() error {
+		h, err := s.Client.UpdateWorkflow(ctx, o)
+		if err != nil {
+			return err
+		}
+		return h.Get(ctx, valuePtr)
+	})
 }
 
 // RejectedError is a message a workflow refused before acting on it: a

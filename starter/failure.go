@@ -103,6 +103,10 @@ func waitErr(ctx context.Context, workflowID, runID string, err error) error {
 	if err == nil {
 		return nil
 	}
+	var unavailable *UnavailableError
+	if errors.As(err, &unavailable) {
+		return err // not the workflow's failure: Temporal did not answer
+	}
 	if ctx.Err() != nil {
 		return &ErrStoppedWaiting{WorkflowID: workflowID, Cause: ctx.Err()}
 	}

@@ -14,8 +14,16 @@ import (
 // to sync now (from the start when full).
 func (s *Starter) SyncLeads(ctx context.Context, siteID string, full bool) (client.WorkflowRun, error) {
 	id := workflows.LeadSyncID(siteID)
-	return s.Client.SignalWithStartWorkflow(ctx, id, workflows.SignalSync, workflows.SyncRequest{Full: full},
-		s.options(workflows.LeadSyncKind, id), workflows.LeadSyncWorkflowName, workflows.LeadSyncInput{SiteID: siteID, Full: full})
+	var run client.WorkflowRun
+	// A second "sync now" from a try whose answer was lost costs at most
+	// one more sync.
+	err := s.Patiently(ctx, "signalling "+id, func() error {
+		var err error
+		run, err = s.Client.SignalWithStartWorkflow(ctx, id, workflows.SignalSync, workflows.SyncRequest{Full: full},
+			s.options(workflows.LeadSyncKind, id), workflows.LeadSyncWorkflowName, workflows.LeadSyncInput{SiteID: siteID, Full: full})
+		return err
+	})
+	return run, err
 }
 
 // LeadProgress queries a site's lead sync (its latest run).
@@ -53,7 +61,9 @@ func (s *Starter) FollowLeadSync(ctx context.Context, siteID string, full bool, 
 	go func() {
 		// Get follows the run the request reached across continue-as-new,
 		// and ends when that chain of runs ends, whichever way.
-		ended <- s.Client.GetWorkflow(waitCtx, id, run.GetRunID()).Get(waitCtx, nil)
+		ended <- s.Patiently(waitCtx, "following "+id, func() error {
+			return s.Client.GetWorkflow(waitCtx, id, run.GetRunID()).Get(waitCtx, nil)
+		})
 	}()
 	tick := time.NewTicker(interval)
 	defer tick.Stop()

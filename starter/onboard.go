@@ -76,14 +76,28 @@ func (s *Starter) Onboard(ctx context.Context, p Prepared) (Onboarding, error) {
 		}
 	}
 	id := workflows.OnboardingID(p.Input.Site.Slug)
+	var o Onboarding
+	// A start whose answer was lost is not repeated: the next try finds
+	// the run it started and joins it.
+	err := s.Patiently(ctx, "starting "+id, func() error {
+		var err error
+		o, err = s.startOnboarding(ctx, id, p.Input)
+		return err
+	})
+	return o, err
+}
+
+// startOnboarding starts id, or compares the input of the run that holds
+// the ID with in.
+func (s *Starter) startOnboarding(ctx context.Context, id string, in workflows.OnboardingInput) (Onboarding, error) {
 	opts := s.options(workflows.OnboardingKind, id)
 	opts.WorkflowExecutionErrorWhenAlreadyStarted = true
-	run, err := s.Client.ExecuteWorkflow(ctx, opts, workflows.OnboardingWorkflowName, p.Input)
+	run, err := s.Client.ExecuteWorkflow(ctx, opts, workflows.OnboardingWorkflowName, in)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if !errors.As(err, &started) {
 		return Onboarding{WorkflowID: id, Run: run, Started: err == nil}, err
 	}
-	return s.existingOnboarding(ctx, id, p.Input)
+	return s.existingOnboarding(ctx, id, in)
 }
 
 // existingOnboarding compares the input of the slug's current run with in.

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
@@ -41,6 +42,16 @@ type Starter struct {
 	// Receivers, when set, is checked before an endpoint is registered or
 	// rotated to (PolicyError); the worker checks it whatever the caller.
 	Receivers *activities.ReceiverPolicy
+	// Patience is how long a call keeps being retried while Temporal is
+	// unavailable (IsUnavailable) before it fails with *UnavailableError;
+	// the caller's context bounds it too. Zero: no retry beyond the SDK's
+	// own, and Temporal's errors as they are.
+	Patience time.Duration
+	// Address is Temporal's frontend, named in an *UnavailableError.
+	Address string
+	// Retrying, when set, is told once when a call finds Temporal
+	// unavailable and is about to be tried again.
+	Retrying func(msg string)
 }
 
 // StartOptions are the options every start of a workflow of kind k with
@@ -129,9 +140,11 @@ func (s *Starter) incidentSearchAttributes(ctx context.Context, siteID, operator
 
 // Wait waits for the run to end and reads its result into valuePtr. A
 // failed run gives a *WorkflowFailedError with its root cause; a wait that
-// ctx ended gives *ErrStoppedWaiting (the workflow goes on).
+// ctx ended gives *ErrStoppedWaiting (the workflow goes on); Temporal
+// unavailable for longer than Patience an *UnavailableError.
 func (s *Starter) Wait(ctx context.Context, run client.WorkflowRun, valuePtr any) error {
-	return waitErr(ctx, run.GetID(), run.GetRunID(), run.Get(ctx, valuePtr))
+	err := s.Patiently(ctx, "waiting for "+run.GetID(), func() error { return run.Get(ctx, valuePtr) })
+	return waitErr(ctx, run.GetID(), run.GetRunID(), err)
 }
 
 // isNotFound reports whether err is Temporal's not-found.

@@ -2,12 +2,15 @@ package starter
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	failurepb "go.temporal.io/api/failure/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
@@ -24,9 +27,18 @@ type Status struct {
 	Status     string    `json:"status"`
 	StartedAt  time.Time `json:"started_at"`
 	ClosedAt   time.Time `json:"closed_at,omitzero"`
+	// TaskQueue is where the workflow's worker polls.
+	TaskQueue string `json:"task_queue,omitempty"`
 	// Detail is the workflow's own status (a workflows.Status), when it
 	// answers its query.
 	Detail workflows.Status `json:"detail,omitempty"`
+	// DetailMissing says why Detail is missing: the status query needs a
+	// worker (for a closed run too: the worker replays its history), and
+	// none answered.
+	DetailMissing string `json:"detail_missing,omitempty"`
+	// Result is the result of a completed run, read from its history (no
+	// worker needed): the workflow's result type as JSON.
+	Result json.RawMessage `json:"result,omitempty"`
 	// Failure is the root cause of a workflow that did not succeed.
 	Failure *Failure `json:"failure,omitempty"`
 	// Pending are the activities a running workflow waits on.
@@ -44,8 +56,30 @@ type PendingActivity struct {
 }
 
 // Status looks a workflow up by ID (any kind of the catalogue). A missing
-// workflow is ErrNotFound.
+// workflow is ErrNotFound. What Temporal keeps (the state, the pending
+// activities, the failure or result of a closed run) is read first and
+// retried while Temporal is unavailable; the workflow's own status comes
+// from its status query, which needs a worker, and when none answers
+// DetailMissing says so instead.
 func (s *Starter) Status(ctx context.Context, workflowID string) (Status, error) {
+	var st Status
+	err := s.Patiently(ctx, "reading "+workflowID, func() error {
+		var err error
+		st, err = s.describe(ctx, workflowID)
+		return err
+	})
+	if err != nil {
+		return Status{}, err
+	}
+	if k, ok := workflows.KindNamed(st.Type); ok {
+		detail, missing := s.statusQuery(ctx, workflowID, st.RunID, st.TaskQueue, k)
+		st.Detail, st.DetailMissing = detail, missing
+	}
+	return st, nil
+}
+
+// describe reads what Temporal itself keeps of a workflow.
+func (s *Starter) describe(ctx context.Context, workflowID string) (Status, error) {
 	d, err := s.Client.DescribeWorkflowExecution(ctx, workflowID, "")
 	if isNotFound(err) {
 		return Status{}, fmt.Errorf("no workflow with ID %s (IDs look like %s): %w", workflowID, workflows.IDForms(), ErrNotFound)
@@ -60,6 +94,7 @@ func (s *Starter) Status(ctx context.Context, workflowID string) (Status, error)
 		Type:       info.GetType().GetName(),
 		Status:     statusName(info.GetStatus()),
 		StartedAt:  info.GetStartTime().AsTime(),
+		TaskQueue:  info.GetTaskQueue(),
 	}
 	if info.GetCloseTime() != nil {
 		st.ClosedAt = info.GetCloseTime().AsTime()
@@ -79,22 +114,69 @@ func (s *Starter) Status(ctx context.Context, workflowID string) (Status, error)
 		}
 		st.Pending = append(st.Pending, p)
 	}
+	run := s.Client.GetWorkflow(ctx, workflowID, st.RunID)
+	once := client.WorkflowRunGetOptions{DisableFollowingRuns: true}
 	switch info.GetStatus() {
 	case enumspb.WORKFLOW_EXECUTION_STATUS_FAILED, enumspb.WORKFLOW_EXECUTION_STATUS_TIMED_OUT,
 		enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED, enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED:
-		err := s.Client.GetWorkflow(ctx, workflowID, st.RunID).GetWithOptions(ctx, nil, client.WorkflowRunGetOptions{DisableFollowingRuns: true})
+		err := run.GetWithOptions(ctx, nil, once)
+		if IsUnavailable(ctx, err) {
+			return Status{}, err
+		}
 		if err != nil {
 			f := RootCause(err)
 			st.Failure = &f
 		}
-	}
-	if k, ok := workflows.KindNamed(st.Type); ok {
-		detail := k.NewStatus()
-		if v, err := s.Client.QueryWorkflow(ctx, workflowID, st.RunID, k.StatusQuery); err == nil && v.Get(detail) == nil {
-			st.Detail = detail
+	case enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED:
+		var res json.RawMessage
+		err := run.GetWithOptions(ctx, &res, once)
+		if IsUnavailable(ctx, err) {
+			return Status{}, err
+		}
+		if err == nil && len(res) > 0 && string(res) != "null" {
+			st.Result = res
 		}
 	}
 	return st, nil
+}
+
+// statusQueryWait is how long Status waits for a worker to answer the
+// status query.
+const statusQueryWait = 5 * time.Second
+
+// statusQuery asks the workflow for its own status, and when it cannot
+// answer says why in words that name the fix.
+func (s *Starter) statusQuery(ctx context.Context, workflowID, runID, taskQueue string, k workflows.Kind) (workflows.Status, string) {
+	// The SDK gives a call half the time its context has left.
+	qctx, cancel := context.WithTimeout(ctx, 2*statusQueryWait)
+	defer cancel()
+	began := time.Now()
+	v, err := s.Client.QueryWorkflow(qctx, workflowID, runID, k.StatusQuery)
+	detail := k.NewStatus()
+	if err == nil {
+		if err := v.Get(detail); err != nil {
+			return nil, "the status query's answer cannot be read: " + err.Error()
+		}
+		return detail, ""
+	}
+	if ctx.Err() != nil {
+		return nil, "not asked: " + ctx.Err().Error()
+	}
+	var (
+		failed   *serviceerror.QueryFailed
+		precond  *serviceerror.FailedPrecondition
+		deadline *serviceerror.DeadlineExceeded
+	)
+	switch {
+	case errors.As(err, &failed):
+		return nil, "the workflow refused the status query: " + failed.Message
+	case errors.As(err, &precond) && strings.Contains(precond.Message, "closed before"):
+		return nil, fmt.Sprintf("the workflow closed before any worker ran it (%s), so it has no status to report: is a siteops worker running on task queue %s?", precond.Message, taskQueue)
+	case errors.As(err, &deadline), errors.Is(err, context.DeadlineExceeded), strings.Contains(err.Error(), "timed out"):
+		return nil, fmt.Sprintf("no worker answered the status query within %s: is a siteops worker running on task queue %s? (a closed run is answered by replaying its history, which needs a worker too)",
+			roundDuration(time.Since(began)), taskQueue)
+	}
+	return nil, "the status query failed: " + innermost(err.Error())
 }
 
 // failure converts a failure of the server's API into a root cause.

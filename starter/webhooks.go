@@ -215,20 +215,17 @@ func (s *Starter) RotateSecret(ctx context.Context, req RotationRequest) (client
 // delivery: proceed or abort.
 func (s *Starter) DecideRotation(ctx context.Context, oldEndpointID, action, operator string) (workflows.SecretRotationStatus, error) {
 	var st workflows.SecretRotationStatus
-	h, err := s.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID:   workflows.SecretRotationID(oldEndpointID),
+	id := workflows.SecretRotationID(oldEndpointID)
+	err := s.update(ctx, "deciding "+id, client.UpdateWorkflowOptions{
+		WorkflowID:   id,
 		UpdateName:   workflows.UpdateRotationDecide,
 		Args:         []any{workflows.RotationDecision{Action: action, Operator: operator}},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
-	})
+	}, &st)
 	if isNotFound(err) {
 		return st, fmt.Errorf("no rotation of endpoint %s is running: %w", oldEndpointID, ErrNotFound)
 	}
-	id := workflows.SecretRotationID(oldEndpointID)
 	if err != nil {
-		return st, decideErr(ctx, id, "", err)
-	}
-	if err := h.Get(ctx, &st); err != nil {
 		return st, decideErr(ctx, id, "", err)
 	}
 	return st, nil

@@ -158,14 +158,22 @@ func DialTemporal(ctx context.Context, t config.Temporal, logger *slog.Logger, t
 // Dial connects with options that TemporalOptions built, for a caller
 // that needs them too (the starter reads payloads back with their data
 // converter; a process says where it connects before it dials). Its
-// errors are DialError's.
+// errors read as DialError's, and keep the SDK's error beneath for
+// errors.As, so that a caller can tell a server that is unavailable
+// (worth another try) from one that refused.
 func Dial(ctx context.Context, o client.Options, conn Connection) (client.Client, error) {
 	c, err := client.DialContext(ctx, o)
 	if err != nil {
-		return nil, DialError(conn, err)
+		return nil, dialFailure{explained: DialError(conn, err), cause: err}
 	}
 	return c, nil
 }
+
+// dialFailure is DialError's explanation with the SDK's error beneath.
+type dialFailure struct{ explained, cause error }
+
+func (e dialFailure) Error() string   { return e.explained.Error() }
+func (e dialFailure) Unwrap() []error { return []error{e.explained, e.cause} }
 
 // LazyTemporal returns a client that connects on first use, so that a
 // process can start while Temporal is unreachable.

@@ -56,7 +56,7 @@ func cliIdentity() string {
 type waitFlags struct{ timeout time.Duration }
 
 func (w *waitFlags) register(cmd *cobra.Command, def time.Duration) {
-	help := "stop waiting after this long (0: no limit); the workflow goes on"
+	help := "stop waiting after this long (0: no limit); the workflow goes on. It also bounds retrying an unavailable Temporal (20s when 0)"
 	cmd.Flags().DurationVar(&w.timeout, "timeout", def, help)
 }
 

@@ -34,9 +34,8 @@ Running it again while the incident is open joins it and sends no second
 request. Decide it later with 'siteops embed on' or 'siteops embed close'.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return c.withStarter(cmd, &tf, false, func(s *starter.Starter) error {
-				ctx, cancel := wf.context(cmd.Context())
-				defer cancel()
+			return c.withTemporal(cmd, &tf, false, wf.timeout, func(s *starter.Starter) error {
+				ctx := cmd.Context() // bounded by --timeout (withTemporal)
 				res, err := s.EmbedOff(ctx, site, operator, reason)
 				if err != nil {
 					return wf.explain(err)
@@ -81,9 +80,8 @@ is not exact is refused before anything is sent, exit 2). It returns once
 the service has acknowledged the PATCH.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return c.withStarter(cmd, &tf, false, func(s *starter.Starter) error {
-				ctx, cancel := wf.context(cmd.Context())
-				defer cancel()
+			return c.withTemporal(cmd, &tf, false, wf.timeout, func(s *starter.Starter) error {
+				ctx := cmd.Context() // bounded by --timeout (withTemporal)
 				st, err := s.EmbedOn(ctx, site, origins, operator)
 				if err != nil {
 					return wf.explain(err)
@@ -116,9 +114,8 @@ func (c *cli) embedCloseCmd() *cobra.Command {
 		Short: "Close a site's open incident and leave the embed off",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return c.withStarter(cmd, &tf, false, func(s *starter.Starter) error {
-				ctx, cancel := wf.context(cmd.Context())
-				defer cancel()
+			return c.withTemporal(cmd, &tf, false, wf.timeout, func(s *starter.Starter) error {
+				ctx := cmd.Context() // bounded by --timeout (withTemporal)
 				st, err := s.EmbedClose(ctx, site, operator)
 				if err != nil {
 					return wf.explain(err)

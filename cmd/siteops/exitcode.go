@@ -46,7 +46,8 @@ const exitCodesHelp = `Exit codes:
   4    authentication or permission: Temporal (API key, certificate) or
        Agent-Site (401/403), or a SITEOPS_SECRET_KEY that cannot read the
        stored secrets
-  5    unreachable: Temporal, the Agent-Site API, the database
+  5    unreachable: Temporal (also unavailable or without an answer until
+       --timeout), the Agent-Site API, the database
   130  interrupted (Ctrl-C): "stopped waiting; onboarding/x continues —
        siteops status onboarding/x"`
 
@@ -80,10 +81,15 @@ func exitCode(err error) int {
 		denied    *serviceerror.PermissionDenied
 		unavail   *serviceerror.Unavailable
 		nsMissing *serviceerror.NamespaceNotFound
+		gaveUp    *starter.UnavailableError
 	)
 	switch {
 	case errors.As(err, &rep):
 		return rep.code
+	case errors.As(err, &gaveUp):
+		// Before the cases below: what it wraps is only its last try's
+		// cause, and Temporal stayed unavailable however it ended.
+		return exitUnreachable
 	case errors.As(err, &stopped):
 		if errors.Is(stopped.Cause, context.DeadlineExceeded) {
 			return exitFailed

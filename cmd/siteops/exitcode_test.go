@@ -1,14 +1,18 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
 
+	"go.temporal.io/api/serviceerror"
+
 	"github.com/siteops/siteops/config"
 	"github.com/siteops/siteops/doctor"
+	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/wiring"
 )
@@ -31,6 +35,10 @@ func TestExitCodesOfStartUpAndStoreErrors(t *testing.T) {
 		{"no secret key beside stored secrets", &wiring.PreflightError{Process: "ingress", Result: doctor.Result{Check: "secret key", Status: doctor.Fail,
 			Err: fmt.Errorf("SITEOPS_SECRET_KEY is not set, and the store holds 1 active webhook secret(s): %w", store.ErrNoSecretKey)}}, exitUsage},
 		{"a database that does not answer", fmt.Errorf("opening: %w", store.ErrUnreachable), exitUnreachable},
+		{"Temporal without an answer until --timeout", &starter.UnavailableError{Address: "127.0.0.1:7233", What: "starting onboarding/x", Attempts: 3,
+			Err: serviceerror.NewDeadlineExceeded("context deadline exceeded")}, exitUnreachable},
+		{"Temporal unavailable while waiting", &starter.UnavailableError{What: "waiting for onboarding/x", Attempts: 2,
+			Err: &starter.ErrStoppedWaiting{WorkflowID: "onboarding/x", Cause: context.DeadlineExceeded}}, exitUnreachable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := exitCode(tc.err); got != tc.want {

@@ -36,7 +36,13 @@ set), and the sync goes on. Progress redraws in place on a terminal and is
 written as plain lines elsewhere.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return c.withStarter(cmd, &tf, false, func(s *starter.Starter) error {
+			// --timeout bounds --follow; a request alone gives up on an
+			// unavailable Temporal after temporalPatience.
+			limit := time.Duration(0)
+			if follow {
+				limit = wf.timeout
+			}
+			return c.withTemporal(cmd, &tf, false, limit, func(s *starter.Starter) error {
 				out := cmd.OutOrStdout()
 				if !follow {
 					run, err := s.SyncLeads(cmd.Context(), site, full)
@@ -49,8 +55,7 @@ written as plain lines elsewhere.`,
 					_, err = fmt.Fprintf(out, "lead sync %s asked to sync; follow it with: siteops leads sync --site %s --follow\n", run.GetID(), site)
 					return err
 				}
-				ctx, cancel := wf.context(cmd.Context())
-				defer cancel()
+				ctx := cmd.Context() // bounded by --timeout (withTemporal)
 				bar := newProgress(cmd.ErrOrStderr(), c.json())
 				p, err := s.FollowLeadSync(ctx, site, full, 250*time.Millisecond, func(p workflows.LeadSyncProgress) {
 					bar.show(fmt.Sprintf("%s %6d leads stored  %5d pages read  %s", drawBar(p), p.Leads, p.Pages, p.State()))

@@ -72,7 +72,7 @@ before it starts anything.`,
 					name, id, len(in.Knowledge), len(in.FAQs))
 				return err
 			}
-			return c.withStarter(cmd, &tf, len(prepared.Texts) > 0, func(s *starter.Starter) error {
+			return c.withTemporal(cmd, &tf, len(prepared.Texts) > 0, wf.timeout, func(s *starter.Starter) error {
 				o, err := s.Onboard(cmd.Context(), prepared)
 				if err != nil {
 					return err
@@ -92,10 +92,9 @@ before it starts anything.`,
 					_, err := fmt.Fprintf(out, "%s %s (run %s); follow it with: siteops status %s\n", verb, id, o.Run.GetRunID(), id)
 					return err
 				}
-				ctx, cancel := wf.context(cmd.Context())
-				defer cancel()
+				// --timeout bounds the whole command (withTemporal).
 				var res workflows.OnboardingResult
-				if err := s.Wait(ctx, o.Run, &res); err != nil {
+				if err := s.Wait(cmd.Context(), o.Run, &res); err != nil {
 					return wf.explain(err)
 				}
 				return c.onboarded(out, id, res, "onboarded")

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -11,18 +13,27 @@ import (
 )
 
 func (c *cli) statusCmd() *cobra.Command {
-	var tf temporalFlags
+	var (
+		tf    temporalFlags
+		limit time.Duration
+	)
 	cmd := &cobra.Command{
 		Use:   "status WORKFLOW_ID",
 		Short: "Show a workflow's state, what it reports of itself, and why it failed or what it waits on",
 		Long: `Show any siteops workflow (` + workflows.IDForms() + `): its state,
 what it reports through its status query, the root cause of a failure (the
 message, its type and the API's request id), and for a running workflow the
-activity it waits on, its attempt and its last failure.`,
+activity it waits on, its attempt and its last failure.
+
+The status query needs a worker (a closed run is answered by replaying its
+history). When none answers within 5s, status says so and names the task
+queue, and still shows what Temporal keeps: the state, the pending
+activities, and a closed run's failure or result. While Temporal itself is
+unavailable it retries until --timeout, then exits 5.`,
 		Example: "  siteops status onboarding/acme-anvils\n  siteops status lead-sync/site_1 -o json\n  siteops status secret-rotation/we_1",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return c.withStarter(cmd, &tf, false, func(s *starter.Starter) error {
+			return c.withTemporal(cmd, &tf, false, limit, func(s *starter.Starter) error {
 				st, err := s.Status(cmd.Context(), args[0])
 				if err != nil {
 					return err
@@ -38,6 +49,14 @@ activity it waits on, its attempt and its last failure.`,
 				_, _ = fmt.Fprintln(w)
 				if st.Detail != nil {
 					for _, line := range st.Detail.Summary() {
+						_, _ = fmt.Fprintln(w, line)
+					}
+				}
+				if st.DetailMissing != "" {
+					_, _ = fmt.Fprintf(w, "no status from the workflow: %s\n", st.DetailMissing)
+				}
+				if st.Result != nil && st.Detail == nil {
+					for _, line := range resultSummary(st.Type, st.Result) {
 						_, _ = fmt.Fprintln(w, line)
 					}
 				}
@@ -59,5 +78,30 @@ activity it waits on, its attempt and its last failure.`,
 		},
 	}
 	tf.register(cmd)
+	cmd.Flags().DurationVar(&limit, "timeout", temporalPatience, "give up after this long while Temporal is unavailable")
 	return cmd
+}
+
+// resultSummary words a completed run's result, read from its history,
+// for when no worker answers the status query. Every kind's result is its
+// status type except the onboarding's (OnboardingResult); a lead sync has
+// none.
+func resultSummary(typ string, raw json.RawMessage) []string {
+	if typ == workflows.OnboardingWorkflowName {
+		var res workflows.OnboardingResult
+		if json.Unmarshal(raw, &res) == nil {
+			return []string{fmt.Sprintf("result (from history): site %s is %s (knowledge %s; FAQs %s)", res.SiteID, res.Status,
+				orNone(strings.Join(res.KnowledgeIDs, ", ")), orNone(strings.Join(res.FAQIDs, ", ")))}
+		}
+	} else if k, ok := workflows.KindNamed(typ); ok {
+		st := k.NewStatus()
+		if json.Unmarshal(raw, st) == nil {
+			lines := st.Summary()
+			if len(lines) > 0 {
+				lines[0] = "result (from history): " + lines[0]
+			}
+			return lines
+		}
+	}
+	return []string{"result (from history): " + string(raw)}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/client"
 
 	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/config"
@@ -54,10 +55,16 @@ same URL and events on purpose, give it a --label.`,
 				}
 				receiver = r
 			}
-			return c.withStarter(cmd, &tf, false, func(s *starter.Starter) error {
-				ctx, cancel := wf.context(cmd.Context())
-				defer cancel()
-				reg, err := s.RegisterEndpoint(ctx, starter.EndpointRequest{URL: rawURL, Events: events, Receiver: receiver, Label: label, Operator: defaultOperator()})
+			return c.withTemporal(cmd, &tf, false, wf.timeout, func(s *starter.Starter) error {
+				ctx := cmd.Context() // bounded by --timeout (withTemporal)
+				var reg starter.Registration
+				// The registration's workflow ID derives from the request: a
+				// try whose answer was lost is joined, not repeated.
+				err := s.Patiently(ctx, "registering the endpoint", func() error {
+					var err error
+					reg, err = s.RegisterEndpoint(ctx, starter.EndpointRequest{URL: rawURL, Events: events, Receiver: receiver, Label: label, Operator: defaultOperator()})
+					return err
+				})
 				if err != nil {
 					return wf.explain(err)
 				}
@@ -292,9 +299,17 @@ deleted it rolls back, after it completes. Running the same command again
 after a run was terminated takes over the endpoint that run created.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return c.withStarter(cmd, &tf, false, func(s *starter.Starter) error {
-				run, err := s.RotateSecret(cmd.Context(), starter.RotationRequest{
-					OldEndpointID: endpoint, NewURL: rawURL, Receiver: receiver, VerifyTimeout: verify, DecisionTimeout: decide, GracePeriod: grace, Operator: operator,
+			return c.withTemporal(cmd, &tf, false, wf.timeout, func(s *starter.Starter) error {
+				ctx := cmd.Context() // bounded by --timeout (withTemporal)
+				var run client.WorkflowRun
+				// A second start while the rotation runs joins it (its ID
+				// policy), so a try whose answer was lost is not repeated.
+				err := s.Patiently(ctx, "starting "+workflows.SecretRotationID(endpoint), func() error {
+					var err error
+					run, err = s.RotateSecret(ctx, starter.RotationRequest{
+						OldEndpointID: endpoint, NewURL: rawURL, Receiver: receiver, VerifyTimeout: verify, DecisionTimeout: decide, GracePeriod: grace, Operator: operator,
+					})
+					return err
 				})
 				if err != nil {
 					return err
@@ -307,8 +322,6 @@ after a run was terminated takes over the endpoint that run created.`,
 					_, err := fmt.Fprintf(out, "started %s; follow it with: siteops status %s\n", run.GetID(), run.GetID())
 					return err
 				}
-				ctx, cancel := wf.context(cmd.Context())
-				defer cancel()
 				var st workflows.SecretRotationStatus
 				if err := s.Wait(ctx, run, &st); err != nil {
 					return wf.explain(err)
@@ -340,12 +353,19 @@ after a run was terminated takes over the endpoint that run created.`,
 // only what is true: a secret from SITEOPS_WEBHOOK_SECRETS never retires
 // by itself.
 func rotationOutcome(id string, st workflows.SecretRotationStatus) string {
-	if st.Step == workflows.RotationAborted {
+	kept := fmt.Sprintf("the old endpoint %s and its secret stay as they were: deliveries signed with it are accepted, and nothing retires it", st.OldEndpointID)
+	switch st.Step {
+	case workflows.RotationAborted:
 		by := st.DecidedBy
 		if by == workflows.DecidedByTimeout {
 			by = "the decision timeout (nobody decided)"
 		}
-		return fmt.Sprintf("%s aborted by %s: new endpoint %s deleted and its secret retired; the old endpoint %s stays", id, by, st.NewEndpointID, st.OldEndpointID)
+		return fmt.Sprintf("%s aborted by %s: new endpoint %s deleted and its secret retired; %s", id, by, st.NewEndpointID, kept)
+	case workflows.RotationRolledBack:
+		return fmt.Sprintf("%s rolled back (%s); %s", id, st.CleanUp, kept)
+	case workflows.RotationDone:
+	default:
+		return fmt.Sprintf("%s: %s", id, st.Step)
 	}
 	line := fmt.Sprintf("%s %s: new endpoint %s (fingerprint %s); old endpoint %s deleted", id, st.Step, st.NewEndpointID, st.NewFingerprint, st.OldEndpointID)
 	if st.NewEndpointReused {
@@ -372,17 +392,17 @@ func (c *cli) secretDecideCmd(action string) *cobra.Command {
 		Short: short,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return c.withStarter(cmd, &tf, false, func(s *starter.Starter) error {
-				ctx, cancel := wf.context(cmd.Context())
-				defer cancel()
-				st, err := s.DecideRotation(ctx, endpoint, action, operator)
+			return c.withTemporal(cmd, &tf, false, wf.timeout, func(s *starter.Starter) error {
+				st, err := s.DecideRotation(cmd.Context(), endpoint, action, operator)
 				if err != nil {
 					return wf.explain(err)
 				}
 				if c.json() {
 					return writeJSON(cmd.OutOrStdout(), st)
 				}
-				_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", workflows.SecretRotationID(endpoint), st.Step)
+				// The update answers once the rotation has ended: say how,
+				// and when the old secret stops being accepted.
+				_, err = fmt.Fprintln(cmd.OutOrStdout(), rotationOutcome(workflows.SecretRotationID(endpoint), st))
 				return err
 			})
 		},
