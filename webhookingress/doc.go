@@ -12,11 +12,21 @@
 //
 // What an unauthenticated request may cost is bounded before it proves
 // anything: the signature header, its timestamp and the receiver are
-// checked before the body is read, bodies are capped, the deliveries that
-// read and verify at once are bounded, and the store reads a request may
-// cause are shared per receiver and cached. The webhook port serves only
-// the webhook routes and /healthz; /metrics and /readyz are on the Admin
-// handler, for an internal address.
+// checked before the body is read; connections are capped, the idle and
+// slowest closed first to make room (conns.go); a body is read as its bytes
+// arrive, holding no slot, its memory counted by the bytes that came
+// (body.go); only a body read whole takes a slot to verify and record; the
+// receivers and their secrets are read as one list, never per request
+// (secrets.go); and every metric label's values are bounded. The webhook
+// port serves only the webhook routes and /healthz; /metrics and /readyz
+// are on the Admin handler, for an internal address.
+//
+// A receiver that does not exist is answered as a signature that no secret
+// verifies (401), so that the answers do not list the receiver names; the
+// logs and the metrics keep the difference. A receiver whose stored secret
+// does not decrypt is answered 503 with Retry-After when its readable
+// secrets do not verify a delivery, so that the sender retries until the
+// secret is fixed.
 //
 // Event ids are unique per deployment, not per receiver. The contract makes
 // the body id (or svc-event-id) the deduplication key, and during a secret
@@ -32,6 +42,7 @@
 // read is recorded as it came with the outcome malformed and answered 200:
 // the contract has a receiver answer non-2xx only when it wants a retry.
 //
-// The package leaves out per-client rate limits: the sender's addresses are
-// not part of the contract, and a proxy in front sees the clients.
+// The package leaves out per-client limits: the sender's addresses are not
+// part of the contract, and the TLS terminator in front (the webhook URL is
+// HTTPS on 443; the ingress serves plain HTTP) is what sees the clients.
 package webhookingress

@@ -758,7 +758,7 @@ func (h *Handler) watchReceivers(ctx context.Context) {
 	t := time.NewTicker(h.opts.SecretRefresh)
 	defer t.Stop()
 	for {
-		_ = h.secrets.Refresh(ctx)
+		_ = h.secrets.readNow(ctx)
 		select {
 		case <-ctx.Done():
 			return

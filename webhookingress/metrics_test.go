@@ -198,7 +198,7 @@ func TestUnreadableSecretsAnswer503UntilFixed(t *testing.T) {
 		}
 		// Still raised a refresh later, without a delivery.
 		clock = clock.Add(DefaultSecretRefresh)
-		if err := h.secrets.Refresh(ctx); err != nil {
+		if err := h.secrets.readNow(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if n := telemetrytest.Value(t, reg, "siteops_webhook_unreadable_secrets", "receiver", "lonely"); n != 1 {
@@ -211,7 +211,7 @@ func TestUnreadableSecretsAnswer503UntilFixed(t *testing.T) {
 			}
 		}
 		clock = clock.Add(DefaultSecretRefresh)
-		if err := h.secrets.Refresh(ctx); err != nil {
+		if err := h.secrets.readNow(ctx); err != nil {
 			t.Fatal(err)
 		}
 		for _, r := range []string{"main", "lonely"} {

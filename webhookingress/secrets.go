@@ -138,11 +138,11 @@ func (snap snapshot) state(receiver string) receiverState {
 	return st
 }
 
-// Refresh reads the list now (or once spacing has passed since the last
+// readNow reads the list now (or once spacing has passed since the last
 // read); the server calls it every refresh period, so that lookups rarely
 // wait for a read and the unreadable-secrets gauge follows a fix (a rekey)
 // without a delivery.
-func (s *secretSource) Refresh(ctx context.Context) error {
+func (s *secretSource) readNow(ctx context.Context) error {
 	_, err := s.reads.do(ctx, "", s.readList)
 	return err
 }
