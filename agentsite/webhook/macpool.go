@@ -46,13 +46,57 @@ func (s *macState) sum(t string, body []byte) [sha256.Size]byte {
 	return s.out
 }
 
-// macPools holds, per secret, a pool of macStates keyed with it. Keyed
-// HMAC states are as sensitive as the secret they were made from; they
-// live in this process's memory as the secrets themselves do, and are
-// dropped with their pool when the table is emptied or by the garbage
-// collector (sync.Pool).
+// maxIdleStates bounds the idle states kept per secret. Each verification
+// running at once with a secret holds a state of its own; past this many,
+// the extra ones are made for the call and left to the garbage collector.
+const maxIdleStates = 16
+
+// macPool keeps the idle states keyed with one secret. It is a plain
+// stack under a mutex rather than a sync.Pool: a sync.Pool is emptied by
+// every other garbage collection, and under the race detector drops a
+// quarter of what is put back, so verification would allocate now and
+// then, and TestVerifyAllocations could not hold it to its bound under
+// -race, which is how the project's tests run. The lock is held for a few
+// instructions, against a microsecond of hashing per MAC.
+type macPool struct {
+	secret string
+
+	mu   sync.Mutex
+	idle []*macState
+}
+
+func newMACPool(secret string) *macPool {
+	return &macPool{secret: secret, idle: make([]*macState, 0, maxIdleStates)}
+}
+
+// get returns an idle state, or a new one keyed with the pool's secret.
+func (p *macPool) get() *macState {
+	p.mu.Lock()
+	if n := len(p.idle); n > 0 {
+		s := p.idle[n-1]
+		p.idle[n-1] = nil
+		p.idle = p.idle[:n-1]
+		p.mu.Unlock()
+		return s
+	}
+	p.mu.Unlock()
+	return &macState{h: hmac.New(sha256.New, []byte(p.secret))}
+}
+
+// put keeps s for the next caller, unless maxIdleStates are kept already.
+func (p *macPool) put(s *macState) {
+	p.mu.Lock()
+	if len(p.idle) < cap(p.idle) {
+		p.idle = append(p.idle, s)
+	}
+	p.mu.Unlock()
+}
+
+// macPools holds a macPool per secret. Keyed HMAC states are as sensitive
+// as the secret they were made from; they live in this process's memory as
+// the secrets themselves do, until the table is emptied.
 type macPools struct {
-	pools sync.Map // secret string → *sync.Pool of *macState
+	pools sync.Map // secret string → *macPool
 
 	// mu serialises adding a secret, so that n counts the table exactly;
 	// looking one up takes no lock.
@@ -66,22 +110,20 @@ var macs macPools
 
 // pool returns the pool of states keyed with secret, adding it to the
 // table the first time.
-func (p *macPools) pool(secret string) *sync.Pool {
+func (p *macPools) pool(secret string) *macPool {
 	if v, ok := p.pools.Load(secret); ok {
-		return v.(*sync.Pool)
+		return v.(*macPool)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if v, ok := p.pools.Load(secret); ok {
-		return v.(*sync.Pool)
+		return v.(*macPool)
 	}
 	if p.n >= maxPooledSecrets {
 		p.pools.Clear()
 		p.n = 0
 	}
-	pool := &sync.Pool{New: func() any {
-		return &macState{h: hmac.New(sha256.New, []byte(secret))}
-	}}
+	pool := newMACPool(secret)
 	p.pools.Store(secret, pool)
 	p.n++
 	return pool
@@ -91,8 +133,8 @@ func (p *macPools) pool(secret string) *sync.Pool {
 // pooled state.
 func mac(secret, t string, body []byte) [sha256.Size]byte {
 	pool := macs.pool(secret)
-	s := pool.Get().(*macState)
+	s := pool.get()
 	sum := s.sum(t, body)
-	pool.Put(s)
+	pool.put(s)
 	return sum
 }

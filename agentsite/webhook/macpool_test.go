@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"encoding/hex"
 	"fmt"
 	"strconv"
 	"sync"
@@ -71,5 +72,28 @@ func TestMACPoolsConcurrent(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Error(err)
+	}
+}
+
+// TestMACPoolKeepsAtMostMaxIdleStates checks that a burst of verifications
+// with one secret leaves at most maxIdleStates states behind, and that the
+// states kept are keyed with that secret.
+func TestMACPoolKeepsAtMostMaxIdleStates(t *testing.T) {
+	const secret = "whsec_idle"
+	pool := newMACPool(secret)
+	held := make([]*macState, 3*maxIdleStates)
+	for i := range held {
+		held[i] = pool.get()
+	}
+	for _, s := range held {
+		pool.put(s)
+	}
+	if got := len(pool.idle); got != maxIdleStates {
+		t.Errorf("idle states after %d were put back = %d, want %d", len(held), got, maxIdleStates)
+	}
+	body := []byte(`{"id":"evt_idle"}`)
+	sum := pool.get().sum("1800000000", body)
+	if got, want := hex.EncodeToString(sum[:]), macHex(secret, "1800000000", body); got != want {
+		t.Errorf("a kept state's MAC = %s, want %s", got, want)
 	}
 }
