@@ -114,6 +114,10 @@ func (s *secretSource) lookup(ctx context.Context, receiver string, maxAge time.
 // at since or later, waiting for the next read if the last one started
 // before.
 func (s *secretSource) lookupSince(ctx context.Context, receiver string, since time.Time) (receiverState, error) {
+	if s.store == nil {
+		// Only the configured secrets: the list never changes.
+		return s.lookup(ctx, receiver, 0)
+	}
 	s.mu.Lock()
 	snap := s.last
 	s.mu.Unlock()
