@@ -249,6 +249,11 @@ func Database(ctx context.Context, st *store.Store, where string) Result {
 		return fail("database", fmt.Errorf("%s is at schema version %d with %d migration(s) not applied; start the worker (`siteops worker`) or the ingress of this build, which migrate it at start: %w",
 			where, version, pending, ErrNotMigrated))
 	}
+	// A later release migrated the store (its migrations only expand):
+	// this binary still works on it, and says so.
+	if ahead, err := st.AheadMigrations(ctx); err == nil && len(ahead) > 0 {
+		return Result{Check: "database", Status: Warn, Detail: fmt.Sprintf("%s answers; schema version %d, and migration(s) %v of a later release are applied: this binary is older than the store, which works until that release is finalized; deploy it (siteops release status)", where, version, ahead)}
+	}
 	return ok("database", "%s answers; schema version %d, migrated", where, version)
 }
 

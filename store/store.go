@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -155,6 +156,12 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 		_ = db.Close()
 		return nil, unreachableError{fmt.Sprintf("store: cannot reach %s: %v; check SITEOPS_DATABASE_URL", Redact(rawURL), err)}
 	}
+	// A store finalized for a later release was contracted past what this
+	// binary reads (release.go): refused before anything is migrated.
+	if err := s.checkFinalized(ctx); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
 	if s.noMigrate {
 		return s, nil
 	}
@@ -250,9 +257,26 @@ func (s *Store) migrate(ctx context.Context) error {
 // lock), and a check must change nothing, so it reads that table itself
 // and counts a database without it as not migrated at all.
 func (s *Store) PendingMigrations(ctx context.Context) (version int64, pending int, err error) {
+	version, pending, _, err = s.schema(ctx)
+	return version, pending, err
+}
+
+// AheadMigrations lists the applied migrations this build does not know:
+// a later release migrated the store, and this binary is older than its
+// newest schema. Expand-only migrations keep that store readable by this
+// binary until the later release is finalized (Open then refuses).
+func (s *Store) AheadMigrations(ctx context.Context) ([]int64, error) {
+	_, _, ahead, err := s.schema(ctx)
+	return ahead, err
+}
+
+// schema reads the applied migrations against this build's: the highest
+// known one applied, how many known ones are not, and the applied ones
+// this build does not know.
+func (s *Store) schema(ctx context.Context) (version int64, pending int, ahead []int64, err error) {
 	p, err := s.migrations()
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, nil, err
 	}
 	dialect, exists := database.DialectSQLite3, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = $1`
 	if s.dialect == Postgres {
@@ -260,30 +284,39 @@ func (s *Store) PendingMigrations(ctx context.Context) (version int64, pending i
 	}
 	var tables int
 	if err := s.db.QueryRowContext(ctx, exists, goose.DefaultTablename).Scan(&tables); err != nil {
-		return 0, 0, fmt.Errorf("store: reading the schema version: %w", err)
+		return 0, 0, nil, fmt.Errorf("store: reading the schema version: %w", err)
 	}
 	applied := map[int64]bool{}
 	if tables > 0 {
 		versions, err := database.NewStore(dialect, goose.DefaultTablename)
 		if err != nil {
-			return 0, 0, err
+			return 0, 0, nil, err
 		}
 		list, err := versions.ListMigrations(ctx, s.db)
 		if err != nil {
-			return 0, 0, fmt.Errorf("store: reading the schema version: %w", err)
+			return 0, 0, nil, fmt.Errorf("store: reading the schema version: %w", err)
 		}
 		for _, m := range list {
 			applied[m.Version] = applied[m.Version] || m.IsApplied
 		}
 	}
+	known := map[int64]bool{}
 	for _, src := range p.ListSources() {
+		known[src.Version] = true
 		if !applied[src.Version] {
 			pending++
 		} else if src.Version > version {
 			version = src.Version
 		}
 	}
-	return version, pending, nil
+	for v, ok := range applied {
+		// goose records version 0 for its own table.
+		if ok && v > 0 && !known[v] {
+			ahead = append(ahead, v)
+		}
+	}
+	slices.Sort(ahead)
+	return version, pending, ahead, nil
 }
 
 func (s *Store) migrations() (*goose.Provider, error) {

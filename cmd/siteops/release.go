@@ -2,21 +2,26 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/siteops/siteops/config"
 	"github.com/siteops/siteops/internal/release"
 	"github.com/siteops/siteops/internal/release/rollout"
 	"github.com/siteops/siteops/starter"
+	"github.com/siteops/siteops/store"
+	"github.com/siteops/siteops/wiring"
 )
 
 func (c *cli) releaseCmd() *cobra.Command {
 	return group("release", "Roll a new build out: promote it, tell when an old one has drained, finalize the release",
-		c.releasePromoteCmd(), c.releaseDrainedCmd(), c.releaseStatusCmd())
+		c.releasePromoteCmd(), c.releaseDrainedCmd(), c.releaseStatusCmd(), c.releaseFinalizeCmd())
 }
 
 // releaseFlags are the flags every release command shares.
@@ -37,7 +42,7 @@ func (f *releaseFlags) register(cmd *cobra.Command) {
 // withRollout dials Temporal and runs f on the deployment.
 func (c *cli) withRollout(cmd *cobra.Command, f *releaseFlags, run func(r *rollout.Rollout) error) error {
 	return c.withStarter(cmd, &f.temporalFlags, false, func(s *starter.Starter) error {
-		return run(&rollout.Rollout{Client: s.Client, Namespace: s.Namespace, Deployment: f.deployment})
+		return run(&rollout.Rollout{Client: s.Client, Namespace: s.Namespace, Deployment: f.deployment, TaskQueue: s.TaskQueue})
 	})
 }
 
@@ -193,10 +198,12 @@ recently said which release they run.`,
 				if err != nil {
 					return err
 				}
+				ss := readStoreStatus(cmd.Context())
 				if c.json() {
-					return writeJSON(cmd.OutOrStdout(), map[string]any{"release": release.Number, "temporal": st})
+					return writeJSON(cmd.OutOrStdout(), map[string]any{"release": release.Number, "temporal": st, "store": ss})
 				}
 				printStatus(cmd.OutOrStdout(), st, time.Now())
+				printStoreStatus(cmd.OutOrStdout(), ss, time.Now())
 				return nil
 			})
 		},
@@ -261,4 +268,196 @@ func versionJSON() map[string]any {
 		out["build_id"], out["build_id_source"] = id, source
 	}
 	return out
+}
+
+// storeStatus is what `release status` says of the store.
+type storeStatus struct {
+	Where     string              `json:"where,omitempty"`
+	Error     string              `json:"error,omitempty"`
+	Schema    int64               `json:"schema_version"`
+	Pending   int                 `json:"pending_migrations"`
+	Ahead     []int64             `json:"migrations_of_a_later_release,omitempty"`
+	Finalized int                 `json:"finalized_release"`
+	Plan      *store.ContractPlan `json:"contract_steps_left,omitempty"`
+	Processes []store.Process     `json:"processes"`
+}
+
+// readStoreStatus reads the store as it is (read only); a store it cannot
+// read is reported, not fatal: the rollout's Temporal side stands alone.
+func readStoreStatus(ctx context.Context) storeStatus {
+	var ss storeStatus
+	var db config.Database
+	if err := config.Load(&db); err != nil {
+		ss.Error = err.Error()
+		return ss
+	}
+	st, where, err := wiring.InspectStore(ctx, db)
+	ss.Where = where
+	if err != nil {
+		ss.Error = err.Error()
+		return ss
+	}
+	defer func() { _ = st.Close() }()
+	fail := func(err error) storeStatus { ss.Error = err.Error(); return ss }
+	if ss.Schema, ss.Pending, err = st.PendingMigrations(ctx); err != nil {
+		return fail(err)
+	}
+	if ss.Ahead, err = st.AheadMigrations(ctx); err != nil {
+		return fail(err)
+	}
+	if ss.Finalized, err = st.FinalizedRelease(ctx); err != nil {
+		return fail(err)
+	}
+	if ss.Pending > 0 {
+		return ss // the registry may not exist yet
+	}
+	if ss.Finalized < release.Number {
+		plan, err := st.Plan(ctx)
+		if err != nil {
+			return fail(err)
+		}
+		ss.Plan = &plan
+	}
+	if ss.Processes, err = st.Processes(ctx, time.Now().Add(-rollout.Gone)); err != nil {
+		return fail(err)
+	}
+	return ss
+}
+
+func printStoreStatus(w io.Writer, ss storeStatus, now time.Time) {
+	if ss.Error != "" {
+		_, _ = fmt.Fprintf(w, "store %s: %s\n", ss.Where, ss.Error)
+		return
+	}
+	_, _ = fmt.Fprintf(w, "store %s: schema version %d", ss.Where, ss.Schema)
+	if ss.Pending > 0 {
+		_, _ = fmt.Fprintf(w, ", %d migration(s) of this build not applied yet (a worker or ingress of this build applies them at start)", ss.Pending)
+	}
+	if len(ss.Ahead) > 0 {
+		_, _ = fmt.Fprintf(w, ", migrations %v of a later release applied", ss.Ahead)
+	}
+	_, _ = fmt.Fprintln(w)
+	switch {
+	case ss.Finalized >= release.Number:
+		_, _ = fmt.Fprintf(w, "finalized for release %d: rolling back to an earlier release is no longer supported\n", ss.Finalized)
+	case ss.Finalized > 0:
+		_, _ = fmt.Fprintf(w, "finalized for release %d; release %d is not finalized yet (siteops release finalize)\n", ss.Finalized, release.Number)
+	default:
+		_, _ = fmt.Fprintf(w, "no release finalized yet; release %d's contract steps wait for siteops release finalize\n", release.Number)
+	}
+	if p := ss.Plan; p != nil && ss.Finalized < release.Number {
+		_, _ = fmt.Fprintf(w, "contract steps left: %s\n", describePlan(*p))
+	}
+	_, _ = fmt.Fprintf(w, "processes seen in the last %s:\n", rollout.Gone)
+	if len(ss.Processes) == 0 {
+		_, _ = fmt.Fprintln(w, "  none (processes of releases before 3 do not register)")
+	}
+	for _, p := range ss.Processes {
+		_, _ = fmt.Fprintf(w, "  %-8s release %d  build %-24s %s  seen %s ago\n", p.Role, p.Release, buildOrUnversioned(p.BuildID), p.Host, now.Sub(p.SeenAt).Truncate(time.Second))
+	}
+}
+
+// describePlan words the contract steps left.
+func describePlan(p store.ContractPlan) string {
+	return fmt.Sprintf("re-seal %d secret(s) stored in the first format (%d active), date %d knowledge text(s) stored without used_at", p.LegacySecrets, p.LegacyActive, p.UnusedTexts)
+}
+
+func (c *cli) releaseFinalizeCmd() *cobra.Command {
+	var f releaseFlags
+	var yes bool
+	cmd := &cobra.Command{
+		Use:   "finalize [--yes]",
+		Short: "Run this release's contract steps once no process of the previous release remains",
+		Long: `The second half of this release's expand-then-contract store changes. Run it
+once the rollout is over: this release's build is current, every older build
+has drained and its workers are stopped, and no ingress of the previous
+release runs. It checks what it can (the deployment's routing, that every
+other build drained, the task queue's pollers, the store's process registry)
+and lists what it cannot (processes of releases before 3 do not register;
+make sure none runs). Without --yes it only reports; with --yes and every
+check passing it runs the contract steps — re-seals the signing secrets still
+stored in the first format (the next release refuses that format) and dates
+the knowledge texts the previous release stored without used_at — and
+records the release as finalized. Rolling back to the previous release is
+supported only until then; binaries of release 3 and later refuse a store
+finalized for a later release than theirs.
+Exits 1 when a check fails, 2 without --yes.`,
+		Example: "  siteops release finalize\n  siteops release finalize --yes",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, err := openStore(cmd)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = st.Close() }()
+			return c.withRollout(cmd, &f, func(r *rollout.Rollout) error {
+				rep, err := r.Finalize(cmd.Context(), st, yes, defaultOperator())
+				if err != nil && !errors.Is(err, rollout.ErrNotReady) {
+					return err
+				}
+				if c.json() {
+					if err := writeJSON(cmd.OutOrStdout(), rep); err != nil {
+						return err
+					}
+				} else {
+					printFinalize(cmd.OutOrStdout(), rep)
+				}
+				switch {
+				case errors.Is(err, rollout.ErrNotReady):
+					return reported{exitFailed}
+				case !rep.Done:
+					if c.json() {
+						return reported{exitUsage}
+					}
+					return usageError{errors.New("nothing was changed: run again with --yes to run the contract steps")}
+				}
+				return nil
+			})
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().BoolVar(&yes, "yes", false, "run the contract steps when every check passes")
+	return cmd
+}
+
+func printFinalize(w io.Writer, rep rollout.FinalizeReport) {
+	_, _ = fmt.Fprintf(w, "finalizing release %d\n", rep.Release)
+	for _, c := range rep.Checks {
+		state := "ok  "
+		if !c.OK {
+			state = "FAIL"
+		}
+		_, _ = fmt.Fprintf(w, "  %s %-9s %s\n", state, c.Name, c.Detail)
+	}
+	if rep.Done && rep.Result == nil {
+		return // finalized before
+	}
+	if len(rep.Unverified) > 0 {
+		_, _ = fmt.Fprintln(w, "cannot be checked; make sure yourself:")
+		for _, u := range rep.Unverified {
+			_, _ = fmt.Fprintf(w, "  - %s\n", u)
+		}
+	}
+	_, _ = fmt.Fprintf(w, "contract steps: %s\n", describePlan(rep.Plan))
+	if r := rep.Result; r != nil {
+		msg := fmt.Sprintf("finalized release %d: re-sealed %d secret(s), dated %d knowledge text(s)", r.Release, r.Resealed, r.TextsDated)
+		if r.UnreadableRetired > 0 {
+			msg += fmt.Sprintf("; %d retired secret(s) in the first format do not decrypt and stay refused", r.UnreadableRetired)
+		}
+		_, _ = fmt.Fprintln(w, msg+".")
+		_, _ = fmt.Fprintf(w, "Rolling back to release %d is no longer supported: the next release may change the store in ways it cannot read, and binaries of release %d and later refuse a store finalized for a later one.\n", release.Previous.Number, release.FirstRegistering)
+	}
+	if !rep.Ready {
+		_, _ = fmt.Fprintln(w, "not finalized: "+strings.TrimSpace(failed(rep.Checks)))
+	}
+}
+
+func failed(checks []rollout.Check) string {
+	var names []string
+	for _, c := range checks {
+		if !c.OK {
+			names = append(names, c.Name)
+		}
+	}
+	return "the " + strings.Join(names, ", ") + " check(s) failed; fix them and run it again"
 }

@@ -35,6 +35,13 @@ type Rollout struct {
 	Client     client.Client
 	Namespace  string
 	Deployment string // SITEOPS_DEPLOYMENT_NAME
+	// TaskQueue is SITEOPS_TASK_QUEUE: Finalize looks at its pollers.
+	TaskQueue string
+	// PollWindow is how recently a worker must have polled the task queue
+	// for Finalize to count it as running (default 2 minutes: a running
+	// worker polls again within about 70 s, and the server keeps a
+	// stopped one's last poll for minutes).
+	PollWindow time.Duration
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 	// Logf, when set, is told what a long step is waiting for.
