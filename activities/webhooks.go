@@ -273,7 +273,9 @@ type ReconcileSecretsResult struct {
 	// Retired names the endpoints (gone from the account) whose secrets
 	// were retired.
 	Retired []string `json:"retired,omitempty"`
-	// Upgraded counts secrets moved to the current sealing format.
+	// Upgraded counts secrets moved to the current sealing format: always
+	// 0 since release 3, where siteops release finalize does it (kept for
+	// the histories and status that carry it).
 	Upgraded int `json:"upgraded"`
 	// Withheld names the endpoints whose secrets were not retired although
 	// the list did not name them, because the list named none of the
@@ -352,13 +354,11 @@ func (a *Activities) ReconcileSecrets(ctx context.Context) (ReconcileSecretsResu
 			out.Retired = append(out.Retired, s.EndpointID)
 		}
 	}
-	if a.Store.HasSecretKey() {
-		n, err := a.Store.Rekey(ctx, nil)
-		if err != nil {
-			return out, classify(err)
-		}
-		out.Upgraded = n
-	}
+	// Secrets still in the first format are re-sealed by `siteops release
+	// finalize` (or `siteops secret rekey`), never here: until the release
+	// is finalized the previous one may share the store (README,
+	// "Upgrading"), and finalize is the recorded point after which the next
+	// release may refuse the first format. Upgraded stays 0.
 	return out, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"os"
 	"strings"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/siteops/siteops/config"
 	"github.com/siteops/siteops/doctor"
 	"github.com/siteops/siteops/internal/release"
+	"github.com/siteops/siteops/internal/release/rollout"
 	sitenexus "github.com/siteops/siteops/nexus"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"
@@ -93,6 +95,8 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, logger *slog.Logger, tel *
 		return err
 	}
 	defer func() { _ = st.Close() }()
+	// In the store's process registry until it stops (siteops release finalize reads it).
+	defer rollout.Register(ctx, st, "worker", registryBuildID(dep), logger)()
 	api, err := APIClient(cfg.AgentSite, logger)
 	if err != nil {
 		return err
@@ -204,6 +208,8 @@ func RunIngress(ctx context.Context, cfg IngressConfig, logger *slog.Logger, tel
 		return err
 	}
 	defer func() { _ = st.Close() }()
+	// In the store's process registry until it stops (siteops release finalize reads it).
+	defer rollout.Register(ctx, st, "ingress", registryBuildID(nil), logger)()
 	c, err := client.NewLazyClient(o)
 	if err != nil {
 		return err
@@ -294,4 +300,19 @@ func deployment(w config.Worker, logger *slog.Logger) (*worker.Deployment, error
 	}
 	logger.Info("worker versioning", "deployment", w.DeploymentName, "build_id", id, "build_id_from", source, "release", release.Number)
 	return &worker.Deployment{Name: w.DeploymentName, BuildID: id}, nil
+}
+
+// registryBuildID is the build a process records in the store's process
+// registry: a versioned worker's version; otherwise (an unversioned
+// worker, an ingress) the binary's own id when it has one, from
+// SITEOPS_BUILD_ID as the image sets it for every role. It only informs.
+func registryBuildID(dep *worker.Deployment) string {
+	if dep != nil {
+		return dep.BuildID
+	}
+	id, _, err := release.BuildID(os.Getenv("SITEOPS_BUILD_ID"))
+	if err != nil {
+		return ""
+	}
+	return id
 }
