@@ -136,11 +136,11 @@ const refusal = "history service unavailable (test outage)"
 // (authProxy.forward). Tests point the CLI at it; the worker keeps its
 // direct connection.
 type outageProxy struct {
-	addr     string
-	mode     outage
-	start    time.Time
-	end      time.Time // zero: the outage lasts
-	spare    func(method string) bool
+	addr      string
+	mode      outage
+	start     time.Time
+	end       time.Time // zero: the outage lasts
+	spare     func(method string) bool
 	swallowed atomic.Int64 // calls the outage blackholed or refused
 }
 
