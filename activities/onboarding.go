@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"go.temporal.io/sdk/activity"
 
@@ -108,6 +109,9 @@ type PublishInput struct {
 	IdempotencyKey string `json:"idempotency_key"`
 	SiteID         string `json:"site_id"`
 	Published      bool   `json:"published"`
+	// StartedAt is when the onboarding run started, for
+	// siteops_onboarding_time_to_published_seconds; no sample without it.
+	StartedAt time.Time `json:"started_at,omitzero"`
 }
 
 // PublishResult is the site's status after the call.

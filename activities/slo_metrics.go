@@ -2,7 +2,6 @@ package activities
 
 import (
 	"context"
-	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
@@ -22,10 +21,6 @@ import (
 // every time.
 const sloMeterName = "github.com/siteops/siteops/activities"
 
-// describeTimeout bounds the one call to Temporal that reads when an
-// onboarding started; a metric never holds up a publication.
-const describeTimeout = 5 * time.Second
-
 // onboardingBuckets run from a minute (no knowledge to wait for) to the 7
 // days an onboarding may wait for its knowledge.
 func onboardingBuckets() []float64 {
@@ -40,35 +35,17 @@ func leadSyncBuckets() []float64 {
 
 // published records siteops_onboarding_time_to_published_seconds: the time
 // from the start of the workflow run that publishes a site (an
-// onboarding: the only workflow that publishes) to the publication the
-// service confirmed. The run's start time is in Temporal, not in the
-// activity's info, so it is read once with the worker's client; when that
-// read fails, the sample is left out and the publication is not.
+// onboarding: the only workflow that publishes, and it says when it
+// started) to the publication the service confirmed.
 func (a *Activities) published(ctx context.Context, in PublishInput) {
-	if !in.Published || !activity.IsActivity(ctx) {
-		return
-	}
-	info := activity.GetInfo(ctx)
-	c := activity.GetClient(ctx)
-	if c == nil || info.WorkflowExecution.ID == "" {
-		return
-	}
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), describeTimeout)
-	defer cancel()
-	d, err := c.DescribeWorkflowExecution(dctx, info.WorkflowExecution.ID, info.WorkflowExecution.RunID)
-	if err != nil {
-		activity.GetLogger(ctx).Warn("reading when the onboarding started failed; its time to published is not recorded", "error", err)
-		return
-	}
-	start := d.GetWorkflowExecutionInfo().GetStartTime()
-	if start == nil {
+	if !in.Published || in.StartedAt.IsZero() {
 		return
 	}
 	h, _ := otel.Meter(sloMeterName).Float64Histogram("siteops.onboarding.time_to_published",
 		metric.WithUnit("s"),
 		metric.WithDescription("Time from the start of an onboarding run to its site's publication, as the service confirmed it."),
 		metric.WithExplicitBucketBoundaries(onboardingBuckets()...))
-	h.Record(context.WithoutCancel(ctx), max(a.Now().Sub(start.AsTime()), 0).Seconds())
+	h.Record(context.WithoutCancel(ctx), max(a.Now().Sub(in.StartedAt), 0).Seconds())
 }
 
 // caughtUp records siteops_lead_sync_lag_seconds when a lead sync run has

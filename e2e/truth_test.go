@@ -603,8 +603,9 @@ func TestIngressStartUpChecks(t *testing.T) {
 	}
 
 	_, _, log = e.startIngressProcessFlags(t, nil, "SITEOPS_SECRET_KEY="+testSecretKey(), "TEMPORAL_ADDRESS=127.0.0.1:1")
-	eventually(t, 30*time.Second, "the ingress to warn that Temporal is down", func() bool {
-		return strings.Contains(log.String(), "check warns") && strings.Contains(log.String(), "check=temporal")
+	eventually(t, 30*time.Second, "the ingress to say it runs degraded while Temporal is down", func() bool {
+		return strings.Contains(log.String(), "STARTING DEGRADED") && strings.Contains(log.String(), "check=temporal") &&
+			strings.Contains(log.String(), "the ingress accepts and records deliveries meanwhile")
 	})
 	if strings.Contains(log.String(), "CHECK FAILED") {
 		t.Errorf("the ingress counts Temporal being down as a failed check:\n%s", log.String())

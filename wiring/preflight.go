@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -245,4 +246,23 @@ func (p Preflight) recheck(ctx context.Context, logger *slog.Logger, into *Check
 }
 
 
-func checkAttr(name string) attribute.KeyValue { return attribute.String("check", name) }
+// checkAttr is the check label of siteops_check_ok: the check's name in
+// lower case, each run of other characters one underscore ("secret key"
+// is secret_key, "agent-site api" agent_site_api), as label values are
+// written.
+func checkAttr(name string) attribute.KeyValue {
+	var b strings.Builder
+	under := false
+	for _, r := range strings.ToLower(name) {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
+			if under && b.Len() > 0 {
+				b.WriteByte('_')
+			}
+			b.WriteRune(r)
+			under = false
+			continue
+		}
+		under = true
+	}
+	return attribute.String("check", b.String())
+}

@@ -257,7 +257,8 @@ func (o *onboarding) run(ctx workflow.Context) (OnboardingResult, error) {
 	if !o.in.SkipPublish {
 		o.status.Step = StepPublishing
 		var pub activities.PublishResult
-		pubIn := activities.PublishInput{SiteID: site.SiteID, Published: true, IdempotencyKey: Key(o.id, "publish")}
+		pubIn := activities.PublishInput{SiteID: site.SiteID, Published: true, IdempotencyKey: Key(o.id, "publish"),
+			StartedAt: workflow.GetInfo(ctx).WorkflowStartTime}
 		if err := workflow.ExecuteActivity(actx, a.Publish, pubIn).Get(ctx, &pub); err != nil {
 			return OnboardingResult{}, err
 		}

@@ -4,9 +4,13 @@ import (
 	"encoding/base64"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/store/storetest"
@@ -52,11 +56,10 @@ func TestStoreCommandsCreateNoStore(t *testing.T) {
 	}
 
 	// A worker makes the store (and migrates it) before it dials Temporal,
-	// which is not there: the commands open that store.
+	// which is not there: it waits for Temporal, and the commands open
+	// that store meanwhile.
 	worker := append([]string{"AGENTSITE_BASE_URL=http://127.0.0.1:1", "AGENTSITE_API_KEY=svc_live_x", "SITEOPS_METRICS_ADDR="}, env...)
-	if _, stderr, code := runBinary(t, t.TempDir(), worker, "worker"); code != exitUnreachable {
-		t.Fatalf("worker without Temporal: exit %d, want %d after making the store\n%s", code, exitUnreachable, stderr)
-	}
+	waitingWorker(t, worker)
 	if stdout, stderr, code := runBinary(t, t.TempDir(), env, "events", "list"); code != 0 || !strings.Contains(stdout, "empty") {
 		t.Errorf("events list on the worker's store: exit %d\n%s%s", code, stdout, stderr)
 	}
@@ -96,4 +99,57 @@ func hasGooseTable(t *testing.T, raw string) bool {
 		t.Fatal(err)
 	}
 	return n > 0
+}
+
+// waitingWorker runs `siteops worker` against a Temporal that is not there
+// until it says it waits for it (having made and migrated its store), then
+// stops it, and fails the test if it exited on its own.
+func waitingWorker(t *testing.T, env []string) {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), siteopsBinary(t), "worker")
+	cmd.Dir = t.TempDir()
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
+	var log syncWriter
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	deadline := time.After(30 * time.Second)
+	for !strings.Contains(log.String(), "Temporal does not answer; the worker waits for it") {
+		select {
+		case err := <-exited:
+			t.Fatalf("the worker exited without Temporal (%v); it should wait for it:\n%s", err, log.String())
+		case <-deadline:
+			_ = cmd.Process.Kill()
+			t.Fatalf("the worker did not say within 30 s that it waits for Temporal:\n%s", log.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Errorf("the waiting worker did not stop within 10 s of SIGTERM")
+	}
+}
+
+// syncWriter is a log that a process writes and a test reads at once.
+type syncWriter struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (w *syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *syncWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
 }
