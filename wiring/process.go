@@ -217,7 +217,7 @@ func RunIngress(ctx context.Context, cfg IngressConfig, logger *slog.Logger, tel
 	defer c.Close()
 	so := webhookingress.ServerOptions{
 		Store: st, Temporal: c, TaskQueue: cfg.TaskQueue, EnvSecrets: SplitSecrets(cfg.WebhookSecrets),
-		Window: cfg.ReplayWindow, MaxBody: cfg.MaxBody, MaxConcurrent: cfg.MaxConcurrent, Logger: logger,
+		Window: cfg.ReplayWindow, MaxBody: cfg.MaxBody, MaxConcurrent: cfg.MaxConcurrent, MaxConns: cfg.MaxConnections, Logger: logger,
 	}
 	if tel != nil {
 		so.Registry, so.MeterProvider = tel.Registry, tel.MeterProvider
