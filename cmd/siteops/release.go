@@ -21,7 +21,7 @@ import (
 
 func (c *cli) releaseCmd() *cobra.Command {
 	return group("release", "Roll a new build out: promote it, tell when an old one has drained, finalize the release",
-		c.releasePromoteCmd(), c.releaseDrainedCmd(), c.releaseStatusCmd(), c.releaseFinalizeCmd())
+		c.releasePromoteCmd(), c.releaseDrainedCmd(), c.releaseStatusCmd(), c.releaseRollbackCmd(), c.releaseFinalizeCmd())
 }
 
 // releaseFlags are the flags every release command shares.
@@ -110,10 +110,6 @@ func printPromote(w io.Writer, deployment string, res rollout.PromoteResult, now
 	}
 	_, _ = fmt.Fprintf(w, "moved %d run(s) pinned to older builds onto %s (their kinds are AutoUpgrade in this build)\n", len(res.Moved), res.BuildID)
 	printRuns(w, res.Moved, now)
-	if len(res.PinnedByOverride) > 0 {
-		_, _ = fmt.Fprintf(w, "left %d run(s) pinned by a versioning override (someone pinned them on purpose):\n", len(res.PinnedByOverride))
-		printRuns(w, res.PinnedByOverride, now)
-	}
 	if len(res.StayPinned) == 0 {
 		_, _ = fmt.Fprintln(w, "no run stays pinned to an older build")
 		return
@@ -460,4 +456,55 @@ func failed(checks []rollout.Check) string {
 		}
 	}
 	return "the " + strings.Join(names, ", ") + " check(s) failed; fix them and run it again"
+}
+
+func (c *cli) releaseRollbackCmd() *cobra.Command {
+	var f releaseFlags
+	var buildID string
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "rollback --to-build-id BUILD",
+		Short: "Make an older build current again, keeping on the newer build the runs that ran there",
+		Long: `Roll back to BUILD, an older build whose workers run again (redeploy them
+first): it becomes the current version, so new runs start on it. The runs the
+current build ran stay on it: its Pinned runs as always, and its AutoUpgrade
+runs (lead syncs, incidents, rotations) are pinned to it by a versioning
+override, since their histories may hold code paths of the newer build that
+the older one cannot replay. So the newer build's workers keep running for
+them; promoting a fixed build later (siteops release promote) moves them on.
+
+Run it from the newer build's image (a release before 3 has no 'siteops
+release'). Rolling back to the previous release is possible until 'siteops
+release finalize': until then every migration of the newer release only
+added to the store, so the older one reads and writes it as before. Roll the
+ingress back too.`,
+		Example: "  siteops release rollback --to-build-id v2.0.4",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			return c.withRollout(cmd, &f, func(r *rollout.Rollout) error {
+				res, err := r.Rollback(ctx, buildID)
+				if err != nil {
+					return err
+				}
+				if c.json() {
+					return writeJSON(cmd.OutOrStdout(), res)
+				}
+				w, now := cmd.OutOrStdout(), time.Now()
+				_, _ = fmt.Fprintf(w, "%s is now the current version of deployment %s (was %s)\n", res.To, r.Deployment, res.From)
+				_, _ = fmt.Fprintf(w, "kept %d AutoUpgrade run(s) on %s (pinned by an override; promoting a fixed build moves them):\n", len(res.KeptOnFrom), res.From)
+				printRuns(w, res.KeptOnFrom, now)
+				_, _ = fmt.Fprintf(w, "%d run(s) %s pinned finish there:\n", len(res.PinnedToFrom), res.From)
+				printRuns(w, res.PinnedToFrom, now)
+				_, _ = fmt.Fprintf(w, "keep %s's workers running until siteops release drained --build-id %s exits 0\n", res.From, res.From)
+				return nil
+			})
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().StringVar(&buildID, "to-build-id", "", "the older build to make current again")
+	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "how long to wait for the older build's workers to poll")
+	_ = cmd.MarkFlagRequired("to-build-id")
+	return cmd
 }

@@ -164,9 +164,6 @@ type PromoteResult struct {
 	// StayPinned are the runs that stay on the build that pinned them
 	// (their kind is Pinned here): that build must run until they end.
 	StayPinned []Run `json:"stay_pinned"`
-	// PinnedByOverride are runs someone pinned on purpose (a pinned
-	// versioning override); Promote leaves them alone.
-	PinnedByOverride []Run `json:"pinned_by_override,omitempty"`
 }
 
 // Promote makes buildID the deployment's current version, once its
@@ -182,7 +179,9 @@ type PromoteResult struct {
 // make test replays every release's recorded histories
 // (workflows/replay_test.go), and every change to an AutoUpgrade kind is
 // guarded by workflow.GetVersion. Run Promote from the new build (its
-// catalogue says what moves).
+// catalogue says what moves). A run of such a kind pinned to another
+// build by a versioning override moves too: Rollback pins that way the
+// runs it keeps on a newer build, and rolling forward again is Promote.
 func (r *Rollout) Promote(ctx context.Context, buildID string) (PromoteResult, error) {
 	res := PromoteResult{BuildID: buildID}
 	if _, err := quoted(r.Deployment); err != nil {
@@ -262,7 +261,7 @@ func (r *Rollout) movePass(ctx context.Context, buildID string, res *PromoteResu
 	if err != nil {
 		return 0, err
 	}
-	res.StayPinned, res.PinnedByOverride = nil, nil
+	res.StayPinned = nil
 	n := 0
 	for _, run := range runs {
 		if run.BuildID == buildID || moved[run.RunID] {
@@ -291,10 +290,9 @@ func (r *Rollout) movePass(ctx context.Context, buildID string, res *PromoteResu
 			moved[run.RunID] = true
 			res.Moved = append(res.Moved, run)
 			continue
-		case vi.GetVersioningOverride().GetPinned() != nil:
-			res.PinnedByOverride = append(res.PinnedByOverride, run)
+		case vi.GetVersioningOverride().GetPinned().GetVersion().GetBuildId() == buildID:
 			continue
-		case vi.GetBehavior() != enumspb.VERSIONING_BEHAVIOR_PINNED:
+		case vi.GetVersioningOverride().GetPinned() == nil && vi.GetBehavior() != enumspb.VERSIONING_BEHAVIOR_PINNED:
 			continue
 		}
 		_, err = r.Client.UpdateWorkflowExecutionOptions(ctx, client.UpdateWorkflowExecutionOptionsRequest{
