@@ -156,6 +156,11 @@ type Options struct {
 	LogsPerSecond int
 	Now           func() time.Time
 	Logger        *slog.Logger
+	// Checks, when set, reports the process's start-up checks: /readyz
+	// shows them, and says "degraded" while one fails (the process serves
+	// what it can: a failing check never makes it unready, only the store
+	// does).
+	Checks func() (degraded bool, checks any)
 	// Metrics records the handler's metrics; nil for metrics of its own, on
 	// a meter provider and registry of their own.
 	Metrics *Metrics
@@ -741,11 +746,22 @@ func (h *Handler) noteVerified(ctx context.Context, endpointID, eventID string) 
 func (h *Handler) ready(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
+	status, code := "ready", http.StatusOK
 	if err := h.opts.Inbox.Ping(ctx); err != nil {
-		answer(w, http.StatusServiceUnavailable, "store_unavailable")
+		status, code = "store_unavailable", http.StatusServiceUnavailable
+	}
+	if h.opts.Checks == nil {
+		answer(w, code, status)
 		return
 	}
-	answer(w, http.StatusOK, "ready")
+	degraded, checks := h.opts.Checks()
+	if degraded && code == http.StatusOK {
+		status = "degraded"
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(map[string]any{"status": status, "checks": checks})
 }
 
 // watchReceivers reads the list of receivers every SecretRefresh until ctx

@@ -45,6 +45,9 @@ type ServerOptions struct {
 	// collectors) when Registry is nil too.
 	Registry      *prometheus.Registry
 	MeterProvider metric.MeterProvider
+	// Checks, when set, reports the process's start-up checks for
+	// /readyz's body (Options.Checks).
+	Checks func() (degraded bool, checks any)
 }
 
 // Server is an ingress process: the handler, the relay and their store.
@@ -112,7 +115,7 @@ func New(o ServerOptions) (*Server, error) {
 	h := NewHandler(Options{
 		Inbox: o.Store, Secrets: secrets, EnvSecrets: o.EnvSecrets, Window: o.Window,
 		MaxBody: o.MaxBody, MaxConcurrent: o.MaxConcurrent,
-		Logger: o.Logger, Metrics: m, Registry: reg, Recorded: relay.Wake,
+		Logger: o.Logger, Metrics: m, Registry: reg, Recorded: relay.Wake, Checks: o.Checks,
 	})
 	maxConns := o.MaxConns
 	if maxConns <= 0 {

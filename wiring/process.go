@@ -222,6 +222,7 @@ func RunIngress(ctx context.Context, cfg IngressConfig, logger *slog.Logger, tel
 	if tel != nil {
 		so.Registry, so.MeterProvider = tel.Registry, tel.MeterProvider
 	}
+	so.Checks = func() (bool, any) { return checks.Degraded(), checks.Results() }
 	srv, err := webhookingress.New(so)
 	if err != nil {
 		return err

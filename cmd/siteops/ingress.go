@@ -33,11 +33,14 @@ down, busy, or a stored secret that does not decrypt). The relay in the same pro
 signals the workflows; Temporal being down delays only the relay.
 
 At start it checks its settings and says where its store is, migrates the
-store, and runs the checks of 'siteops doctor' that concern it: the database,
-and SITEOPS_SECRET_KEY against the stored secrets (one that does not decrypt
-would refuse every delivery signed with it). It refuses to start on a failed
-check (--skip-checks starts anyway, logging each failure as an error) and on a
-busy address. Temporal is checked in the background and only warns.`,
+store (waiting for a database that does not answer yet), and runs the checks
+of 'siteops doctor' that concern it: the database, and SITEOPS_SECRET_KEY
+against the stored secrets. It refuses to start only on what no retry fixes
+(a database behind this build's schema, a key that reads none of the stored
+secrets; --skip-checks starts anyway, logging each failure as an error) and
+on a busy address. A transient failure is retried for 30 s; it, a secret of
+several that does not decrypt, and Temporal being down (checked in the
+background) start it degraded: logged, siteops_check_ok, /readyz.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var cfg wiring.IngressConfig
