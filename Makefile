@@ -118,14 +118,16 @@ bench: tools
 	$(GO) test -p 1 -run '^$$' -bench 'ForgedRequestStoreCalls/(known|one|unknown)' -benchtime $(BENCH_COUNTED) ./bench/
 	$(GO) test -p 1 -run '^$$' -bench 'LeadSync|Onboarding|Incident|WorkerMemory|ThrottledAPI' -benchtime 1x -timeout 90m ./bench/
 	$(GO) test -p 1 -run '^$$' -bench 'ForgedRequestStoreCalls/held' -benchtime 1x ./bench/
+	$(GO) test -p 1 -run '^$$' -bench 'VerifyAgainstStripe' -benchmem -benchtime $(BENCHTIME) ./bench/
 
-## soak: the long scenarios at full size (SITEOPS_SOAK=1): the scale-out run on the
+## soak: the long scenarios at full size (SITEOPS_SOAK=1), without the race detector: the
+## fresh-junk flood (valid deliveries within 1 s), the scale-out run on the
 ## cluster (100 onboardings, 20,000 lead events, workers and replicas killed), the
 ## 20,000-event burst, lead syncs under 30 % and 50 % 429 with 200-lead pages.
 soak: tools
 	@$(CLUSTER_RUN) check
 	SITEOPS_SOAK=1 SITEOPS_REQUIRE_TEMPORAL=1 $(GO) test -count=1 -timeout 80m -v \
-	  -run 'TestScaleOut|TestBurstKeepsLeadSyncHistoriesSmall|TestLeadSyncSurvivesThrottling|TestWaitedForEventsPassBulkOnes' ./e2e/ ./e2e/production/
+	  -run 'TestScaleOut|TestBurstKeepsLeadSyncHistoriesSmall|TestLeadSyncSurvivesThrottling|TestWaitedForEventsPassBulkOnes|TestIngressFreshJunkHoldsNoSlot' ./e2e/ ./e2e/production/
 
 ## demo: build the pinned temporal CLI and siteops, then run everything on this machine and show it
 ## working (DEMO_FLAGS=--keep leaves it running; Ctrl-C stops it all).
