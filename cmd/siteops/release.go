@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/siteops/siteops/config"
+	"github.com/siteops/siteops/doctor"
 	"github.com/siteops/siteops/internal/release"
 	"github.com/siteops/siteops/internal/release/rollout"
 	"github.com/siteops/siteops/starter"
@@ -507,4 +508,17 @@ ingress back too.`,
 	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "how long to wait for the older build's workers to poll")
 	_ = cmd.MarkFlagRequired("to-build-id")
 	return cmd
+}
+
+// buildIDCheck is doctor's word on the build id a versioned worker with
+// these settings would poll as, or why it would refuse to start.
+func buildIDCheck(w config.Worker) doctor.Result {
+	if !w.Versioning {
+		return doctor.Skipped("build id", "SITEOPS_WORKER_VERSIONING=false: workers are not versioned")
+	}
+	id, source, err := release.BuildID(w.BuildID)
+	if err != nil {
+		return doctor.Result{Check: "build id", Status: doctor.Fail, Detail: err.Error(), Err: usageError{err}}
+	}
+	return doctor.Result{Check: "build id", Status: doctor.OK, Detail: fmt.Sprintf("release %d, build id %s (from %s)", release.Number, id, source)}
 }
