@@ -96,6 +96,7 @@ func (c *cli) diagnose(ctx context.Context, tf *temporalFlags) []doctor.Result {
 		add(doctor.APIKey(ctx, api))
 	}
 	add(doctor.PublicURL(cfg.PublicURL, cfg.AllowLoopback))
+	add(buildIDCheck(cfg.Worker))
 
 	// The store is opened read-only and as it is: doctor creates no
 	// database and migrates none, so that what it reports is what the
@@ -106,7 +107,7 @@ func (c *cli) diagnose(ctx context.Context, tf *temporalFlags) []doctor.Result {
 	} else {
 		db := doctor.Database(ctx, st, where)
 		add(db)
-		if db.Status == doctor.OK {
+		if db.Status == doctor.OK || db.Status == doctor.Warn {
 			add(doctor.SecretKey(ctx, st))
 		} else {
 			add(doctor.Skipped("secret key", "the database is not ready"))
