@@ -2,11 +2,13 @@
 // making a new build the deployment's current version and moving onto it
 // the runs an older build pinned that this build declares AutoUpgrade
 // (Promote), telling when an old build has no pinned run left and may be
-// stopped (Drained), describing where every open run is (Status), and the
+// stopped (Drained), describing where every open run is (Status), going
+// back to an older build without sending it runs it cannot replay
+// (Rollback), keeping the store's process registry (Register), and the
 // contract step of the store's expand-then-contract migrations once no
 // process of the previous release remains (Finalize).
 //
-// `siteops release promote|drained|status|finalize` call it, and
+// `siteops release promote|drained|status|rollback|finalize` call it, and
 // deploy/kubernetes/rollout.sh runs those commands; the end-to-end tests
 // run the same commands. It leaves deploying and stopping processes to
 // whoever runs them (Kubernetes, compose, a person).
