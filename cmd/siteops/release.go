@@ -230,7 +230,7 @@ func printStatus(w io.Writer, st rollout.Status, now time.Time) {
 		_, _ = fmt.Fprintln(w, "  none")
 	}
 	for _, g := range st.Runs {
-		_, _ = fmt.Fprintf(w, "  %-16s %-12s %-22s %5d  oldest %s (%s)\n", buildOrUnversioned(g.BuildID), orDash(g.Behavior), g.Type, g.Count, g.Example, g.Oldest.Sub(now).Truncate(time.Second)*-1)
+		_, _ = fmt.Fprintf(w, "  %-16s %-12s %-22s %5d  oldest %s (%s)\n", buildOrUnversioned(g.BuildID), orDash(g.Behavior), g.Type, g.Count, g.Example, now.Sub(g.Oldest).Truncate(time.Second))
 	}
 	if st.Truncated {
 		_, _ = fmt.Fprintln(w, "  (more runs are open than were counted)")
