@@ -66,7 +66,11 @@ func TestMigrationsOnlyExpand(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, problem := range expandProblems(string(b)) {
+			problems := expandProblems(string(b))
+			if dialect == "postgres" {
+				problems = append(problems, blockingIndexes(string(b))...)
+			}
+			for _, problem := range problems {
 				t.Errorf("%s: %s; a migration only expands (tables, nullable columns or columns with a constant default, indexes, backfills) — put it in the release's contract steps (store.Finalize), which run at `siteops release finalize`", f, problem)
 			}
 		}
@@ -149,4 +153,28 @@ func TestExpandLintCatchesContractSteps(t *testing.T) {
 			t.Errorf("the linter refuses %q: %v", sql, ps)
 		}
 	}
+}
+
+// busyTables are the tables the ingress and the relay write all the time.
+var busyTables = []string{"inbox", "inbox_history", "leads"}
+
+// createIndex matches CREATE INDEX [CONCURRENTLY] [IF NOT EXISTS] name ON table.
+var createIndex = regexp.MustCompile(`(?is)\bCREATE\s+INDEX\s+(CONCURRENTLY\s+)?(IF\s+NOT\s+EXISTS\s+)?\S+\s+ON\s+(\w+)`)
+
+// blockingIndexes lists the indexes a PostgreSQL migration builds on a busy
+// table without CONCURRENTLY: a plain CREATE INDEX blocks every write to
+// the table while it builds, so the ingresses, the previous release's
+// among them, would refuse deliveries meanwhile.
+func blockingIndexes(sql string) []string {
+	up, _, _ := strings.Cut(sql, "-- +goose Down")
+	var out []string
+	for _, m := range createIndex.FindAllStringSubmatch(up, -1) {
+		if m[1] == "" && slices.Contains(busyTables, strings.ToLower(m[3])) {
+			out = append(out, "builds an index on "+m[3]+" without CONCURRENTLY (and -- +goose NO TRANSACTION), which blocks every write to it while it builds")
+		}
+	}
+	if len(out) > 0 && !strings.Contains(sql, "-- +goose NO TRANSACTION") {
+		out = append(out, "CREATE INDEX CONCURRENTLY needs -- +goose NO TRANSACTION")
+	}
+	return out
 }
