@@ -245,7 +245,6 @@ func (p Preflight) recheck(ctx context.Context, logger *slog.Logger, into *Check
 	}
 }
 
-
 // checkAttr is the check label of siteops_check_ok: the check's name in
 // lower case, each run of other characters one underscore ("secret key"
 // is secret_key, "agent-site api" agent_site_api), as label values are
