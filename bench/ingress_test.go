@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
@@ -63,30 +64,70 @@ func (signalInRequest) Ping(context.Context) error { return nil }
 // inbox variants also report their share of the ceiling (of-ceiling; goal
 // for PostgreSQL ≥ 0.8), and the last the inboxes' rates as multiples of
 // its own (postgres-x, sqlite-x; goal for PostgreSQL ≥ 10).
+//
+// Every variant reports this process's CPU time per delivery (self-cpu-us:
+// senders and ingress). The PostgreSQL variant also reports what its
+// deliveries cost the server, per delivery: the CPU time of the store's own
+// backends (pg-cpu-us) and of the server's background processes
+// (pg-bg-cpu-us: WAL writer, checkpointer, background writer, autovacuum;
+// other sessions share them), the WAL written (wal-B; other sessions
+// writing meanwhile add to it), and the deliveries per commit of the group
+// commit. Its of-ceiling-cpu is the ceiling's self-cpu-us over its own: the
+// share of the ceiling it would reach with PostgreSQL's CPU on cores of its
+// own, both CPU-bound, which is the database's share separated from the
+// ingress's.
 func BenchmarkIngressAccept(b *testing.B) {
 	rates := map[string]float64{}
+	var ceilingCPU float64
 	variants := []struct {
 		name  string
-		inbox func(b *testing.B) webhookingress.Inbox
+		inbox func(b *testing.B) (webhookingress.Inbox, *pgSessions)
 	}{
-		{"no-store", func(b *testing.B) webhookingress.Inbox { return noStore{storetest.Open(b, store.SQLite)} }},
-		{"inbox=sqlite", func(b *testing.B) webhookingress.Inbox { return storetest.Open(b, store.SQLite) }},
-		{"inbox=postgres", func(b *testing.B) webhookingress.Inbox { return storetest.Open(b, store.Postgres) }},
-		{"signal-in-request", func(b *testing.B) webhookingress.Inbox { return signalInRequest{dial(b)} }},
+		{"no-store", func(b *testing.B) (webhookingress.Inbox, *pgSessions) {
+			return noStore{storetest.Open(b, store.SQLite)}, nil
+		}},
+		{"inbox=sqlite", func(b *testing.B) (webhookingress.Inbox, *pgSessions) { return storetest.Open(b, store.SQLite), nil }},
+		{"inbox=postgres", func(b *testing.B) (webhookingress.Inbox, *pgSessions) {
+			st, pg := openPostgres(b)
+			return st, &pg
+		}},
+		{"signal-in-request", func(b *testing.B) (webhookingress.Inbox, *pgSessions) { return signalInRequest{dial(b)}, nil }},
 	}
 	for _, v := range variants {
 		b.Run(v.name, func(b *testing.B) {
-			srv := httptest.NewServer(webhookingress.NewHandler(webhookingress.Options{Inbox: v.inbox(b), EnvSecrets: []string{secret}}))
+			inbox, pg := v.inbox(b)
+			srv := httptest.NewServer(webhookingress.NewHandler(webhookingress.Options{Inbox: inbox, EnvSecrets: []string{secret}}))
 			defer srv.Close()
+			var before pgUse
+			var commits0, events0 int64
+			if pg != nil {
+				before = pg.read(b)
+				commits0, events0 = inbox.(*store.Store).GroupCommits()
+			}
+			self0 := selfCPU()
 			lat, elapsed, failed := send(b, srv.URL, b.N, concurrency, 0)
+			self := float64((selfCPU() - self0).Microseconds()) / float64(b.N)
 			if failed > 0 {
 				b.Fatalf("%d of %d deliveries were not accepted", failed, b.N)
 			}
 			rates[v.name] = report(b, lat, elapsed)
+			b.ReportMetric(self, "self-cpu-us")
+			if pg != nil {
+				used := pg.read(b).sub(before)
+				commits, events := inbox.(*store.Store).GroupCommits()
+				per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(b.N) }
+				b.ReportMetric(per(used.backends), "pg-cpu-us")
+				b.ReportMetric(per(used.background), "pg-bg-cpu-us")
+				b.ReportMetric(float64(used.wal)/float64(b.N), "wal-B")
+				b.ReportMetric(float64(events-events0)/float64(max(commits-commits0, 1)), "per-commit")
+			}
 			switch v.name {
+			case "no-store":
+				ceilingCPU = self
 			case "inbox=sqlite", "inbox=postgres":
 				if c := rates["no-store"]; c > 0 {
 					b.ReportMetric(rates[v.name]/c, "of-ceiling")
+					b.ReportMetric(ceilingCPU/self, "of-ceiling-cpu")
 				}
 			case "signal-in-request":
 				b.ReportMetric(rates["inbox=postgres"]/rates[v.name], "postgres-x")

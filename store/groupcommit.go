@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -49,6 +50,19 @@ type groupCommitter struct {
 	queue chan recordReq
 	sem   chan struct{}
 	once  sync.Once
+	// commits and events count the flushes and the events they carried.
+	commits, events atomic.Int64
+}
+
+// GroupCommits reports how many commits the group commit of RecordEvent
+// has made on PostgreSQL and how many events they carried (zero on
+// SQLite, which has none): events per commit is what one commit's cost is
+// shared by (BenchmarkIngressAccept reports it).
+func (s *Store) GroupCommits() (commits, events int64) {
+	if s.group == nil {
+		return 0, 0
+	}
+	return s.group.commits.Load(), s.group.events.Load()
 }
 
 func newGroupCommitter(s *Store) *groupCommitter {
@@ -120,6 +134,8 @@ func (g *groupCommitter) flush(batch []recordReq) {
 	ctx, cancel := context.WithTimeout(context.Background(), groupTimeout)
 	defer cancel()
 	inserted, err := g.s.insertEvents(ctx, rows)
+	g.commits.Add(1)
+	g.events.Add(int64(len(batch)))
 	for i, r := range batch {
 		if err != nil {
 			r.done <- recordResult{err: err}
