@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
-	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
@@ -18,23 +19,27 @@ import (
 // refused key) when it could not. It uses update-with-start: if an incident
 // is already open it is joined, no second PATCH is sent, and the result
 // says Joined.
+//
+// It is one call to Temporal. The incident's search attributes go with
+// the start without asking first whether the namespace has them: a worker
+// refuses to start in a namespace without them, so they are there wherever
+// an incident is carried out. A namespace without them refuses the start
+// (nothing was started), and EmbedOff says so through Warn and starts it
+// again without them.
 func (s *Starter) EmbedOff(ctx context.Context, siteID, operator, reason string) (workflows.EmbedOffResult, error) {
 	id := workflows.EmbedIncidentID(siteID)
 	req := requestID()
 	opts := s.options(workflows.EmbedIncidentKind, id)
-	opts.TypedSearchAttributes = s.incidentSearchAttributes(ctx, siteID, operator)
+	opts.TypedSearchAttributes = incidentSearchAttributes(siteID, operator)
 	var (
 		h   client.WorkflowUpdateHandle
 		res workflows.EmbedOffResult
 	)
-	// Every try carries the same update ID, so Temporal answers a repeated
-	// one with the first one's outcome.
-	err := s.Patiently(ctx, "turning the embed off through "+id, func() error {
+	updateWithStart := func() (client.WorkflowUpdateHandle, error) {
 		// A start operation is good for one call: each try makes its own.
 		op := s.Client.NewWithStartWorkflowOperation(opts, workflows.EmbedIncidentWorkflowName,
 			workflows.EmbedIncidentInput{SiteID: siteID, Operator: operator, Reason: reason, RequestID: req})
-		var err error
-		h, err = s.Client.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+		return s.Client.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 			StartWorkflowOperation: op,
 			UpdateOptions: client.UpdateWorkflowOptions{
 				UpdateID:     req,
@@ -44,6 +49,18 @@ func (s *Starter) EmbedOff(ctx context.Context, siteID, operator, reason string)
 				WaitForStage: client.WorkflowUpdateStageCompleted,
 			},
 		})
+	}
+	// Every try carries the same update ID, so Temporal answers a repeated
+	// one with the first one's outcome.
+	err := s.Patiently(ctx, "turning the embed off through "+id, func() error {
+		var err error
+		h, err = updateWithStart()
+		if err != nil && opts.TypedSearchAttributes.Size() > 0 && refusedSearchAttributes(err) {
+			s.warn("namespace %s lacks the search attributes %s and %s (Temporal said: %s); the incident is recorded without them (run deploy/temporal-setup.sh)",
+				s.namespace(), SearchAttrSiteID, SearchAttrOperator, innermost(err.Error()))
+			opts.TypedSearchAttributes = temporal.SearchAttributes{}
+			h, err = updateWithStart()
+		}
 		if err != nil {
 			return err
 		}
@@ -57,6 +74,18 @@ func (s *Starter) EmbedOff(ctx context.Context, siteID, operator, reason string)
 		return res, waitErr(ctx, id, runID, err)
 	}
 	return res, nil
+}
+
+// refusedSearchAttributes reports whether Temporal refused a start for the
+// incident's search attributes: not registered in the namespace, or not as
+// keywords.
+func refusedSearchAttributes(err error) bool {
+	var invalid *serviceerror.InvalidArgument
+	if !errors.As(err, &invalid) {
+		return false
+	}
+	msg := invalid.Error()
+	return strings.Contains(msg, SearchAttrSiteID) || strings.Contains(msg, SearchAttrOperator)
 }
 
 // EmbedOn decides the site's open incident: restore the embed, with
@@ -77,23 +106,20 @@ var ErrNoOpenIncident = fmt.Errorf("no open embed incident for this site; open o
 func (s *Starter) decide(ctx context.Context, siteID string, d workflows.EmbedDecision) (workflows.EmbedIncidentStatus, error) {
 	var st workflows.EmbedIncidentStatus
 	id := workflows.EmbedIncidentID(siteID)
-	desc, err := s.Client.DescribeWorkflowExecution(ctx, id, "")
-	if isNotFound(err) || (err == nil && desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING) {
-		return st, fmt.Errorf("site %s: %w", siteID, ErrNoOpenIncident)
-	}
-	if err != nil {
-		return st, err
-	}
-	runID := desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()
-	err = s.update(ctx, "deciding "+id, client.UpdateWorkflowOptions{
+	// The decision goes to the incident's current run without a look-up
+	// first: Temporal answers NotFound when there is no run or it has
+	// closed, and an open run's validator refuses what does not apply.
+	err := s.update(ctx, "deciding "+id, client.UpdateWorkflowOptions{
 		WorkflowID:   id,
-		RunID:        runID,
 		UpdateName:   workflows.UpdateDecide,
 		Args:         []any{d},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	}, &st)
+	if isNotFound(err) && ctx.Err() == nil {
+		return st, fmt.Errorf("site %s: %w", siteID, ErrNoOpenIncident)
+	}
 	if err != nil {
-		return st, decideErr(ctx, id, runID, err)
+		return st, decideErr(ctx, id, "", err)
 	}
 	return st, nil
 }
@@ -127,11 +153,13 @@ func (e *RejectedError) Error() string {
 }
 
 // decideErr tells a refused update (its validator said no: the input does
-// not apply) from a failure to carry it out (an activity failed).
+// not apply) from a failure to carry it out (an activity failed, or the
+// incident's PATCH, a local activity, whose failure the workflow names
+// ErrTypeEmbedNotSwitched).
 func decideErr(ctx context.Context, id, runID string, err error) error {
 	var actErr *temporal.ActivityError
 	var app *temporal.ApplicationError
-	if ctx.Err() == nil && !errors.As(err, &actErr) && errors.As(err, &app) {
+	if ctx.Err() == nil && !errors.As(err, &actErr) && errors.As(err, &app) && app.Type() != workflows.ErrTypeEmbedNotSwitched {
 		return &RejectedError{WorkflowID: id, Reason: app.Message()}
 	}
 	return waitErr(ctx, id, runID, err)

@@ -119,19 +119,8 @@ func (s *Starter) MissingSearchAttributes(ctx context.Context) ([]string, error)
 	return missing, nil
 }
 
-// incidentSearchAttributes returns the incident's search attributes if the
-// namespace has them registered, and none otherwise (an unregistered
-// attribute would fail the start), saying so through Warn.
-func (s *Starter) incidentSearchAttributes(ctx context.Context, siteID, operator string) temporal.SearchAttributes {
-	missing, err := s.MissingSearchAttributes(ctx)
-	switch {
-	case err != nil:
-		s.warn("could not list the search attributes of namespace %s (%v); the incident is recorded without them", s.namespace(), err)
-		return temporal.SearchAttributes{}
-	case len(missing) > 0:
-		s.warn("namespace %s lacks the search attributes %v; the incident is recorded without them (run deploy/temporal-setup.sh)", s.namespace(), missing)
-		return temporal.SearchAttributes{}
-	}
+// incidentSearchAttributes are the search attributes an incident carries.
+func incidentSearchAttributes(siteID, operator string) temporal.SearchAttributes {
 	return temporal.NewSearchAttributes(
 		temporal.NewSearchAttributeKeyKeyword(SearchAttrSiteID).ValueSet(siteID),
 		temporal.NewSearchAttributeKeyKeyword(SearchAttrOperator).ValueSet(operator),

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/siteops/siteops/activities"
@@ -29,11 +30,26 @@ const (
 // incident's memo; histories recorded before it replay without.
 const embedDecisionRecorded = "embed-decision-recorded"
 
+// embedPatchLocal is the change that sends the incident's PATCHes as
+// local activities: the worker runs each one inside the workflow task that
+// asked for it, so `embed off` (update-with-start) and `embed on` (an
+// update) each cost one workflow task instead of a workflow task, an
+// activity task and another workflow task. A worker lost during the PATCH
+// loses the workflow task with it; the next worker runs the task again and
+// sends the PATCH again under the same idempotency key, which the API
+// answers from the first one's stored response. Incidents opened before
+// the change (histories without its marker) go on with activities.
+const embedPatchLocal = "embed-patch-local"
+
 // Decisions on an embed incident.
 const (
 	DecisionRestore = "restore" // turn the embed back on, optionally with corrected origins
 	DecisionClose   = "close"   // close the incident and leave the embed off
 )
+
+// ErrTypeEmbedNotSwitched is the type of the failure of an incident whose
+// PATCH failed; its cause is the API's answer.
+const ErrTypeEmbedNotSwitched = "EmbedNotSwitched"
 
 // Incident states.
 const (
@@ -166,11 +182,49 @@ func (e *embedIncident) validate(_ workflow.Context, d EmbedDecision) error {
 	return nil
 }
 
+// apiLocalActivity runs an incident's PATCH as a local activity with the
+// same attempts as apiActivity: 20 s each, backing off to a minute, at
+// most 12. A local activity's retries are bounded by its schedule-to-close
+// timeout too, which defaults to one attempt's: 15 minutes leaves the
+// attempts as the bound. A backoff longer than the workflow task's timeout
+// waits on a workflow timer, as the SDK does for local activities.
+func apiLocalActivity(ctx workflow.Context) workflow.Context {
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		ScheduleToCloseTimeout: 15 * time.Minute,
+		StartToCloseTimeout:    20 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    time.Second,
+			BackoffCoefficient: 2,
+			MaximumInterval:    time.Minute,
+			MaximumAttempts:    12,
+		},
+	})
+}
+
 func (e *embedIncident) run(ctx workflow.Context) (EmbedIncidentStatus, error) {
-	actx := apiActivity(ctx)
-	var a *activities.Activities
+	setEmbed := func(in activities.SetEmbedInput) error {
+		var a *activities.Activities
+		return workflow.ExecuteActivity(apiActivity(ctx), a.SetEmbed, in).Get(ctx, nil)
+	}
+	if workflow.GetVersion(ctx, embedPatchLocal, workflow.DefaultVersion, 1) >= 1 {
+		setEmbed = func(in activities.SetEmbedInput) error {
+			var a *activities.Activities
+			err := workflow.ExecuteLocalActivity(apiLocalActivity(ctx), a.SetEmbed, in).Get(ctx, nil)
+			if err == nil || temporal.IsCanceledError(err) {
+				return err
+			}
+			// A local activity's failure reaches the workflow without the
+			// ActivityError around it by which callers tell a PATCH that
+			// failed from a decision the validator refused: name it.
+			what := "turning the embed off"
+			if in.Enabled {
+				what = "turning the embed on"
+			}
+			return temporal.NewApplicationErrorWithCause(what+" failed", ErrTypeEmbedNotSwitched, err)
+		}
+	}
 	off := activities.SetEmbedInput{SiteID: e.in.SiteID, Enabled: false, IdempotencyKey: e.keyOf("embed-off")}
-	if err := workflow.ExecuteActivity(actx, a.SetEmbed, off).Get(ctx, nil); err != nil {
+	if err := setEmbed(off); err != nil {
 		// Whoever waits for the embed to go off hears why it did not.
 		e.offErr = err
 		_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
@@ -199,7 +253,7 @@ func (e *embedIncident) run(ctx workflow.Context) (EmbedIncidentStatus, error) {
 	if d.Action == DecisionRestore {
 		e.st.State, e.st.Origins = IncidentRestoring, d.AllowedOrigins
 		on := activities.SetEmbedInput{SiteID: e.in.SiteID, Enabled: true, AllowedOrigins: d.AllowedOrigins, IdempotencyKey: e.keyOf("embed-on")}
-		if err := workflow.ExecuteActivity(actx, a.SetEmbed, on).Get(ctx, nil); err != nil {
+		if err := setEmbed(on); err != nil {
 			e.err, e.done = err, true
 			_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
 			return e.st, err
