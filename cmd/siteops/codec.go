@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -116,20 +115,17 @@ plaintext input: callers without the key send it.)`,
 				defer cancel()
 				_ = srv.Shutdown(ctx)
 			}()
-			if c.json() {
-				_ = json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]any{"key_id": cd.KeyID(), "key_ids": cd.KeyIDs(), "url": "http://" + ln.Addr().String(),
-					"hosts": allowed, "origins": origins, "token_required": token != "", "plaintext_allowed": allowPlaintext})
-			} else {
-				auth := "no token"
-				if token != "" {
-					auth = "bearer token required"
-				}
-				plain := "plaintext payloads refused"
-				if allowPlaintext {
-					plain = "plaintext payloads returned as they are"
-				}
-				_, _ = fmt.Fprintf(cmd.OutOrStdout(), "codec server for %s on http://%s (%s; %s; hosts %s)\n", keysLine(cd.KeyIDs()), ln.Addr(), auth, plain, strings.Join(allowed, ", "))
+			auth := "no token"
+			if token != "" {
+				auth = "bearer token required"
 			}
+			plain := "plaintext payloads refused"
+			if allowPlaintext {
+				plain = "plaintext payloads returned as they are"
+			}
+			c.announce(cmd, map[string]any{"key_id": cd.KeyID(), "key_ids": cd.KeyIDs(), "url": "http://" + ln.Addr().String(),
+				"hosts": allowed, "origins": origins, "token_required": token != "", "plaintext_allowed": allowPlaintext},
+				"codec server for %s on http://%s (%s; %s; hosts %s)", keysLine(cd.KeyIDs()), ln.Addr(), auth, plain, strings.Join(allowed, ", "))
 			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 				return err
 			}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
 
@@ -31,21 +32,18 @@ checks that concern them when they start.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			results := c.diagnose(cmd.Context(), &tf)
-			if c.json() {
-				_ = writeJSON(cmd.OutOrStdout(), results)
-			} else {
+			_ = c.show(cmd, results, func(w io.Writer) error {
 				for _, r := range results {
-					_, _ = fmt.Fprintln(cmd.OutOrStdout(), r)
+					_, _ = fmt.Fprintln(w, r)
 				}
-			}
+				return nil
+			})
 			if f, failed := doctor.Failed(results); failed {
 				code := exitFailed
 				if f.Err != nil {
 					code = exitCode(f.Err)
 				}
-				if !c.json() {
-					_, _ = fmt.Fprintf(cmd.ErrOrStderr(), "siteops: the %s check failed\n", f.Check)
-				}
+				c.note(cmd, "the %s check failed", f.Check)
 				return reported{code: code}
 			}
 			return nil

@@ -194,21 +194,18 @@ keeps pending events and dead letters whatever their age.
 			if err != nil {
 				return err
 			}
-			if c.json() {
-				out := struct {
-					Events           []eventJSON `json:"events"`
-					NextPage         *string     `json:"next_page"`
-					OldestReceivedAt *time.Time  `json:"oldest_received_at"`
-				}{Events: []eventJSON{}, OldestReceivedAt: optTime(oldest)}
-				for _, r := range res.Events {
-					out.Events = append(out.Events, toEventJSON(r))
-				}
-				if res.Next != "" {
-					out.NextPage = &res.Next
-				}
-				return writeJSON(cmd.OutOrStdout(), out)
+			out := struct {
+				Events           []eventJSON `json:"events"`
+				NextPage         *string     `json:"next_page"`
+				OldestReceivedAt *time.Time  `json:"oldest_received_at"`
+			}{Events: []eventJSON{}, OldestReceivedAt: optTime(oldest)}
+			for _, r := range res.Events {
+				out.Events = append(out.Events, toEventJSON(r))
 			}
-			return writeEventList(cmd.OutOrStdout(), res, oldest, listCommand(ff, pending, limit))
+			if res.Next != "" {
+				out.NextPage = &res.Next
+			}
+			return c.show(cmd, out, func(w io.Writer) error { return writeEventList(w, res, oldest, listCommand(ff, pending, limit)) })
 		},
 	}
 	ff.register(cmd)
@@ -372,10 +369,7 @@ the workflow (and run) it reached. Exit 3 when the inbox does not hold it
 			if err != nil {
 				return err
 			}
-			if c.json() {
-				return writeJSON(cmd.OutOrStdout(), toShowJSON(d))
-			}
-			return writeEventDetail(cmd.OutOrStdout(), d)
+			return c.show(cmd, toShowJSON(d), func(w io.Writer) error { return writeEventDetail(w, d) })
 		},
 	}
 }
@@ -570,15 +564,14 @@ outcome.
 			if wait && !dryRun && len(out) > 0 {
 				waitErr = awaitReplays(ctx, cmd, st, &wf, out)
 			}
-			if c.json() {
-				if err := writeJSON(cmd.OutOrStdout(), map[string]any{"replayed": out, "dry_run": dryRun, "more_matched": more, "operator": operator}); err != nil {
-					return err
-				}
-				return waitErr
-			}
 			// Only a wait that ended with every event handled says the
 			// relay dispatched them; the error says what a cut one means.
-			writeReplays(cmd.OutOrStdout(), out, dryRun, wait && waitErr == nil, more, limit, operator)
+			if err := c.show(cmd, map[string]any{"replayed": out, "dry_run": dryRun, "more_matched": more, "operator": operator}, func(w io.Writer) error {
+				writeReplays(w, out, dryRun, wait && waitErr == nil, more, limit, operator)
+				return nil
+			}); err != nil {
+				return err
+			}
 			return waitErr
 		},
 	}
@@ -586,7 +579,7 @@ outcome.
 	cmd.Flags().IntVar(&limit, "limit", 1000, "replay at most this many of the events --outcome selects (the newest)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "list what would be replayed and change nothing")
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the relay has dispatched them and print each outcome")
-	cmd.Flags().StringVar(&operator, "operator", defaultOperator(), "who is replaying (recorded with the replay)")
+	operatorFlag(cmd, &operator, "who is replaying (recorded with the replay)")
 	wf.register(cmd, time.Minute)
 	cmd.Flags().Lookup("timeout").Usage = "with --wait: stop waiting after this long (the events stay queued)"
 	return cmd

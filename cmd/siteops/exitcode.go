@@ -2,12 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"strings"
 
 	"go.temporal.io/api/serviceerror"
 	"google.golang.org/grpc/codes"
@@ -135,40 +132,3 @@ func exitForFailure(f starter.Failure) int {
 
 // errInvalidInput marks input refused before anything was sent.
 var errInvalidInput = errors.New("invalid input")
-
-// oneLine keeps an error message on one line.
-func oneLine(s string) string {
-	s = strings.TrimSpace(s)
-	s = strings.ReplaceAll(s, "\r", "")
-	for strings.Contains(s, "\n\n") {
-		s = strings.ReplaceAll(s, "\n\n", "\n")
-	}
-	return strings.ReplaceAll(s, "\n", "; ")
-}
-
-// errorJSON is an error as -o json writes it to standard error.
-type errorJSON struct {
-	Error      string           `json:"error"`
-	ExitCode   int              `json:"exit_code"`
-	WorkflowID string           `json:"workflow_id,omitempty"`
-	Failure    *starter.Failure `json:"failure,omitempty"`
-}
-
-// writeError writes err as one line, or as one JSON object.
-func writeError(w io.Writer, err error, code int, asJSON bool) {
-	msg := oneLine(err.Error())
-	if !asJSON {
-		_, _ = fmt.Fprintln(w, "siteops:", msg)
-		return
-	}
-	e := errorJSON{Error: msg, ExitCode: code}
-	var failed *starter.WorkflowFailedError
-	var stopped *starter.ErrStoppedWaiting
-	switch {
-	case errors.As(err, &failed):
-		e.WorkflowID, e.Failure = failed.WorkflowID, &failed.Cause
-	case errors.As(err, &stopped):
-		e.WorkflowID = stopped.WorkflowID
-	}
-	_ = json.NewEncoder(w).Encode(e)
-}

@@ -1,7 +1,7 @@
 package main
 
 import (
-	"context"
+	"log/slog"
 
 	"github.com/spf13/cobra"
 
@@ -47,17 +47,10 @@ background) start it degraded: logged, siteops_check_ok, /readyz.`,
 			if err := config.Load(&cfg); err != nil {
 				return err
 			}
-			cfg.Address, cfg.Namespace, cfg.Profile = tf.address, tf.namespace, tf.profile
-			logger, err := c.processLogger(cmd.ErrOrStderr())
-			if err != nil {
-				return err
-			}
-			tel, err := telemetry.Setup(cmd.Context(), telemetry.Options{Service: "siteops-ingress"})
-			if err != nil {
-				return err
-			}
-			defer func() { _ = tel.Shutdown(context.Background()) }()
-			return wiring.RunIngress(cmd.Context(), cfg, logger, tel, pf.options())
+			tf.apply(&cfg.Temporal)
+			return c.runProcess(cmd, "siteops-ingress", func(logger *slog.Logger, tel *telemetry.Telemetry) error {
+				return wiring.RunIngress(cmd.Context(), cfg, logger, tel, pf.options())
+			})
 		},
 	}
 	tf.register(cmd)

@@ -43,20 +43,16 @@ written as plain lines elsewhere.`,
 				limit = wf.timeout
 			}
 			return c.withTemporal(cmd, &tf, false, limit, func(s *starter.Starter) error {
-				out := cmd.OutOrStdout()
 				if !follow {
 					run, err := s.SyncLeads(cmd.Context(), site, full)
 					if err != nil {
 						return err
 					}
-					if c.json() {
-						return writeJSON(out, map[string]string{"workflow_id": run.GetID(), "run_id": run.GetRunID()})
-					}
-					_, err = fmt.Fprintf(out, "lead sync %s asked to sync; follow it with: siteops leads sync --site %s --follow\n", run.GetID(), site)
-					return err
+					return c.say(cmd, map[string]string{"workflow_id": run.GetID(), "run_id": run.GetRunID()},
+						"lead sync %s asked to sync; follow it with: siteops leads sync --site %s --follow", run.GetID(), site)
 				}
 				ctx := cmd.Context() // bounded by --timeout (withTemporal)
-				bar := newProgress(cmd.ErrOrStderr(), c.json())
+				bar := c.progress(cmd.ErrOrStderr())
 				p, err := s.FollowLeadSync(ctx, site, full, 250*time.Millisecond, func(p workflows.LeadSyncProgress) {
 					bar.show(fmt.Sprintf("%s %6d leads stored  %5d pages read  %s", drawBar(p), p.Leads, p.Pages, p.State()))
 				})
@@ -64,11 +60,7 @@ written as plain lines elsewhere.`,
 				if err != nil {
 					return wf.explain(err)
 				}
-				if c.json() {
-					return writeJSON(out, p)
-				}
-				_, err = fmt.Fprintf(out, "caught up: %d leads stored, %d pages read (last sync %s)\n", p.Leads, p.Pages, p.LastSyncAt.Format(time.RFC3339))
-				return err
+				return c.say(cmd, p, "caught up: %d leads stored, %d pages read (last sync %s)", p.Leads, p.Pages, p.LastSyncAt.Format(time.RFC3339))
 			})
 		},
 	}

@@ -65,39 +65,31 @@ before it starts anything.`,
 			in := prepared.Input
 			id := workflows.OnboardingID(in.Site.Slug)
 			if dryRun {
-				if c.json() {
-					return writeJSON(cmd.OutOrStdout(), map[string]any{"valid": true, "workflow_id": id, "knowledge": len(in.Knowledge), "faqs": len(in.FAQs)})
-				}
-				_, err := fmt.Fprintf(cmd.OutOrStdout(), "%s is valid: would start %s with %d knowledge source(s) and %d FAQ(s)\n",
-					name, id, len(in.Knowledge), len(in.FAQs))
-				return err
+				return c.say(cmd, map[string]any{"valid": true, "workflow_id": id, "knowledge": len(in.Knowledge), "faqs": len(in.FAQs)},
+					"%s is valid: would start %s with %d knowledge source(s) and %d FAQ(s)", name, id, len(in.Knowledge), len(in.FAQs))
 			}
 			return c.withTemporal(cmd, &tf, len(prepared.Texts) > 0, wf.timeout, func(s *starter.Starter) error {
 				o, err := s.Onboard(cmd.Context(), prepared)
 				if err != nil {
 					return err
 				}
-				out := cmd.OutOrStdout()
 				if o.Done != nil {
-					return c.onboarded(out, id, *o.Done, "already onboarded")
+					return c.onboarded(cmd, id, *o.Done, "already onboarded")
 				}
 				verb := "started"
 				if !o.Started {
 					verb = "joined the running onboarding"
 				}
 				if !wait {
-					if c.json() {
-						return writeJSON(out, map[string]any{"workflow_id": id, "run_id": o.Run.GetRunID(), "started": o.Started})
-					}
-					_, err := fmt.Fprintf(out, "%s %s (run %s); follow it with: siteops status %s\n", verb, id, o.Run.GetRunID(), id)
-					return err
+					return c.say(cmd, map[string]any{"workflow_id": id, "run_id": o.Run.GetRunID(), "started": o.Started},
+						"%s %s (run %s); follow it with: siteops status %s", verb, id, o.Run.GetRunID(), id)
 				}
 				// --timeout bounds the whole command (withTemporal).
 				var res workflows.OnboardingResult
 				if err := s.Wait(cmd.Context(), o.Run, &res); err != nil {
 					return wf.explain(err)
 				}
-				return c.onboarded(out, id, res, "onboarded")
+				return c.onboarded(cmd, id, res, "onboarded")
 			})
 		},
 	}
@@ -111,16 +103,17 @@ before it starts anything.`,
 }
 
 // problems reports every problem of a spec and ends with exit 2.
+// As text they go to standard error, one line each; as JSON they are the
+// result.
 func (c *cli) problems(cmd *cobra.Command, name string, problems []workflows.Problem) error {
-	if c.json() {
-		_ = writeJSON(cmd.OutOrStdout(), map[string]any{"valid": false, "file": name, "problems": problems})
-		return reported{code: exitUsage}
-	}
-	w := cmd.ErrOrStderr()
-	for _, p := range problems {
-		_, _ = fmt.Fprintln(w, p.In(name))
-	}
-	_, _ = fmt.Fprintf(w, "siteops: %s has %d problem(s); nothing was started\n", name, len(problems))
+	_ = c.show(cmd, map[string]any{"valid": false, "file": name, "problems": problems}, func(io.Writer) error {
+		w := cmd.ErrOrStderr()
+		for _, p := range problems {
+			_, _ = fmt.Fprintln(w, p.In(name))
+		}
+		_, _ = fmt.Fprintf(w, "siteops: %s has %d problem(s); nothing was started\n", name, len(problems))
+		return nil
+	})
 	return reported{code: exitUsage}
 }
 
@@ -134,13 +127,10 @@ type onboardedJSON struct {
 	Outcome string `json:"outcome"`
 }
 
-func (c *cli) onboarded(out io.Writer, id string, res workflows.OnboardingResult, what string) error {
-	if c.json() {
-		return writeJSON(out, onboardedJSON{OnboardingResult: res, WorkflowID: id, Outcome: strings.ReplaceAll(what, " ", "_")})
-	}
-	_, err := fmt.Fprintf(out, "%s: %s; site %s is %s (knowledge %s; FAQs %s)\n", id, what, res.SiteID, res.Status,
+func (c *cli) onboarded(cmd *cobra.Command, id string, res workflows.OnboardingResult, what string) error {
+	return c.say(cmd, onboardedJSON{OnboardingResult: res, WorkflowID: id, Outcome: strings.ReplaceAll(what, " ", "_")},
+		"%s: %s; site %s is %s (knowledge %s; FAQs %s)", id, what, res.SiteID, res.Status,
 		orNone(strings.Join(res.KnowledgeIDs, ", ")), orNone(strings.Join(res.FAQIDs, ", ")))
-	return err
 }
 
 func orNone(s string) string {

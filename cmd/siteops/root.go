@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"runtime/debug"
 	"strings"
 
@@ -101,22 +100,6 @@ func (c *cli) markRuns(cmd *cobra.Command) {
 	}
 }
 
-// fail writes err and returns the exit code.
-func (c *cli) fail(w io.Writer, err error) int {
-	if !c.ran {
-		var rep reported
-		if !errors.As(err, &rep) {
-			err = usageError{err}
-		}
-	}
-	code := exitCode(err)
-	var rep reported
-	if !errors.As(err, &rep) {
-		writeError(w, err, code, c.json())
-	}
-	return code
-}
-
 // group makes a command whose work is done by its subcommands; called
 // alone or with an unknown subcommand it is a usage error that lists them
 // (with a suggestion for a near miss), never help with exit 0.
@@ -189,11 +172,7 @@ func (c *cli) versionCmd() *cobra.Command {
 		Short: "Print the siteops version",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if c.json() {
-				return writeJSON(cmd.OutOrStdout(), versionJSON())
-			}
-			_, err := fmt.Fprintln(cmd.OutOrStdout(), "siteops", buildVersion()+"\n"+buildIDLine())
-			return err
+			return c.say(cmd, versionJSON(), "siteops %s\n%s", buildVersion(), buildIDLine())
 		},
 	}
 }

@@ -71,17 +71,12 @@ is not stored and cannot be retired here: remove it from that variable.`,
 			if info.RetireAfter != nil && info.RetireAfter.Before(end) {
 				end = *info.RetireAfter
 			}
-			if c.json() {
-				return writeJSON(cmd.OutOrStdout(), map[string]any{"endpoint_id": info.EndpointID, "receiver": info.Receiver,
-					"fingerprint": info.Fingerprint, "retired_at": end})
-			}
 			verb := "retires at"
 			if !end.After(time.Now()) {
 				verb = "retired at"
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "secret of endpoint %s (receiver %s, fingerprint %s) %s %s\n",
-				info.EndpointID, store.ReceiverName(info.Receiver), info.Fingerprint, verb, end.Format(time.RFC3339))
-			return err
+			return c.say(cmd, map[string]any{"endpoint_id": info.EndpointID, "receiver": info.Receiver, "fingerprint": info.Fingerprint, "retired_at": end},
+				"secret of endpoint %s (receiver %s, fingerprint %s) %s %s", info.EndpointID, store.ReceiverName(info.Receiver), info.Fingerprint, verb, end.Format(time.RFC3339))
 		},
 	}
 	cmd.Flags().StringVar(&endpoint, "endpoint", "", "id of the endpoint whose secret retires")

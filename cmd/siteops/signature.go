@@ -59,11 +59,7 @@ func (c *cli) signCmd() *cobra.Command {
 				ts = time.Unix(at, 0)
 			}
 			header := webhook.Sign(secrets[0], ts, body)
-			if c.json() {
-				return writeJSON(cmd.OutOrStdout(), map[string]string{"svc-signature": header})
-			}
-			_, err = fmt.Fprintln(cmd.OutOrStdout(), header)
-			return err
+			return c.say(cmd, map[string]string{"svc-signature": header}, "%s", header)
 		},
 	}
 	cmd.Flags().StringVar(&bodyPath, "body", "", "file with the exact raw body (- for standard input)")
@@ -112,19 +108,11 @@ verifies it. Only fingerprints are printed, never secrets.`,
 				return err
 			}
 			fp := agentsite.NewSigningSecret(secrets[idx]).Fingerprint()
-			if c.json() {
-				out := map[string]any{"valid": true, "secret": idx + 1, "of": len(secrets), "fingerprint": fp}
-				if names != nil {
-					out["endpoint_id"] = names[idx]
-				}
-				return writeJSON(cmd.OutOrStdout(), out)
-			}
-			which := ""
+			out, which := map[string]any{"valid": true, "secret": idx + 1, "of": len(secrets), "fingerprint": fp}, ""
 			if names != nil {
-				which = ", endpoint " + names[idx]
+				out["endpoint_id"], which = names[idx], ", endpoint "+names[idx]
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "valid: signed with secret %d of %d (fingerprint %s%s)\n", idx+1, len(secrets), fp, which)
-			return err
+			return c.say(cmd, out, "valid: signed with secret %d of %d (fingerprint %s%s)", idx+1, len(secrets), fp, which)
 		},
 	}
 	cmd.Flags().StringVar(&bodyPath, "body", "", "file with the exact raw body (- for standard input)")

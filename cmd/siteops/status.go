@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -38,48 +39,48 @@ unavailable it retries until --timeout, then exits 5.`,
 				if err != nil {
 					return err
 				}
-				if c.json() {
-					return writeJSON(cmd.OutOrStdout(), st)
-				}
-				w := cmd.OutOrStdout()
-				_, _ = fmt.Fprintf(w, "%s  %s  %s  started %s", st.WorkflowID, st.Type, st.Status, st.StartedAt.Format(time.RFC3339))
-				if !st.ClosedAt.IsZero() {
-					_, _ = fmt.Fprintf(w, "  closed %s", st.ClosedAt.Format(time.RFC3339))
-				}
-				_, _ = fmt.Fprintln(w)
-				if st.Detail != nil {
-					for _, line := range st.Detail.Summary() {
-						_, _ = fmt.Fprintln(w, line)
-					}
-				}
-				if st.DetailMissing != "" {
-					_, _ = fmt.Fprintf(w, "no status from the workflow: %s\n", st.DetailMissing)
-				}
-				if st.Result != nil && st.Detail == nil {
-					for _, line := range resultSummary(st.Type, st.Result) {
-						_, _ = fmt.Fprintln(w, line)
-					}
-				}
-				if st.Failure != nil {
-					_, _ = fmt.Fprintf(w, "cause: %s\n", st.Failure)
-				}
-				for _, p := range st.Pending {
-					_, _ = fmt.Fprintf(w, "waiting on activity %s (%s, attempt %d)", p.Activity, p.State, p.Attempt)
-					if !p.NextAttemptAt.IsZero() {
-						_, _ = fmt.Fprintf(w, ", next attempt %s", p.NextAttemptAt.Format(time.RFC3339))
-					}
-					_, _ = fmt.Fprintln(w)
-					if p.LastFailure != nil {
-						_, _ = fmt.Fprintf(w, "  last failure: %s\n", p.LastFailure)
-					}
-				}
-				return nil
+				return c.show(cmd, st, func(w io.Writer) error { writeStatus(w, st); return nil })
 			})
 		},
 	}
 	tf.register(cmd)
 	cmd.Flags().DurationVar(&limit, "timeout", temporalPatience, "give up after this long while Temporal is unavailable")
 	return cmd
+}
+
+// writeStatus words a workflow's status.
+func writeStatus(w io.Writer, st starter.Status) {
+	_, _ = fmt.Fprintf(w, "%s  %s  %s  started %s", st.WorkflowID, st.Type, st.Status, st.StartedAt.Format(time.RFC3339))
+	if !st.ClosedAt.IsZero() {
+		_, _ = fmt.Fprintf(w, "  closed %s", st.ClosedAt.Format(time.RFC3339))
+	}
+	_, _ = fmt.Fprintln(w)
+	if st.Detail != nil {
+		for _, line := range st.Detail.Summary() {
+			_, _ = fmt.Fprintln(w, line)
+		}
+	}
+	if st.DetailMissing != "" {
+		_, _ = fmt.Fprintf(w, "no status from the workflow: %s\n", st.DetailMissing)
+	}
+	if st.Result != nil && st.Detail == nil {
+		for _, line := range resultSummary(st.Type, st.Result) {
+			_, _ = fmt.Fprintln(w, line)
+		}
+	}
+	if st.Failure != nil {
+		_, _ = fmt.Fprintf(w, "cause: %s\n", st.Failure)
+	}
+	for _, p := range st.Pending {
+		_, _ = fmt.Fprintf(w, "waiting on activity %s (%s, attempt %d)", p.Activity, p.State, p.Attempt)
+		if !p.NextAttemptAt.IsZero() {
+			_, _ = fmt.Fprintf(w, ", next attempt %s", p.NextAttemptAt.Format(time.RFC3339))
+		}
+		_, _ = fmt.Fprintln(w)
+		if p.LastFailure != nil {
+			_, _ = fmt.Fprintf(w, "  last failure: %s\n", p.LastFailure)
+		}
+	}
 }
 
 // resultSummary words a completed run's result, read from its history,

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -75,12 +76,9 @@ same URL and events on purpose, give it a --label.`,
 					// the store says what holds now.
 					state, what, usable = storedSecretNow(cmd, st.EndpointID, st.Fingerprint)
 				}
-				if c.json() {
-					if err := writeJSON(cmd.OutOrStdout(), map[string]any{"workflow_id": reg.WorkflowID, "endpoint_id": st.EndpointID, "url": st.URL,
-						"events": st.Events, "receiver": receiver, "fingerprint": st.Fingerprint, "already_registered": reg.Already, "secret": state}); err != nil {
-						return err
-					}
-				} else if _, err := fmt.Fprintf(cmd.OutOrStdout(), "endpoint %s → %s (receiver %s) for %s; %s, fingerprint %s\n",
+				if err := c.say(cmd, map[string]any{"workflow_id": reg.WorkflowID, "endpoint_id": st.EndpointID, "url": st.URL,
+					"events": st.Events, "receiver": receiver, "fingerprint": st.Fingerprint, "already_registered": reg.Already, "secret": state},
+					"endpoint %s → %s (receiver %s) for %s; %s, fingerprint %s",
 					st.EndpointID, st.URL, store.ReceiverName(receiver), strings.Join(st.Events, ", "), what, st.Fingerprint); err != nil {
 					return err
 				}
@@ -239,34 +237,34 @@ fixed or 'siteops secret rekey' runs), or not stored. Never the secrets.`,
 					}
 				}
 			}
-			if c.json() {
-				return writeJSON(cmd.OutOrStdout(), out)
-			}
-			w := cmd.OutOrStdout()
-			for _, e := range out {
-				last := "no delivery yet"
-				if d := e.LastDelivery; d != nil {
-					last = fmt.Sprintf("last delivery %s %s (%d) at %s", d.EventID, d.Outcome, d.StatusCode, d.At.Format(time.RFC3339))
-				}
-				_, _ = fmt.Fprintf(w, "%s  %s  %s  [%s]  %s\n", e.ID, e.Status, e.URL, strings.Join(e.Events, ","), last)
-				switch e.Secret {
-				case "stored":
-					_, _ = fmt.Fprintf(w, "    secret stored for receiver %s, fingerprint %s\n", e.Receiver, e.Fingerprint)
-				case "unreadable":
-					_, _ = fmt.Fprintf(w, "    secret UNREADABLE: it does not decrypt with SITEOPS_SECRET_KEY; set the key it was stored with or run `siteops secret rekey`\n")
-				case "retired":
-					_, _ = fmt.Fprintf(w, "    secret RETIRED (receiver %s, fingerprint %s): deliveries signed with it are refused; delete the endpoint\n", e.Receiver, e.Fingerprint)
-				case "not-stored":
-					_, _ = fmt.Fprintf(w, "    secret not stored here (from SITEOPS_WEBHOOK_SECRETS, or created elsewhere)\n")
-				}
-				if e.LastError != nil {
-					_, _ = fmt.Fprintf(w, "    last error: %s\n", *e.LastError)
-				}
-			}
-			return nil
+			return c.show(cmd, out, func(w io.Writer) error { writeEndpoints(w, out); return nil })
 		},
 	}
 	return cmd
+}
+
+// writeEndpoints words the account's endpoints and their secrets.
+func writeEndpoints(w io.Writer, out []endpointJSON) {
+	for _, e := range out {
+		last := "no delivery yet"
+		if d := e.LastDelivery; d != nil {
+			last = fmt.Sprintf("last delivery %s %s (%d) at %s", d.EventID, d.Outcome, d.StatusCode, d.At.Format(time.RFC3339))
+		}
+		_, _ = fmt.Fprintf(w, "%s  %s  %s  [%s]  %s\n", e.ID, e.Status, e.URL, strings.Join(e.Events, ","), last)
+		switch e.Secret {
+		case "stored":
+			_, _ = fmt.Fprintf(w, "    secret stored for receiver %s, fingerprint %s\n", e.Receiver, e.Fingerprint)
+		case "unreadable":
+			_, _ = fmt.Fprintf(w, "    secret UNREADABLE: it does not decrypt with SITEOPS_SECRET_KEY; set the key it was stored with or run `siteops secret rekey`\n")
+		case "retired":
+			_, _ = fmt.Fprintf(w, "    secret RETIRED (receiver %s, fingerprint %s): deliveries signed with it are refused; delete the endpoint\n", e.Receiver, e.Fingerprint)
+		case "not-stored":
+			_, _ = fmt.Fprintf(w, "    secret not stored here (from SITEOPS_WEBHOOK_SECRETS, or created elsewhere)\n")
+		}
+		if e.LastError != nil {
+			_, _ = fmt.Fprintf(w, "    last error: %s\n", *e.LastError)
+		}
+	}
 }
 
 func (c *cli) secretCmd() *cobra.Command {
@@ -314,23 +312,14 @@ after a run was terminated takes over the endpoint that run created.`,
 				if err != nil {
 					return err
 				}
-				out := cmd.OutOrStdout()
 				if !wait {
-					if c.json() {
-						return writeJSON(out, map[string]string{"workflow_id": run.GetID(), "run_id": run.GetRunID()})
-					}
-					_, err := fmt.Fprintf(out, "started %s; follow it with: siteops status %s\n", run.GetID(), run.GetID())
-					return err
+					return c.say(cmd, map[string]string{"workflow_id": run.GetID(), "run_id": run.GetRunID()}, "started %s; follow it with: siteops status %s", run.GetID(), run.GetID())
 				}
 				var st workflows.SecretRotationStatus
 				if err := s.Wait(ctx, run, &st); err != nil {
 					return wf.explain(err)
 				}
-				if c.json() {
-					return writeJSON(out, st)
-				}
-				_, err = fmt.Fprintln(out, rotationOutcome(run.GetID(), st))
-				return err
+				return c.say(cmd, st, "%s", rotationOutcome(run.GetID(), st))
 			})
 		},
 	}
@@ -340,7 +329,7 @@ after a run was terminated takes over the endpoint that run created.`,
 	cmd.Flags().DurationVar(&verify, "verify-timeout", 10*time.Minute, "how long to wait for a verified delivery on the new endpoint")
 	cmd.Flags().DurationVar(&decide, "decision-timeout", 24*time.Hour, "how long on-call has to decide after --verify-timeout; then the rotation aborts")
 	cmd.Flags().DurationVar(&grace, "grace", time.Hour, "how long the old secret stays accepted after the old endpoint is deleted")
-	cmd.Flags().StringVar(&operator, "operator", defaultOperator(), "who is acting")
+	operatorFlag(cmd, &operator, "who is acting")
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait for the rotation to finish")
 	tf.register(cmd)
 	wf.register(cmd, 0)
@@ -397,18 +386,14 @@ func (c *cli) secretDecideCmd(action string) *cobra.Command {
 				if err != nil {
 					return wf.explain(err)
 				}
-				if c.json() {
-					return writeJSON(cmd.OutOrStdout(), st)
-				}
 				// The update answers once the rotation has ended: say how,
 				// and when the old secret stops being accepted.
-				_, err = fmt.Fprintln(cmd.OutOrStdout(), rotationOutcome(workflows.SecretRotationID(endpoint), st))
-				return err
+				return c.say(cmd, st, "%s", rotationOutcome(workflows.SecretRotationID(endpoint), st))
 			})
 		},
 	}
 	cmd.Flags().StringVar(&endpoint, "endpoint", "", "id of the endpoint being rotated (the old one)")
-	cmd.Flags().StringVar(&operator, "operator", defaultOperator(), "who is acting")
+	operatorFlag(cmd, &operator, "who is acting")
 	tf.register(cmd)
 	wf.register(cmd, embedWait)
 	_ = cmd.MarkFlagRequired("endpoint")
@@ -458,14 +443,15 @@ ingress restart with the new key.`,
 			if err != nil {
 				return err
 			}
-			if c.json() {
-				return writeJSON(cmd.OutOrStdout(), map[string]any{"reencrypted": n, "still_unreadable": len(left)})
-			}
-			_, _ = fmt.Fprintf(cmd.OutOrStdout(), "re-encrypted %d secret(s) under SITEOPS_SECRET_KEY\n", n)
-			if len(left) > 0 {
-				return fmt.Errorf("%d active secret(s) still do not decrypt with SITEOPS_SECRET_KEY (they were stored under a third key): %w", len(left), store.ErrKeyMismatch)
-			}
-			return nil
+			// The JSON result counts the secrets left unreadable; the text
+			// ends in the error.
+			return c.show(cmd, map[string]any{"reencrypted": n, "still_unreadable": len(left)}, func(w io.Writer) error {
+				_, _ = fmt.Fprintf(w, "re-encrypted %d secret(s) under SITEOPS_SECRET_KEY\n", n)
+				if len(left) > 0 {
+					return fmt.Errorf("%d active secret(s) still do not decrypt with SITEOPS_SECRET_KEY (they were stored under a third key): %w", len(left), store.ErrKeyMismatch)
+				}
+				return nil
+			})
 		},
 	}
 }

@@ -1,7 +1,7 @@
 package main
 
 import (
-	"context"
+	"log/slog"
 
 	"github.com/spf13/cobra"
 
@@ -39,20 +39,13 @@ another worker.`,
 			if err := config.Load(&cfg); err != nil {
 				return err
 			}
-			cfg.Address, cfg.Namespace, cfg.Profile = tf.address, tf.namespace, tf.profile
-			logger, err := c.processLogger(cmd.ErrOrStderr())
-			if err != nil {
-				return err
-			}
-			if !cfg.Versioning {
-				logger.Warn("Worker Versioning is off (SITEOPS_WORKER_VERSIONING=false): a new build takes over running workflows at once")
-			}
-			tel, err := telemetry.Setup(cmd.Context(), telemetry.Options{Service: "siteops-worker"})
-			if err != nil {
-				return err
-			}
-			defer func() { _ = tel.Shutdown(context.Background()) }()
-			return wiring.RunWorker(cmd.Context(), cfg, logger, tel, pf.options())
+			tf.apply(&cfg.Temporal)
+			return c.runProcess(cmd, "siteops-worker", func(logger *slog.Logger, tel *telemetry.Telemetry) error {
+				if !cfg.Versioning {
+					logger.Warn("Worker Versioning is off (SITEOPS_WORKER_VERSIONING=false): a new build takes over running workflows at once")
+				}
+				return wiring.RunWorker(cmd.Context(), cfg, logger, tel, pf.options())
+			})
 		},
 	}
 	tf.register(cmd)
