@@ -2,12 +2,15 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Group commit: on PostgreSQL every delivery the ingress accepts must be
@@ -20,17 +23,23 @@ import (
 // Every caller still returns only after its own row is committed (or the
 // commit failed, and it answers 503 so the sender retries).
 //
-// Two commits in flight, not more: every commit waits for PostgreSQL to
-// flush its WAL, one flush at a time, so more flushers only queue there
-// (their sessions wait on LWLock:WALWrite and IO:WALSync) with smaller
-// batches each. Measured with BenchmarkIngressAccept on PostgreSQL
-// (bench/README.md, 2026-11-24): 4 flushers committed about 3 deliveries
-// per transaction, 6.5–6.9k/s, and PostgreSQL spent 3.7–3.9 s of CPU per
-// 30,000; 2 committed 7–8, 11.8–12.4k/s, 1.0 s; 1 committed 13,
-// 12.7–13.5k/s, but then one slow flush stalls every delivery.
+// One commit in flight, and a second only while the first is slow. Every
+// commit waits for PostgreSQL to flush its WAL, one flush at a time, and on
+// this machine a commit also costs the server about 200 µs of CPU (most of
+// it the kernel's, writing and syncing the WAL): more commits in flight
+// only queue there, each with a smaller batch, and the CPU they take is
+// the ingress's (bench/README.md, issue 22 item 4). Measured with
+// BenchmarkIngressAccept on PostgreSQL (2026-11-24): 4 flushers committed
+// about 3 deliveries per transaction, 6.5–6.9k/s, and PostgreSQL spent
+// 3.7–3.9 s of CPU per 30,000; 2 committed 7–8, 11.8–12.4k/s, 1.0 s; 1
+// committed 13, 12.7–13.5k/s, 0.7 s. But with one alone, a flush that
+// stalls (a row lock held by another replica's insert of the same id, a
+// lost packet) would stall every delivery behind it: after slowFlush the
+// deliveries queued meanwhile go on a second connection.
 const (
-	groupFlushers = 2   // commits in flight at once
-	groupMaxBatch = 200 // events per INSERT (11 arguments each)
+	groupFlushers = 2                    // commits in flight at most
+	slowFlush     = 5 * time.Millisecond // when a second one starts
+	groupMaxBatch = 200                  // events per INSERT (11 arguments each)
 	groupTimeout  = 30 * time.Second
 )
 
@@ -48,11 +57,28 @@ type recordResult struct {
 type groupCommitter struct {
 	s     *Store
 	queue chan recordReq
-	sem   chan struct{}
 	once  sync.Once
 	// commits and events count the flushes and the events they carried.
 	commits, events atomic.Int64
+	// conflictAt is when a batch last met an id already recorded
+	// (nanoseconds since processStart).
+	conflictAt atomic.Int64
 }
+
+// processStart is what conflictAt counts from: the process's monotonic
+// clock, not the store's (which stamps rows, and which tests stop).
+var processStart = time.Now()
+
+// conflictMemory is how long after a batch met an id already recorded the
+// next batches insert with ON CONFLICT at once.
+const conflictMemory = time.Second
+
+func (g *groupCommitter) conflictsLately() bool {
+	at := g.conflictAt.Load()
+	return at != 0 && time.Since(processStart)-time.Duration(at) < conflictMemory
+}
+
+func (g *groupCommitter) conflicted() { g.conflictAt.Store(int64(max(time.Since(processStart), 1))) }
 
 // GroupCommits reports how many commits the group commit of RecordEvent
 // has made on PostgreSQL and how many events they carried (zero on
@@ -66,7 +92,7 @@ func (s *Store) GroupCommits() (commits, events int64) {
 }
 
 func newGroupCommitter(s *Store) *groupCommitter {
-	return &groupCommitter{s: s, queue: make(chan recordReq, groupFlushers*groupMaxBatch), sem: make(chan struct{}, groupFlushers)}
+	return &groupCommitter{s: s, queue: make(chan recordReq, groupFlushers*groupMaxBatch)}
 }
 
 // record queues ev and waits for the commit that carries it.
@@ -90,13 +116,45 @@ func (g *groupCommitter) record(ctx context.Context, ev InboxEvent) (bool, error
 }
 
 // loop takes the first queued request, drains whatever else is queued up
-// to groupMaxBatch, and flushes the batch on one of groupFlushers slots.
-// It runs for the life of the process: the queue is never closed, since
-// callers may still be sending when the store closes (their flush then
-// fails with the closed database's error).
+// to groupMaxBatch, and flushes the batch: at once when no commit is in
+// flight; while one is, when it ends, or when it has taken slowFlush, on
+// a second connection (never more than groupFlushers at once). It runs for
+// the life of the process: the queue is never closed, since callers may
+// still be sending when the store closes (their flush then fails with the
+// closed database's error).
 func (g *groupCommitter) loop() {
+	type flight struct {
+		seq   uint64
+		start time.Time
+	}
+	var inFlight []flight // oldest first
+	var seq uint64
+	ended := make(chan uint64, groupFlushers) // never more than in flight
+	landed := func(done uint64) {
+		inFlight = slices.DeleteFunc(inFlight, func(f flight) bool { return f.seq == done })
+	}
+	slow := time.NewTimer(time.Hour)
+	slow.Stop()
 	for first := range g.queue {
-		g.sem <- struct{}{}
+		for {
+			for len(ended) > 0 {
+				landed(<-ended)
+			}
+			if len(inFlight) == 0 || len(inFlight) < groupFlushers && time.Since(inFlight[0].start) >= slowFlush {
+				break
+			}
+			var timeout <-chan time.Time
+			if len(inFlight) < groupFlushers {
+				slow.Reset(slowFlush - time.Since(inFlight[0].start))
+				timeout = slow.C
+			}
+			select {
+			case done := <-ended:
+				landed(done)
+			case <-timeout:
+			}
+			slow.Stop()
+		}
 		batch := []recordReq{first}
 	drain:
 		for len(batch) < groupMaxBatch {
@@ -107,9 +165,12 @@ func (g *groupCommitter) loop() {
 				break drain
 			}
 		}
+		seq++
+		f := flight{seq: seq, start: time.Now()}
+		inFlight = append(inFlight, f)
 		go func() {
-			defer func() { <-g.sem }()
 			g.flush(batch)
+			ended <- f.seq
 		}()
 	}
 }
@@ -145,22 +206,33 @@ func (g *groupCommitter) flush(batch []recordReq) {
 	}
 }
 
-// insertEvents inserts evs (distinct ids) in one INSERT … ON CONFLICT DO
-// NOTHING and returns the ids it inserted.
+// insertEvents inserts evs (distinct ids) in one statement and returns
+// the ids it inserted. Nearly always none of them is recorded yet, and it
+// first tries the INSERT that costs PostgreSQL least: no ON CONFLICT, whose
+// speculative insertion writes one more WAL record per row (620 against
+// 572 bytes of WAL per event, BenchmarkInsertEvents), and no RETURNING:
+// when it succeeds every event was new. When one was recorded already (a
+// sender's retry), that INSERT fails whole on the primary key, and the
+// batch goes again with ON CONFLICT DO NOTHING RETURNING event_id, which
+// says which were new; so do the batches of the next second, since a
+// sender that retries tends to retry many deliveries at once.
 func (s *Store) insertEvents(ctx context.Context, evs []InboxEvent) (map[string]bool, error) {
-	const cols = 11
-	args := make([]any, 0, len(evs)*cols)
-	for _, ev := range evs {
-		if ev.Kind == "" {
-			ev.Kind = KindWebhook
+	args := insertArgs(evs)
+	if !s.group.conflictsLately() {
+		_, err := s.db.ExecContext(ctx, insertText(len(evs), false), args...)
+		if err == nil {
+			inserted := make(map[string]bool, len(evs))
+			for _, ev := range evs {
+				inserted[ev.EventID] = true
+			}
+			return inserted, nil
 		}
-		at := ev.ReceivedAt.UTC()
-		args = append(args, ev.EventID, ev.EventType, ev.Kind, int(ev.Lane), ev.Receiver, ev.EndpointID, at, ev.Body, ev.TraceContext, at, ev.SubjectEventID)
+		if !isUniqueViolation(err) {
+			return nil, fmt.Errorf("store: recording %d event(s) (%s): %w", len(evs), firstIDs(evs), err)
+		}
+		s.group.conflicted()
 	}
-	//nolint:gosec // only placeholders are concatenated; every value is a bound argument
-	q := `INSERT INTO inbox (event_id, event_type, kind, lane, receiver, endpoint_id, received_at, body, trace_context, next_attempt_at, subject_event_id)
-		VALUES ` + placeholders(len(evs), cols) + ` ON CONFLICT (event_id) DO NOTHING RETURNING event_id`
-	rows, err := s.db.QueryContext(ctx, q, args...)
+	rows, err := s.db.QueryContext(ctx, insertText(len(evs), true), args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: recording %d event(s) (%s): %w", len(evs), firstIDs(evs), err)
 	}
@@ -177,6 +249,50 @@ func (s *Store) insertEvents(ctx context.Context, evs []InboxEvent) (map[string]
 		return nil, fmt.Errorf("store: recording %d event(s) (%s): %w", len(evs), firstIDs(evs), err)
 	}
 	return inserted, nil
+}
+
+// insertColumns is how many arguments one event binds.
+const insertColumns = 11
+
+// insertArgs binds the columns of evs, row after row.
+func insertArgs(evs []InboxEvent) []any {
+	args := make([]any, 0, len(evs)*insertColumns)
+	for _, ev := range evs {
+		if ev.Kind == "" {
+			ev.Kind = KindWebhook
+		}
+		at := ev.ReceivedAt.UTC()
+		args = append(args, ev.EventID, ev.EventType, ev.Kind, int(ev.Lane), ev.Receiver, ev.EndpointID, at, ev.Body, ev.TraceContext, at, ev.SubjectEventID)
+	}
+	return args
+}
+
+// insertTexts holds the INSERT of each batch size, plain and with ON
+// CONFLICT, made once: the driver prepares each text once per connection
+// and PostgreSQL keeps its plan, so a batch costs one round trip.
+var insertTexts [2][groupMaxBatch + 1]atomic.Pointer[string]
+
+func insertText(n int, onConflict bool) string {
+	c := 0
+	if onConflict {
+		c = 1
+	}
+	if q := insertTexts[c][n].Load(); q != nil {
+		return *q
+	}
+	q := `INSERT INTO inbox (event_id, event_type, kind, lane, receiver, endpoint_id, received_at, body, trace_context, next_attempt_at, subject_event_id)
+		VALUES ` + placeholders(n, insertColumns)
+	if onConflict {
+		q += ` ON CONFLICT (event_id) DO NOTHING RETURNING event_id`
+	}
+	insertTexts[c][n].Store(&q)
+	return q
+}
+
+// isUniqueViolation reports whether err is PostgreSQL's unique_violation.
+func isUniqueViolation(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23505"
 }
 
 // firstIDs names the first few events of a batch for an error message.

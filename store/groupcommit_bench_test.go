@@ -139,15 +139,15 @@ func openMeasured(b *testing.B) (*store.Store, measuredPG) {
 // pgUsage is the CPU time of this process and of a store's backends, and
 // the server's WAL position.
 type pgUsage struct {
-	cpu  time.Duration
-	self time.Duration
-	wal  int64
-	pids map[int]time.Duration
+	cpu, sys time.Duration // sys: the kernel's part of cpu
+	self     time.Duration
+	wal      int64
+	pids     map[int][2]time.Duration
 }
 
 func (m measuredPG) read(b *testing.B) pgUsage {
 	b.Helper()
-	u := pgUsage{pids: map[int]time.Duration{}}
+	u := pgUsage{pids: map[int][2]time.Duration{}}
 	rows, err := m.admin.QueryContext(b.Context(), `SELECT pid FROM pg_stat_activity WHERE application_name = $1`, m.app)
 	if err != nil {
 		b.Fatal(err)
@@ -157,8 +157,9 @@ func (m measuredPG) read(b *testing.B) pgUsage {
 		if err := rows.Scan(&pid); err != nil {
 			b.Fatal(err)
 		}
-		u.pids[pid] = procCPU(pid)
-		u.cpu += u.pids[pid]
+		cpu, sys := procCPU(pid)
+		u.pids[pid] = [2]time.Duration{cpu, sys}
+		u.cpu, u.sys = u.cpu+cpu, u.sys+sys
 	}
 	_ = rows.Close()
 	if err := m.admin.QueryRowContext(b.Context(), `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint`).Scan(&u.wal); err != nil {
@@ -175,34 +176,37 @@ func (m measuredPG) read(b *testing.B) pgUsage {
 func (u pgUsage) sub(before pgUsage) pgUsage {
 	d := pgUsage{self: u.self - before.self, wal: u.wal - before.wal}
 	for pid, t := range u.pids {
-		d.cpu += t - before.pids[pid]
+		d.cpu += t[0] - before.pids[pid][0]
+		d.sys += t[1] - before.pids[pid][1]
 	}
 	return d
 }
 
 func (u pgUsage) add(v pgUsage) pgUsage {
-	return pgUsage{cpu: u.cpu + v.cpu, self: u.self + v.self, wal: u.wal + v.wal}
+	return pgUsage{cpu: u.cpu + v.cpu, sys: u.sys + v.sys, self: u.self + v.self, wal: u.wal + v.wal}
 }
 
 // report reports the costs per event of n, as NAME-us/event (wall time),
-// NAME-self-cpu-us/event, NAME-pg-cpu-us/event and NAME-wal-B/event.
+// NAME-self-cpu-us/event, NAME-pg-cpu-us/event (NAME-pg-sys-us/event of
+// it the kernel's) and NAME-wal-B/event.
 func (u pgUsage) report(b *testing.B, name string, n int, wall time.Duration) {
 	per := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 / float64(n) }
 	b.ReportMetric(per(wall), name+"-us/event")
 	b.ReportMetric(per(u.self), name+"-self-cpu-us/event")
 	b.ReportMetric(per(u.cpu), name+"-pg-cpu-us/event")
+	b.ReportMetric(per(u.sys), name+"-pg-sys-us/event")
 	b.ReportMetric(float64(u.wal)/float64(n), name+"-wal-B/event")
 }
 
-// procCPU is the user and system CPU time of a process from
+// procCPU is the CPU time of a process, and the system's part of it, from
 // /proc/PID/stat (clock ticks of 10 ms); zero once it has exited.
-func procCPU(pid int) time.Duration {
+func procCPU(pid int) (cpu, sys time.Duration) {
 	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
 	if err != nil {
-		return 0
+		return 0, 0
 	}
 	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+2:]))
 	utime, _ := strconv.ParseInt(f[11], 10, 64)
 	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(utime+stime) * 10 * time.Millisecond
+	return time.Duration(utime+stime) * 10 * time.Millisecond, time.Duration(stime) * 10 * time.Millisecond
 }

@@ -1,0 +1,129 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/siteops/siteops/store"
+	"github.com/siteops/siteops/store/storetest"
+)
+
+// TestGroupInsertWithRecordedIDs checks the group commit's INSERT on a
+// batch that holds ids already recorded: the plain INSERT fails on the
+// primary key, the batch goes again with ON CONFLICT, only the new ids are
+// reported new, and every event is in the inbox once with what was sent;
+// the batches right after also report what is new.
+func TestGroupInsertWithRecordedIDs(t *testing.T) {
+	s := storetest.Open(t, store.Postgres)
+	ctx := t.Context()
+	at := time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)
+	insert := store.InsertStrategies["as-built"]
+	if _, err := s.RecordEvent(ctx, event("evt_a", at)); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		ids, want []string
+	}{
+		{[]string{"evt_a", "evt_b", "evt_c"}, []string{"evt_b", "evt_c"}}, // a recorded: the plain INSERT fails
+		{[]string{"evt_c", "evt_d"}, []string{"evt_d"}},                   // right after: ON CONFLICT at once
+		{[]string{"evt_e"}, []string{"evt_e"}},
+	} {
+		evs := make([]store.InboxEvent, len(tc.ids))
+		for i, id := range tc.ids {
+			evs[i] = event(id, at)
+		}
+		got, err := insert(s, ctx, evs)
+		if err != nil {
+			t.Fatalf("inserting %v: %v", tc.ids, err)
+		}
+		if len(got) != len(tc.want) {
+			t.Errorf("inserting %v: new %v, want %v", tc.ids, got, tc.want)
+		}
+		for _, id := range tc.want {
+			if !got[id] {
+				t.Errorf("inserting %v: new %v, want %v", tc.ids, got, tc.want)
+			}
+		}
+	}
+	evs, err := s.ClaimEvents(ctx, store.LaneBulk, 100, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(evs); len(got) != 5 {
+		t.Fatalf("the inbox holds %v, want evt_a to evt_e once each", got)
+	}
+	for _, ev := range evs {
+		if want := event(ev.EventID, at); string(ev.Body) != string(want.Body) || ev.TraceContext != want.TraceContext || ev.Receiver != want.Receiver {
+			t.Errorf("recorded %+v, want %+v", ev, want)
+		}
+	}
+}
+
+// TestGroupCommitGoesAroundAStalledFlush holds a flush on a row lock (an
+// open transaction of another session inserting the same event id, as a
+// second replica recording a sender's retry would) and checks that the
+// deliveries behind it are committed meanwhile on a second connection,
+// and that the stalled one is recorded once the lock is released.
+func TestGroupCommitGoesAroundAStalledFlush(t *testing.T) {
+	s := storetest.Open(t, store.Postgres)
+	ctx := t.Context()
+	at := time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)
+	other, err := s.DB().BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = other.Rollback() }()
+	var otherPID int
+	if err := other.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&otherPID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.ExecContext(ctx, `INSERT INTO inbox (event_id, event_type, receiver, endpoint_id, received_at, body, next_attempt_at)
+		VALUES ('evt_locked', 'lead.created', '', 'env', $1, '\x', $1)`, at); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		fresh bool
+		err   error
+	}
+	stalled := make(chan result, 1)
+	go func() {
+		fresh, err := s.RecordEvent(context.Background(), event("evt_locked", at))
+		stalled <- result{fresh, err}
+	}()
+	// Once the flush waits on the lock, the next delivery goes around it.
+	for waiting := 0; waiting == 0; {
+		if err := s.DB().QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`, otherPID).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case r := <-stalled:
+			t.Fatalf("recording an event another session is inserting ended before that session did: %v, %v", r.fresh, r.err)
+		case <-ctx.Done():
+			t.Fatal("no flush waited on the other session's row lock before the test's deadline")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	deadline, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	fresh, err := s.RecordEvent(deadline, event("evt_behind", at))
+	if err != nil || !fresh {
+		t.Fatalf("recording an event behind a stalled flush: %v, %v; want a new record before the stall ends", fresh, err)
+	}
+	select {
+	case r := <-stalled:
+		t.Fatalf("the flush waiting on another session's row lock ended before the lock did: %v, %v", r.fresh, r.err)
+	default:
+	}
+	if err := other.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-stalled:
+		if r.err != nil || !r.fresh {
+			t.Errorf("the stalled event once the lock was released: %v, %v; want a new record", r.fresh, r.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stalled event was not recorded within 10 s of the lock's release")
+	}
+}
