@@ -80,14 +80,20 @@ func docs(t *testing.T, path string) []map[string]any {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return parseDocs(t, path, string(b))
+}
+
+// parseDocs reads every YAML document of text (from where, for messages).
+func parseDocs(t *testing.T, where, text string) []map[string]any {
+	t.Helper()
 	var out []map[string]any
-	for _, part := range regexp.MustCompile(`(?m)^---\s*$`).Split(string(b), -1) {
+	for _, part := range regexp.MustCompile(`(?m)^---\s*$`).Split(text, -1) {
 		if strings.TrimSpace(part) == "" {
 			continue
 		}
 		var m map[string]any
 		if err := yaml.Unmarshal([]byte(part), &m); err != nil {
-			t.Fatalf("%s does not parse: %v", path, err)
+			t.Fatalf("%s does not parse: %v", where, err)
 		}
 		if m != nil {
 			out = append(out, m)

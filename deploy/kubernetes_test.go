@@ -26,8 +26,10 @@ var temporalDir = filepath.Join("kubernetes", "temporal")
 
 func TestKubernetesManifests(t *testing.T) {
 	env := knownEnv(t)
-	ms := manifests(t, "kubernetes")
-	ns := checkKustomization(t, "kubernetes", ms)
+	ns := checkKustomization(t, "kubernetes", manifests(t, "kubernetes"))
+	// The files and the per-build workers rollout.sh renders from the
+	// template, as they run.
+	ms := kubernetesObjects(t)
 	if ns != "siteops" {
 		t.Errorf("siteops runs in the namespace %q; the Temporal NetworkPolicy lets siteops in", ns)
 	}
@@ -80,12 +82,34 @@ func TestKubernetesManifests(t *testing.T) {
 	checkServices(t, ms)
 	checkIngressService(t, ms, env)
 
-	// Two replicas of each, with the time to stop that each needs.
-	for _, role := range []string{"worker", "ingress"} {
-		d, ok := find(ms, "Deployment", "siteops-"+role)
-		if !ok {
-			t.Errorf("no Deployment siteops-%s", role)
-			continue
+	// Two replicas of each (of every build's workers), with the time to
+	// stop that each needs, and one budget each.
+	var deployments []manifest
+	if d, ok := find(ms, "Deployment", "siteops-ingress"); ok {
+		deployments = append(deployments, d)
+	} else {
+		t.Errorf("no Deployment siteops-ingress")
+	}
+	for _, b := range sampleBuilds {
+		if d, ok := find(ms, "Deployment", buildName(b)); ok {
+			deployments = append(deployments, d)
+		} else {
+			t.Errorf("no Deployment %s for build %s", buildName(b), b)
+		}
+	}
+	for _, d := range deployments {
+		role := str(podLabels(d)["app.kubernetes.io/component"])
+		var budgets []string
+		for _, pdb := range ms {
+			if pdb.kind() != "PodDisruptionBudget" {
+				continue
+			}
+			if matches(mapOf(dig(pdb.doc, "spec", "selector", "matchLabels")), podLabels(d)) {
+				budgets = append(budgets, pdb.name())
+			}
+		}
+		if len(budgets) != 1 {
+			t.Errorf("%s: its pods have the PodDisruptionBudgets %v; want one (the eviction API refuses a pod with two)", d, budgets)
 		}
 		if r := num(dig(d.doc, "spec", "replicas")); r != 2 {
 			t.Errorf("%s has %d replicas; want 2", d, r)

@@ -222,7 +222,7 @@ func temporalPorts(t *testing.T, server, env map[string]string) map[string]map[s
 // for a process to read.
 func deployFiles(t *testing.T) []string {
 	t.Helper()
-	files := []string{"compose.yaml", "compose.env.example", "compose.temporal-tls.yaml", "Dockerfile", "temporal.Dockerfile"}
+	files := []string{"compose.yaml", "compose.env.example", "compose.temporal-tls.yaml", "Dockerfile", "temporal.Dockerfile", workerTemplate, rolloutScript}
 	for _, dir := range []string{"kubernetes", filepath.Join("kubernetes", "temporal")} {
 		more, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 		if err != nil {

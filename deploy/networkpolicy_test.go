@@ -170,12 +170,14 @@ func kinds(ms []manifest, kind string) []manifest {
 }
 
 // TestNetworkPolicies computes, from the NetworkPolicies of both
-// namespaces, what every pod of the manifests may reach and be reached
-// from, over a set of endpoints (DNS, the Temporal services, PostgreSQL at
+// namespaces, what every pod of the manifests (every build's workers
+// included) may reach and be reached from, over a set of endpoints (DNS, the Temporal services, PostgreSQL at
 // the policy's address, the internet, the cloud's metadata service, other
 // pods, Prometheus), and compares it with what each needs and no more.
 func TestNetworkPolicies(t *testing.T) {
-	ms := manifests(t, "kubernetes")
+	// The files, and every sample build's workers as rollout.sh renders
+	// them: the policies select pods by label, so each build's must match.
+	ms := kubernetesObjects(t)
 	tms := manifests(t, temporalDir)
 	policies, tpolicies := kinds(ms, "NetworkPolicy"), kinds(tms, "NetworkPolicy")
 	cm := configMapData(ms)["siteops"]
@@ -259,7 +261,7 @@ func TestNetworkPolicies(t *testing.T) {
 			t.Errorf("%s: pods of component %q, which this test does not know: say what they may reach", m, component)
 			continue
 		}
-		t.Run(component, func(t *testing.T) {
+		t.Run(m.name(), func(t *testing.T) {
 			sort.Strings(want)
 			if got := allowed(policies, "siteops", labels, "Egress", endpoints, ports); !slices.Equal(got, want) {
 				t.Errorf("%s may reach %v; want %v", m, got, want)

@@ -52,7 +52,7 @@ func TestKubernetesMutualTLS(t *testing.T) {
 	}
 
 	// siteops dials the name the frontend's certificate carries.
-	ms := manifests(t, "kubernetes")
+	ms := kubernetesObjects(t)
 	cm := configMapData(ms)["siteops"]
 	host, _, err := net.SplitHostPort(cm["TEMPORAL_ADDRESS"])
 	if err != nil || host != tcm["TEMPORAL_SERVER_TLS_SERVER_NAME"] {
