@@ -18,7 +18,7 @@ import (
 // siteops-temporal-tls.
 func checkComposeTemporalCredentials(t *testing.T, services map[string]map[string]any) {
 	t.Helper()
-	clients := []string{"temporal-setup", "worker", "ingress"}
+	clients := []string{"temporal-setup", "worker-a", "worker-b", "ingress"}
 	for _, name := range clients {
 		env := composeEnv(services[name])
 		if f := env["TEMPORAL_API_KEY_FILE"]; f != "/run/secrets/temporal_api_key" || !slices.Contains(strs(list(services[name]["secrets"])), "temporal_api_key") {
@@ -92,17 +92,17 @@ func checkComposeHealthChecks(t *testing.T, services map[string]map[string]any) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, role := range []string{"worker", "ingress"} {
-		hc, _ := services[role]["healthcheck"].(map[string]any)
+	for name, role := range siteopsServices {
+		hc, _ := services[name]["healthcheck"].(map[string]any)
 		if got, want := strs(list(dig(hc, "test"))), []string{"CMD", entry[1], "probe", role}; !slices.Equal(got, want) {
-			t.Errorf("compose %s: health check %q; want %q (the image has no shell and no HTTP client)", role, got, want)
+			t.Errorf("compose %s: health check %q; want %q (the image has no shell and no HTTP client)", name, got, want)
 		}
 		timeout, err := time.ParseDuration(str(dig(hc, "timeout")))
 		if err != nil {
 			timeout = 30 * time.Second // compose's default
 		}
 		if timeout <= probeTimeout {
-			t.Errorf("compose %s: health check timeout %s; the probe waits up to %s for its answer, give it more", role, timeout, probeTimeout)
+			t.Errorf("compose %s: health check timeout %s; the probe waits up to %s for its answer, give it more", name, timeout, probeTimeout)
 		}
 	}
 }

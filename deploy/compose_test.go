@@ -69,11 +69,19 @@ func dependsOn(svc map[string]any, dep string) string {
 	return "service_started"
 }
 
+// siteopsServices are compose's services of the siteops image, by the
+// role (subcommand) each runs: the two worker slots and the ingress.
+var siteopsServices = map[string]string{"worker-a": "worker", "worker-b": "worker", "ingress": "ingress"}
+
+// composeImageVar is the deploy/.env variable of each siteops service's
+// image (compose never builds the siteops image: see TestComposeSlots).
+var composeImageVar = map[string]string{"worker-a": "WORKER_A_IMAGE", "worker-b": "WORKER_B_IMAGE", "ingress": "INGRESS_IMAGE"}
+
 func TestComposeFile(t *testing.T) {
 	env := knownEnv(t)
 	server := serverEnv(t)
 	services := composeServices(t)
-	want := []string{"postgres", "postgres-roles", "temporal-schema", "temporal-setup", "temporal-ui", "worker", "ingress"}
+	want := []string{"postgres", "postgres-roles", "temporal-schema", "temporal-setup", "temporal-ui", "worker-a", "worker-b", "ingress"}
 	for _, s := range temporalServices {
 		want = append(want, "temporal-"+s)
 	}
@@ -83,18 +91,19 @@ func TestComposeFile(t *testing.T) {
 		}
 	}
 
-	// siteops: two of each role, each with the time to stop it needs.
-	for _, name := range []string{"worker", "ingress"} {
+	// siteops: two of each role (of each worker slot), each with the time to
+	// stop it needs.
+	for name, role := range siteopsServices {
 		svc := services[name]
 		cmd := list(svc["command"])
-		if len(cmd) == 0 || str(cmd[0]) != name || !subcommandExists(t, name) {
-			t.Errorf("compose %s: command %v is not `siteops %s`", name, cmd, name)
+		if len(cmd) == 0 || str(cmd[0]) != role || !subcommandExists(t, role) {
+			t.Errorf("compose %s: command %v is not `siteops %s`", name, cmd, role)
 		}
-		if img := str(svc["image"]); !strings.HasPrefix(img, "siteops:") {
-			t.Errorf("compose %s: image %q is not the siteops image", name, img)
+		if img := str(svc["image"]); !strings.HasPrefix(img, "${"+composeImageVar[name]+":?") {
+			t.Errorf("compose %s: image %q; want the image deploy/.env names, ${%s:?...}", name, img, composeImageVar[name])
 		}
-		if df := str(dig(svc, "build", "dockerfile")); df != "deploy/Dockerfile" {
-			t.Errorf("compose %s builds from %q", name, df)
+		if svc["build"] != nil {
+			t.Errorf("compose %s builds the siteops image; it runs the image deploy/.env names", name)
 		}
 		envs := composeEnv(svc)
 		if len(envs) == 0 {
@@ -112,7 +121,7 @@ func TestComposeFile(t *testing.T) {
 		if err != nil {
 			grace = 10 * time.Second // compose's default
 		}
-		if need := map[string]time.Duration{"worker": worker.StopTimeout, "ingress": ingressDrain}[name]; grace <= need {
+		if need := map[string]time.Duration{"worker": worker.StopTimeout, "ingress": ingressDrain}[role]; grace <= need {
 			t.Errorf("compose %s: stop_grace_period %s; it needs more than %s after SIGTERM", name, grace, need)
 		}
 		if dependsOn(svc, "postgres") != "service_healthy" {
@@ -122,8 +131,10 @@ func TestComposeFile(t *testing.T) {
 			t.Errorf("compose %s does not wait for postgres-roles, which makes its database", name)
 		}
 	}
-	if dependsOn(services["worker"], "temporal-setup") != "service_completed_successfully" {
-		t.Errorf("compose worker does not wait for temporal-setup: it refuses to start without the namespace and the search attributes")
+	for _, name := range []string{"worker-a", "worker-b"} {
+		if dependsOn(services[name], "temporal-setup") != "service_completed_successfully" {
+			t.Errorf("compose %s does not wait for temporal-setup: it refuses to start without the namespace and the search attributes", name)
+		}
 	}
 	if dependsOn(services["ingress"], "temporal-frontend") != "" {
 		t.Errorf("compose ingress waits for Temporal; it must accept deliveries while Temporal is down")
@@ -227,7 +238,7 @@ func TestComposeFile(t *testing.T) {
 	if dependsOn(setup, "temporal-frontend") != "service_healthy" {
 		t.Errorf("compose temporal-setup does not wait for a healthy temporal-frontend")
 	}
-	for _, name := range []string{"temporal-setup", "worker", "ingress"} {
+	for _, name := range []string{"temporal-setup", "worker-a", "worker-b", "ingress"} {
 		if a := interpolate(composeEnv(services[name])["TEMPORAL_ADDRESS"], ""); a != frontend {
 			t.Errorf("compose %s: TEMPORAL_ADDRESS is %q by default; the frontend is %s", name, a, frontend)
 		}
@@ -345,7 +356,7 @@ func checkComposeRoles(t *testing.T, services map[string]map[string]any, schemaE
 	// siteops' URL: the file compose-secrets.sh makes, which both
 	// postgres-roles and the siteops services mount.
 	urlFile := roles["SITEOPS_DATABASE_URL_FILE"]
-	for _, name := range []string{"worker", "ingress"} {
+	for _, name := range []string{"worker-a", "worker-b", "ingress"} {
 		if f := composeEnv(services[name])["SITEOPS_DATABASE_URL_FILE"]; f == "" || f != urlFile {
 			t.Errorf("compose %s reads its database URL from %q; postgres-roles makes the role of %q", name, f, urlFile)
 		}

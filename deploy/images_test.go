@@ -82,14 +82,20 @@ func TestDockerImagesPinned(t *testing.T) {
 	}
 }
 
-// TestComposeImagesPinned checks the images of compose.yaml: the ones it
-// builds are built here and never pulled; every other is pinned by tag and
-// digest, with a comment saying where the digest was published.
+// TestComposeImagesPinned checks the images of compose.yaml: siteops' are
+// the builds deploy/.env names; the ones it builds are built here and never
+// pulled; every other is pinned by tag and digest, with a comment saying
+// where the digest was published.
 func TestComposeImagesPinned(t *testing.T) {
 	text := read(t, "compose.yaml")
 	for name, svc := range composeServices(t) {
 		ref := str(svc["image"])
 		switch {
+		case composeImageVar[name] != "":
+			// The siteops builds, named in deploy/.env (TestComposeSlots).
+			if !strings.HasPrefix(ref, "${"+composeImageVar[name]+":?") || svc["build"] != nil {
+				t.Errorf("compose %s: image %q (build %v); want ${%s:?...} from deploy/.env, never built here", name, ref, svc["build"], composeImageVar[name])
+			}
 		case svc["build"] != nil:
 			if !slices.Contains(ownImages, imageName(ref)) || strings.HasSuffix(ref, ":latest") || !strings.Contains(ref, ":") {
 				t.Errorf("compose %s builds %q; tag the image it builds with a name of its own, not latest", name, ref)

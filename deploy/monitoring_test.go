@@ -151,8 +151,9 @@ func TestComposeMonitoring(t *testing.T) {
 		t.Errorf("compose prometheus loads the rule files %v (from %v); want %v", loaded, cfg.RuleFiles, want)
 	}
 	want := map[string]int{
-		"worker":  defaultPort(t, composeEnv(services["worker"])["SITEOPS_METRICS_ADDR"]),
-		"ingress": defaultPort(t, composeEnv(services["ingress"])["SITEOPS_INGRESS_ADMIN_ADDR"]),
+		"worker-a": defaultPort(t, composeEnv(services["worker-a"])["SITEOPS_METRICS_ADDR"]),
+		"worker-b": defaultPort(t, composeEnv(services["worker-b"])["SITEOPS_METRICS_ADDR"]),
+		"ingress":  defaultPort(t, composeEnv(services["ingress"])["SITEOPS_INGRESS_ADMIN_ADDR"]),
 	}
 	scraped := map[string]int{}
 	for _, sc := range cfg.ScrapeConfigs {
