@@ -178,6 +178,19 @@ func TestWorkerBuildTemplate(t *testing.T) {
 	if b, err := exec.Command(kubectl, "kustomize", dir).CombinedOutput(); err != nil {
 		t.Errorf("kubectl kustomize of the rendered objects: %v\n%s", err, b)
 	}
+
+	// The jsonpath with which rollout.sh reads what a Deployment runs, on
+	// the rendered one (kubectl label --local reads a file, no cluster).
+	jp := regexp.MustCompile(`-o '(jsonpath=[^']*)'`).FindStringSubmatch(read(t, rolloutScript))
+	if jp == nil {
+		t.Fatalf("rollout.sh reads no -o 'jsonpath=...'")
+	}
+	cmd := exec.Command(kubectl, "label", "--local", "-f", filepath.Join(dir, "build.yaml"), "x=y", "-o", jp[1])
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+os.DevNull)
+	got, err := cmd.CombinedOutput()
+	if want := sampleBuilds[1] + " " + sampleImage; err != nil || !strings.HasPrefix(string(got), want) {
+		t.Errorf("kubectl -o %s on the rendered Deployment: %q (%v); want %q first", jp[1], got, err, want)
+	}
 }
 
 // TestKustomizationAppliesNoWorkers checks that kustomization.yaml applies
