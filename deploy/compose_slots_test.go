@@ -52,9 +52,9 @@ func TestComposeSlots(t *testing.T) {
 	}
 	inOrder(t, strings.Split(header, "\n"),
 		"$C up -d --no-deps --wait worker-b",
-		"$C exec worker-b /siteops release promote --build-id B",
+		"$C exec -T worker-b /siteops release promote --build-id B",
 		"$C up -d --no-deps --wait ingress",
-		"until $C exec worker-b /siteops release drained --build-id A; do",
+		"until $C exec -T worker-b /siteops release drained --build-id A; do",
 		"$C up -d --no-deps --wait worker-a",
 		"$C stop worker-b")
 	for _, sub := range [][]string{{"promote", "--build-id"}, {"drained", "--build-id"}, {"rollback", "--to-build-id"}} {
