@@ -30,7 +30,7 @@
 #   rollout.sh status
 #       siteops release status, from the newest build's worker.
 #   rollout.sh render IMAGE BUILD_ID
-#       Print the objects deploy applies (e.g. | kubectl diff -f -).
+#       Print the objects deploy applies (e.g. | kubectl -n siteops diff -f -).
 #
 # IMAGE is pinned by digest (REGISTRY/siteops@sha256:...): a build id names
 # one image. BUILD_ID is the id the image was built with (deploy/Dockerfile's
