@@ -1,0 +1,277 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/siteops/siteops/activities"
+	"github.com/siteops/siteops/agentsite"
+	"github.com/siteops/siteops/config"
+	"github.com/siteops/siteops/internal/devserver"
+	"github.com/siteops/siteops/simulator"
+	"github.com/siteops/siteops/starter"
+	"github.com/siteops/siteops/store"
+	"github.com/siteops/siteops/store/storetest"
+	"github.com/siteops/siteops/wiring"
+	"github.com/siteops/siteops/worker"
+	"github.com/siteops/siteops/workflows"
+)
+
+// incidentPairs is how many pairs BenchmarkIncidentPair times;
+// SITEOPS_BENCH_PAIRS lowers it for a quick check.
+const incidentPairs = 40
+
+// BenchmarkIncidentPair measures the comparison on-call cares about
+// (issue 22, item 1): `siteops embed off` then `siteops embed on` as two
+// whole processes, against what they stand for done by hand, also as
+// whole processes: a curl PATCH that turns the embed off, a `temporal
+// workflow start` of a no-op workflow (the record that an incident is
+// open), and a curl PATCH that turns it back on. Both sides run under
+// bash on the same dev server, simulator (over HTTP) and in-process
+// worker; each side has a site of its own, and every pair gets fresh
+// idempotency keys and workflow IDs (the siteops side opens and restores
+// one incident per pair). The pairs are interleaved, the order
+// alternating (AB, BA, ...), and it reports the medians of each side, the
+// median of the per-pair ratios and the ratio of the medians (goal: under
+// 2×). When hyperfine is on PATH (Debian's package) it also runs the same
+// two commands under hyperfine, in rounds of SITEOPS_BENCH_HYPERFINE_RUNS
+// runs (default 5) whose order alternates too, and reports the median of
+// the rounds' medians. Use -benchtime 1x.
+func BenchmarkIncidentPair(b *testing.B) {
+	scenario(b)
+	n := benchSize(b, "SITEOPS_BENCH_PAIRS", incidentPairs)
+	temporalCLI, err := devserver.FindCLI()
+	if err != nil {
+		b.Skip(err)
+	}
+	bin := filepath.Join(b.TempDir(), "siteops")
+	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/siteops").CombinedOutput(); err != nil {
+		b.Fatalf("building siteops: %v\n%s", err, out)
+	}
+	p := newPairRig(b, bin, temporalCLI)
+	for range b.N {
+		cmdA, cmdB := p.commands()
+		var siteops, byHand, inSiteops, inByHand []time.Duration
+		var ratios, inRatios []float64
+		for i := range n {
+			var a, hand, inA, inHand time.Duration
+			if i%2 == 0 {
+				a, hand = p.time(cmdA), p.time(cmdB)
+				inA, inHand = p.inProcess(), p.inProcessByHand(i)
+			} else {
+				hand, a = p.time(cmdB), p.time(cmdA)
+				inHand, inA = p.inProcessByHand(i), p.inProcess()
+			}
+			siteops, byHand = append(siteops, a), append(byHand, hand)
+			ratios = append(ratios, a.Seconds()/hand.Seconds())
+			inSiteops, inByHand = append(inSiteops, inA), append(inByHand, inHand)
+			inRatios = append(inRatios, inA.Seconds()/inHand.Seconds())
+		}
+		b.ReportMetric(ms(p50(siteops)), "siteops-p50-ms")
+		b.ReportMetric(ms(p50(byHand)), "by-hand-p50-ms")
+		b.ReportMetric(medianOf(ratios), "pair-ratio-p50")
+		b.ReportMetric(ms(p50(siteops))/ms(p50(byHand)), "ratio-of-p50s")
+		b.ReportMetric(ms(p50(inSiteops)), "in-process-siteops-p50-ms")
+		b.ReportMetric(ms(p50(inByHand)), "in-process-by-hand-p50-ms")
+		b.ReportMetric(medianOf(inRatios), "in-process-pair-ratio-p50")
+		logTimeline(b, p.c, workflows.EmbedIncidentID(p.siteC))
+		if hf, err := exec.LookPath("hyperfine"); err == nil {
+			a, hand := p.hyperfine(b, hf, cmdA, cmdB)
+			b.ReportMetric(a*1000, "hyperfine-siteops-ms")
+			b.ReportMetric(hand*1000, "hyperfine-by-hand-ms")
+			b.ReportMetric(a/hand, "hyperfine-ratio")
+		}
+	}
+}
+
+// pairRig is what both sides of BenchmarkIncidentPair run against.
+type pairRig struct {
+	b              *testing.B
+	bin, temporal  string
+	env            []string
+	simURL, apiKey string
+	queue          string
+	// siteA is the processes' siteops side's, siteB their hand side's;
+	// siteC and siteD are the same for the calls in process.
+	siteA, siteB, siteC, siteD string
+	c                          client.Client
+	s                          *starter.Starter
+	api                        *agentsite.Client
+	run                        int64
+}
+
+func newPairRig(b *testing.B, bin, temporalCLI string) *pairRig {
+	b.Helper()
+	const apiKey = "svc_live_bench"
+	sim, err := simulator.New(simulator.Config{Keys: map[string][]string{apiKey: {simulator.ScopeAll}}, Seed: 22})
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := httptest.NewServer(sim.Handler())
+	b.Cleanup(func() { srv.Close(); sim.Close() })
+	api, err := wiring.APIClient(config.AgentSite{BaseURL: srv.URL, APIKey: apiKey}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	st := storetest.Open(b, store.SQLite)
+	c := dial(b)
+	run := time.Now().UnixNano()
+	queue := fmt.Sprintf("bench-incident-pair-%d", run)
+	w := sdkworker.New(c, queue, sdkworker.Options{})
+	worker.Register(w, activities.New(api, st))
+	w.RegisterWorkflowWithOptions(noopWorkflow, workflow.RegisterOptions{Name: noopWorkflowName})
+	if err := w.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(w.Stop)
+	site := func(side string) string {
+		slug := fmt.Sprintf("pair-%s-%d", side, run)
+		cs, err := api.CreateSite(b.Context(), slug, agentsite.NewSite{Title: "Incident", Slug: slug, Type: "business", Template: "minimal"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return cs.Site.ID
+	}
+	return &pairRig{
+		b: b, bin: bin, temporal: temporalCLI, simURL: srv.URL, apiKey: apiKey, queue: queue,
+		env: append(os.Environ(), "TEMPORAL_ADDRESS="+temporalAddress, "TEMPORAL_NAMESPACE=default",
+			"SITEOPS_TASK_QUEUE="+queue, "SITEOPS_OPERATOR=bench"),
+		siteA: site("siteops"), siteB: site("by-hand"), siteC: site("in-process"), siteD: site("in-process-by-hand"),
+		c: c, s: &starter.Starter{Client: c, TaskQueue: queue}, api: api, run: run,
+	}
+}
+
+// inProcess is the siteops side without the processes: starter.EmbedOff
+// then starter.EmbedOn, what the two commands call, on a client dialled
+// once.
+func (p *pairRig) inProcess() time.Duration {
+	p.b.Helper()
+	start := time.Now()
+	if _, err := p.s.EmbedOff(p.b.Context(), p.siteC, "bench", "bench"); err != nil {
+		p.b.Fatal(err)
+	}
+	if _, err := p.s.EmbedOn(p.b.Context(), p.siteC, nil, "bench"); err != nil {
+		p.b.Fatal(err)
+	}
+	return time.Since(start)
+}
+
+// inProcessByHand is the hand side without the processes: a PATCH, the
+// start of a no-op workflow, a PATCH.
+func (p *pairRig) inProcessByHand(i int) time.Duration {
+	p.b.Helper()
+	start := time.Now()
+	key := fmt.Sprintf("%d-%d", p.run, i)
+	if _, err := p.api.SetEmbed(p.b.Context(), "off-"+key, p.siteD, false); err != nil {
+		p.b.Fatal(err)
+	}
+	if _, err := p.c.ExecuteWorkflow(p.b.Context(), client.StartWorkflowOptions{ID: "bench-pair-noop-in-process-" + key, TaskQueue: p.queue}, noopWorkflowName); err != nil {
+		p.b.Fatal(err)
+	}
+	if _, err := p.api.SetEmbed(p.b.Context(), "on-"+key, p.siteD, true); err != nil {
+		p.b.Fatal(err)
+	}
+	return time.Since(start)
+}
+
+// commands are the two sides as bash command lines: siteops' two
+// processes, and curl, temporal, curl. $EPOCHREALTIME (a bash variable,
+// no process) makes the hand side's keys and workflow ID fresh per run.
+func (p *pairRig) commands() (siteops, byHand string) {
+	siteops = fmt.Sprintf("%s embed off --site %s --reason bench >/dev/null && %s embed on --site %s >/dev/null",
+		p.bin, p.siteA, p.bin, p.siteA)
+	patch := func(key, body string) string {
+		return fmt.Sprintf(`curl -fsS -o /dev/null -X PATCH -H 'Authorization: Bearer %s' -H "Idempotency-Key: %s" -H 'Content-Type: application/json' -d '%s' %s/api/v1/sites/%s/agent`,
+			p.apiKey, key, body, p.simURL, p.siteB)
+	}
+	byHand = fmt.Sprintf(`k=$EPOCHREALTIME && %s && %s workflow start --address %s --namespace default --task-queue %s --type %s --workflow-id "bench-pair-noop-$k" >/dev/null && %s`,
+		patch("off-$k", `{"embed_enabled":false}`), p.temporal, temporalAddress, p.queue, noopWorkflowName,
+		patch("on-$k", `{"embed_enabled":true}`))
+	return siteops, byHand
+}
+
+// time runs a command line under bash and times it from exec to exit.
+func (p *pairRig) time(line string) time.Duration {
+	p.b.Helper()
+	cmd := exec.CommandContext(p.b.Context(), "bash", "-c", line)
+	cmd.Env = p.env
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	err := cmd.Run()
+	took := time.Since(start)
+	if err != nil {
+		p.b.Fatalf("%s: %v\n%s", line, err, out.String())
+	}
+	return took
+}
+
+// hyperfine runs both command lines under hyperfine in rounds, alternating
+// which goes first, and returns the median over the rounds of each
+// command's median run time, in seconds. hyperfine subtracts the time bash
+// itself takes to start from both.
+func (p *pairRig) hyperfine(b *testing.B, hf, cmdA, cmdB string) (siteops, byHand float64) {
+	b.Helper()
+	runs := 5
+	if v := os.Getenv("SITEOPS_BENCH_HYPERFINE_RUNS"); v != "" {
+		if runs, _ = strconv.Atoi(v); runs < 2 || runs > 50 {
+			b.Fatalf("SITEOPS_BENCH_HYPERFINE_RUNS=%q: want 2 to 50", v)
+		}
+	}
+	const rounds = 8
+	var as, hs []float64
+	for r := range rounds {
+		order := []string{cmdA, cmdB}
+		if r%2 == 1 {
+			order = []string{cmdB, cmdA}
+		}
+		export := filepath.Join(b.TempDir(), fmt.Sprintf("hyperfine-%d.json", r))
+		cmd := exec.CommandContext(b.Context(), hf, "--shell", "bash", "--style", "none", "--warmup", "1",
+			"--runs", strconv.Itoa(runs), "--export-json", export, order[0], order[1])
+		cmd.Env = p.env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("hyperfine: %v\n%s", err, out)
+		}
+		raw, err := os.ReadFile(export)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var res struct {
+			Results []struct {
+				Command string  `json:"command"`
+				Median  float64 `json:"median"`
+			} `json:"results"`
+		}
+		if err := json.Unmarshal(raw, &res); err != nil {
+			b.Fatal(err)
+		}
+		for _, r := range res.Results {
+			if r.Command == cmdA {
+				as = append(as, r.Median)
+			} else {
+				hs = append(hs, r.Median)
+			}
+		}
+	}
+	return medianOf(as), medianOf(hs)
+}
+
+// medianOf is the median of v (the upper one of an even count, as p50).
+func medianOf(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
