@@ -6,12 +6,17 @@ import (
 	"fmt"
 	"os"
 	"os/user"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/siteops/siteops/config"
 	"github.com/siteops/siteops/starter"
+	"github.com/siteops/siteops/store"
+	"github.com/siteops/siteops/webhookingress"
 	"github.com/siteops/siteops/wiring"
 )
 
@@ -102,6 +107,63 @@ func (p *preflightFlags) register(cmd *cobra.Command) {
 }
 
 func (p *preflightFlags) options() wiring.Preflight { return wiring.Preflight{Skip: p.skip} }
+
+// eventFilterFlags select events in list and replay.
+type eventFilterFlags struct{ typ, site, outcome, since string }
+
+func (f *eventFilterFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.typ, "type", "", "only events of this type, e.g. knowledge.ready")
+	cmd.Flags().StringVar(&f.site, "site", "", "only events about this site (data.site_id)")
+	cmd.Flags().StringVar(&f.outcome, "outcome", "", "only events in this state: "+strings.Join(webhookingress.EventStates(), ", "))
+	cmd.Flags().StringVar(&f.since, "since", "", "only events received since: a duration (90m, 1h, 7d) or a time (2026-11-21T09:00:00Z)")
+}
+
+func (f *eventFilterFlags) given() bool {
+	return f.typ != "" || f.site != "" || f.outcome != "" || f.since != ""
+}
+
+func (f *eventFilterFlags) filter(now time.Time) (store.EventFilter, error) {
+	ef := store.EventFilter{Type: f.typ, SiteID: f.site, Status: f.outcome}
+	if states := webhookingress.EventStates(); f.outcome != "" && !slices.Contains(states, f.outcome) {
+		return ef, usageError{fmt.Errorf("--outcome %q: use one of %s", f.outcome, strings.Join(states, ", "))}
+	}
+	if f.since != "" {
+		since, err := parseSince(f.since, now)
+		if err != nil {
+			return ef, usageError{err}
+		}
+		ef.Since = since
+	}
+	return ef, nil
+}
+
+// parseSince reads --since: a duration back from now (Go's units, plus d
+// for days) or an RFC 3339 time.
+func parseSince(s string, now time.Time) (time.Time, error) {
+	if d, err := time.ParseDuration(s); err == nil && d > 0 {
+		return now.Add(-d), nil
+	}
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		if n, err := strconv.Atoi(days); err == nil && n > 0 {
+			return now.AddDate(0, 0, -n), nil
+		}
+	}
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	return time.Time{}, fmt.Errorf("--since %q: use a duration back from now (90m, 1h, 7d) or a time (2026-11-21T09:00:00Z)", s)
+}
+
+// parseWhen reads an RFC 3339 time or a duration from now.
+func parseWhen(s string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
+		return now.Add(d), nil
+	}
+	return time.Time{}, fmt.Errorf("--at %q: give an RFC 3339 time (2026-11-23T18:00:00Z) or a duration from now (30m)", s)
+}
 
 // operatorFlag adds --operator: who is acting, recorded with what the
 // command does.

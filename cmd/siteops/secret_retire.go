@@ -84,14 +84,3 @@ is not stored and cannot be retired here: remove it from that variable.`,
 	cmd.Flags().StringVar(&at, "at", "", "when: an RFC 3339 time or a duration from now (default now)")
 	return cmd
 }
-
-// parseWhen reads an RFC 3339 time or a duration from now.
-func parseWhen(s string, now time.Time) (time.Time, error) {
-	if t, err := time.Parse(time.RFC3339, s); err == nil {
-		return t, nil
-	}
-	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
-		return now.Add(d), nil
-	}
-	return time.Time{}, fmt.Errorf("--at %q: give an RFC 3339 time (2026-11-23T18:00:00Z) or a duration from now (30m)", s)
-}

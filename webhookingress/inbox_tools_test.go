@@ -1,0 +1,90 @@
+package webhookingress
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/siteops/siteops/store"
+)
+
+// TestReplayAndAwait replays an event that had no workflow to go to, as
+// `siteops events replay --wait` does: a dry run changes nothing, an id
+// the inbox does not hold replays nothing, the replay says what it can
+// change, a wait that ends before the relay dispatched it says how many
+// stay queued, and once the relay has handled it the wait fills in what
+// became of it.
+func TestReplayAndAwait(t *testing.T) {
+	f := newRelayFixture(t, store.SQLite, 0)
+	f.record(t, "evt_nt", "knowledge.ready", `{"site_id":"site_none","knowledge_id":"k_1"}`)
+	f.dispatchAll(t)
+	ctx := t.Context()
+
+	dry, err := ReplayEvents(ctx, f.st, ReplayRequest{IDs: []string{"evt_nt"}, DryRun: true, Operator: "alice"})
+	if err != nil || len(dry.Replayed) != 1 || !dry.DryRun {
+		t.Fatalf("dry run = %+v, %v; want the event, marked as a dry run", dry, err)
+	}
+	if d, err := f.st.Event(ctx, "evt_nt"); err != nil || d.Replays != 0 {
+		t.Fatalf("after a dry run the event has %d replays (%v), want 0", d.Replays, err)
+	}
+	if _, err := ReplayEvents(ctx, f.st, ReplayRequest{IDs: []string{"evt_nt", "evt_missing"}, Operator: "alice"}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("replaying an id the inbox does not hold = %v, want store.ErrNotFound", err)
+	}
+	if d, _ := f.st.Event(ctx, "evt_nt"); d.Replays != 0 {
+		t.Fatalf("a refused replay replayed the event (%d replays), want none", d.Replays)
+	}
+
+	res, err := ReplayEvents(ctx, f.st, ReplayRequest{IDs: []string{"evt_nt"}, Operator: "alice"})
+	if err != nil || len(res.Replayed) != 1 {
+		t.Fatalf("replay = %+v, %v; want one event", res, err)
+	}
+	r := res.Replayed[0]
+	if r.PreviousStatus != OutcomeNoTarget || r.Replay != 1 || r.Type != "knowledge.ready" || !strings.Contains(r.Note, "had no workflow to go to") {
+		t.Errorf("replayed %+v; want previous status %s, replay 1, type knowledge.ready and a note about the missing workflow", r, OutcomeNoTarget)
+	}
+
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	var pending *ReplaysPendingError
+	if err := AwaitReplays(short, f.st, res.Replayed, 10*time.Millisecond); !errors.As(err, &pending) || pending.Left != 1 || pending.Total != 1 || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a wait that ends before the relay dispatched = %v, want *ReplaysPendingError for 1 of 1, matching the deadline", err)
+	}
+
+	f.dispatchAll(t)
+	if err := AwaitReplays(ctx, f.st, res.Replayed, 10*time.Millisecond); err != nil {
+		t.Fatalf("a wait after the relay dispatched = %v, want nil", err)
+	}
+	if got := res.Replayed[0].Status; got != OutcomeNoTarget {
+		t.Errorf("the wait saw the replayed event become %q, want %q", got, OutcomeNoTarget)
+	}
+}
+
+// TestReplayNotes checks what a replay says it can change, by the state
+// the event was in.
+func TestReplayNotes(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		r    store.Replayed
+		want string
+	}{
+		{"a lead reached its sync", store.Replayed{EventRecord: store.EventRecord{EventType: "lead.created", Outcome: OutcomeSignalled}, WorkflowID: "lead-sync/s"},
+			"had reached lead-sync/s, which deduplicates by event id: a lead sync remembers the last 1,000"},
+		{"a verified delivery reached its rotation", store.Replayed{EventRecord: store.EventRecord{Kind: store.KindEndpointVerified, Outcome: OutcomeSignalled}, WorkflowID: "secret-rotation/we_1"},
+			"a rotation acts on its first verified delivery only"},
+		{"a dead letter", store.Replayed{EventRecord: store.EventRecord{Outcome: OutcomeDead, Failures: 20, LastError: "signalling x:\n\nunavailable"}},
+			"a dead letter after 20 failed attempts in a row (signalling x:; unavailable); it gets 20 attempts again"},
+		{"an ignored type", store.Replayed{EventRecord: store.EventRecord{EventType: "conversation.started", Outcome: OutcomeIgnored}},
+			"no workflow waits for conversation.started events"},
+		{"a failing event", store.Replayed{EventRecord: store.EventRecord{Failures: 3, LastError: strings.Repeat("x", 100)}},
+			"was failing (3 attempts: " + strings.Repeat("x", 79) + "…); due again now"},
+		{"a pending event", store.Replayed{}, "was still waiting for the relay; due now"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := replayNote(tc.r); !strings.Contains(got, tc.want) {
+				t.Errorf("replayNote = %q, want it to say %q", got, tc.want)
+			}
+		})
+	}
+}
