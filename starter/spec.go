@@ -33,9 +33,11 @@ type Spec struct {
 	SkipPublish        bool                `json:"skip_publish,omitempty"`
 
 	// name is the spec's file name, and positions where each field path
-	// is written in it, so that problems point at their line.
+	// is written in it, so that problems point at their line; doc is the
+	// document as read, for CheckSpec's schema check.
 	name      string
 	positions map[string]workflows.Position
+	doc       []byte
 }
 
 // SpecKnowledge is a knowledge source: its text inline, or in a file whose
@@ -114,7 +116,7 @@ func ParseSpec(name string, b []byte, fsys fs.FS, dir string) (Spec, error) {
 		// know how to check (a duration that does not parse, say).
 		return Spec{}, &SpecError{Name: name, Problems: []workflows.Problem{{Field: "(spec)", Message: err.Error()}}}
 	}
-	s.name, s.positions = name, w.positions
+	s.name, s.positions, s.doc = name, w.positions, b
 	for i, k := range s.Knowledge {
 		if k.File == "" {
 			continue

@@ -4,15 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
-	"path"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/siteops/siteops/schemas"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/workflows"
 )
@@ -49,7 +44,7 @@ before it starts anything.`,
 			if file == "-" {
 				name = "<stdin>"
 			}
-			raw, spec, err := loadSpec(cmd.InOrStdin(), file)
+			spec, err := starter.LoadSpec(file)
 			var specErr *starter.SpecError
 			if errors.As(err, &specErr) {
 				return c.problems(cmd, name, specErr.Problems)
@@ -57,8 +52,7 @@ before it starts anything.`,
 			if err != nil {
 				return usageError{err}
 			}
-			prepared, problems := starter.Prepare(spec)
-			problems = append(problems, schemaProblems(raw, problems)...)
+			prepared, problems := starter.CheckSpec(spec)
 			if len(problems) > 0 {
 				return c.problems(cmd, name, problems)
 			}
@@ -138,58 +132,4 @@ func orNone(s string) string {
 		return "none"
 	}
 	return s
-}
-
-// loadSpec reads a spec as starter.LoadSpec does (a file, or stdin for
-// "-"; knowledge files relative to the spec) and keeps the document's
-// bytes for the schema check.
-func loadSpec(stdin io.Reader, file string) ([]byte, starter.Spec, error) {
-	if file == "-" {
-		b, err := io.ReadAll(stdin)
-		if err != nil {
-			return nil, starter.Spec{}, fmt.Errorf("reading the onboarding spec from standard input: %w", err)
-		}
-		spec, err := starter.ParseSpec("<stdin>", b, os.DirFS("."), ".")
-		return b, spec, err
-	}
-	dir, name := filepath.Split(file)
-	if dir == "" {
-		dir = "."
-	}
-	fsys := os.DirFS(dir)
-	b, err := fs.ReadFile(fsys, name)
-	if err != nil {
-		return nil, starter.Spec{}, fmt.Errorf("reading the onboarding spec: %w", err)
-	}
-	spec, err := starter.ParseSpec(name, b, fsys, path.Dir(name))
-	return b, spec, err
-}
-
-// schemaProblems checks a spec document against the published spec schema
-// and returns what it finds that the field-by-field checks did not already
-// name: what the schema finds beyond the contract's rules (a spec without
-// a site object, a null where a value belongs, a duration with a sign).
-// The schema requires only what the contract's rules require.
-func schemaProblems(raw []byte, named []workflows.Problem) []workflows.Problem {
-	found, err := schemas.Validate(schemas.OnboardingSpec, raw)
-	if err != nil {
-		return nil // the document was read above; a schema that does not load fails the schemas tests
-	}
-	seen := map[string]bool{}
-	for _, p := range named {
-		seen[p.Field] = true
-	}
-	var out []workflows.Problem
-	for _, p := range found {
-		field := p.Field
-		if field == "" {
-			field = "(spec)"
-		}
-		if seen[field] {
-			continue
-		}
-		seen[field] = true
-		out = append(out, workflows.Problem{Field: field, Message: p.Message + " (schemas/" + schemas.OnboardingSpec + ")", Position: workflows.Position{Line: p.Line, Column: p.Column}})
-	}
-	return out
 }
