@@ -1,28 +1,18 @@
 package main
 
 import (
-	"context"
 	"errors"
-	"fmt"
-	"net"
-	"net/http"
-	"os"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/siteops/siteops/codec"
 	"github.com/siteops/siteops/config"
+	"github.com/siteops/siteops/wiring"
 )
 
-// codecTokenEnv holds the codec server's bearer token (or use --token-file).
-const codecTokenEnv = "SITEOPS_CODEC_TOKEN" //nolint:gosec // the name of a variable, not a token
-
 func (c *cli) codecServerCmd() *cobra.Command {
-	var addr, tokenFile string
-	var origins, hosts []string
-	var allowPlaintext, requireEncrypted bool
+	var cfg wiring.CodecConfig
+	var requireEncrypted bool
 	cmd := &cobra.Command{
 		Use:   "codec-server",
 		Short: "Decode encrypted payloads for the Temporal Web UI (SITEOPS_PAYLOAD_KEY)",
@@ -68,91 +58,41 @@ plaintext input: callers without the key send it.)`,
 			"  temporal workflow show -w onboarding/bayside-dental --codec-endpoint http://127.0.0.1:8081 --codec-auth \"Bearer $SITEOPS_CODEC_TOKEN\"",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if allowPlaintext && cmd.Flags().Changed("require-encrypted") && requireEncrypted {
+			if cfg.AllowPlaintext && cmd.Flags().Changed("require-encrypted") && requireEncrypted {
 				return usageError{errors.New("--require-encrypted and --allow-plaintext contradict each other; plaintext payloads are refused by default, so pass --allow-plaintext alone to return them")}
 			}
-			raw := os.Getenv("SITEOPS_PAYLOAD_KEY")
-			if raw == "" {
-				return errors.New("SITEOPS_PAYLOAD_KEY is not set; it must be the key the worker encrypts with")
-			}
-			keys, err := codec.ParseKeyRing(raw)
-			if err != nil {
-				return config.Invalid("%v", err)
-			}
-			token, err := codecToken(tokenFile)
-			if err != nil {
+			if err := config.Load(&cfg); err != nil {
 				return err
-			}
-			cd, err := codec.NewRing(keys)
-			if err != nil {
-				return config.Invalid("%v", err)
 			}
 			logger, err := c.processLogger(cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
-			ln, err := net.Listen("tcp", addr)
+			srv, err := wiring.ListenCodec(cfg, logger)
 			if err != nil {
-				return fmt.Errorf("--addr %s cannot be listened on (%w); free the port or choose another address", addr, err)
-			}
-			if err := requireTokenBeyondLoopback(ln.Addr(), token); err != nil {
-				_ = ln.Close()
 				return err
 			}
-			allowed := append(codec.LocalHosts(ln.Addr().String()), hosts...)
-			if h, _, err := net.SplitHostPort(addr); err == nil && h != "" && net.ParseIP(h) == nil {
-				allowed = append(allowed, addr) // --addr by name, as its users will type it
-			}
-			h, err := codec.Handler(cd, codec.Options{Hosts: allowed, Origins: origins, Token: token, Logger: logger, AllowPlaintext: allowPlaintext})
-			if err != nil {
-				_ = ln.Close()
-				return err
-			}
-			srv := codec.NewServer(h)
-			go func() {
-				<-cmd.Context().Done()
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				defer cancel()
-				_ = srv.Shutdown(ctx)
-			}()
-			auth := "no token"
-			if token != "" {
+			in, auth, plain := srv.Info, "no token", "plaintext payloads refused"
+			if in.TokenRequired {
 				auth = "bearer token required"
 			}
-			plain := "plaintext payloads refused"
-			if allowPlaintext {
+			if in.PlaintextAllowed {
 				plain = "plaintext payloads returned as they are"
 			}
-			c.announce(cmd, map[string]any{"key_id": cd.KeyID(), "key_ids": cd.KeyIDs(), "url": "http://" + ln.Addr().String(),
-				"hosts": allowed, "origins": origins, "token_required": token != "", "plaintext_allowed": allowPlaintext},
-				"codec server for %s on http://%s (%s; %s; hosts %s)", keysLine(cd.KeyIDs()), ln.Addr(), auth, plain, strings.Join(allowed, ", "))
-			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-				return err
-			}
-			return nil
+			c.announce(cmd, in, "codec server for %s on %s (%s; %s; hosts %s)", keysLine(in.KeyIDs), in.URL, auth, plain, strings.Join(in.Hosts, ", "))
+			return srv.Serve(cmd.Context())
 		},
 	}
-	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8081", "listen address")
-	cmd.Flags().StringArrayVar(&origins, "web-ui-origin", []string{"http://localhost:8233", "http://127.0.0.1:8233"}, "origin of a Web UI allowed to call it from the browser (repeatable; others get 403)")
-	cmd.Flags().StringArrayVar(&hosts, "allowed-host", nil, "a further Host it is reached by, HOST:PORT or HOST for any port, e.g. behind a proxy (repeatable; localhost, 127.0.0.1 and [::1] on its port are always allowed)")
-	cmd.Flags().StringVar(&tokenFile, "token-file", "", "file holding the bearer token every request must carry (instead of "+codecTokenEnv+")")
-	cmd.Flags().BoolVar(&allowPlaintext, "allow-plaintext", false, "return payloads that are not encrypted unchanged from /decode instead of refusing the request (histories written before the key was set, or by clients without it, then show)")
+	cmd.Flags().StringVar(&cfg.Addr, "addr", "127.0.0.1:8081", "listen address")
+	cmd.Flags().StringArrayVar(&cfg.Origins, "web-ui-origin", []string{"http://localhost:8233", "http://127.0.0.1:8233"}, "origin of a Web UI allowed to call it from the browser (repeatable; others get 403)")
+	cmd.Flags().StringArrayVar(&cfg.Hosts, "allowed-host", nil, "a further Host it is reached by, HOST:PORT or HOST for any port, e.g. behind a proxy (repeatable; localhost, 127.0.0.1 and [::1] on its port are always allowed)")
+	cmd.Flags().StringVar(&cfg.TokenFile, "token-file", "", "file holding the bearer token every request must carry (instead of "+wiring.CodecTokenEnv+")")
+	cmd.Flags().BoolVar(&cfg.AllowPlaintext, "allow-plaintext", false, "return payloads that are not encrypted unchanged from /decode instead of refusing the request (histories written before the key was set, or by clients without it, then show)")
 	// --require-encrypted was the opt-in before refusal became the default;
 	// it is kept so that scripts passing it still run.
 	cmd.Flags().BoolVar(&requireEncrypted, "require-encrypted", true, "plaintext payloads are refused by default now")
 	_ = cmd.Flags().MarkDeprecated("require-encrypted", "plaintext payloads are refused by default; --allow-plaintext returns them as they are")
 	return cmd
-}
-
-// requireTokenBeyondLoopback refuses a codec server without a token on an
-// address other machines reach: its Host and Origin lists stop pages in a
-// browser, but any other client writes the Host it likes, and would
-// decrypt whatever it sends.
-func requireTokenBeyondLoopback(addr net.Addr, token string) error {
-	if tcp, ok := addr.(*net.TCPAddr); token != "" || (ok && tcp.IP.IsLoopback()) {
-		return nil
-	}
-	return config.Invalid("codec-server refuses to listen on %s without a token: anyone who reaches it could decrypt payloads; set %s or --token-file, or listen on 127.0.0.1 (--addr 127.0.0.1:8081)", addr, codecTokenEnv)
 }
 
 // keysLine names the keys of the ring in the startup line: the first
@@ -162,28 +102,4 @@ func keysLine(ids []string) string {
 		return "key " + ids[0]
 	}
 	return "keys " + ids[0] + " (encrypts), " + strings.Join(ids[1:], ", ")
-}
-
-// codecToken is the codec server's bearer token: SITEOPS_CODEC_TOKEN or
-// the contents of --token-file, trimmed; empty when neither is set.
-func codecToken(tokenFile string) (string, error) {
-	env := strings.TrimSpace(os.Getenv(codecTokenEnv))
-	if tokenFile == "" {
-		if _, set := os.LookupEnv(codecTokenEnv); set && env == "" {
-			return "", fmt.Errorf("%s is set but empty; unset it to run without a token, or make one with `openssl rand -base64 32`", codecTokenEnv)
-		}
-		return env, nil
-	}
-	if env != "" {
-		return "", fmt.Errorf("both %s and --token-file are set; use one", codecTokenEnv)
-	}
-	b, err := os.ReadFile(tokenFile) // #nosec G304 -- the operator names the file
-	if err != nil {
-		return "", fmt.Errorf("--token-file: %w", err)
-	}
-	token := strings.TrimSpace(string(b))
-	if token == "" {
-		return "", fmt.Errorf("--token-file %s is empty; write a token into it, e.g. `openssl rand -base64 32 > %s`", tokenFile, tokenFile)
-	}
-	return token, nil
 }
