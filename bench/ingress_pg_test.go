@@ -98,7 +98,8 @@ func (p pgSessions) read(b *testing.B) pgUse {
 
 // sub is u since before. A backend that was not there before counts from
 // zero; one that has gone since is left out (the store keeps its idle
-// connections, so none goes during a run).
+// connections, so none goes while the ingress runs; a relay that stops
+// closes those whose queries it cancels).
 func (u pgUse) sub(before pgUse) pgUse {
 	d := pgUse{self: u.self - before.self, wal: u.wal - before.wal}
 	for pid, t := range u.pids {

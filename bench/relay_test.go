@@ -24,8 +24,8 @@ import (
 
 // BenchmarkRelayDispatch measures, in one run and against the same
 // Temporal server, how fast the relay as the ingress runs it (the bulk
-// lane: 16 signals in flight, claims of 500; two pipelines on PostgreSQL,
-// one on SQLite) turns lead.created events into SignalWithStart calls, and
+// lane: 16 signals in flight, claims ramping up to 500, two pipelines)
+// turns lead.created events into SignalWithStart calls, and
 // how fast the same calls go from 16 goroutines with no store in between
 // (the ceiling: the same concurrency). The events are for b.N/2 sites whose
 // lead syncs are started before the clock starts, as they are once a site
@@ -35,7 +35,9 @@ import (
 // rounds run raw, relay, relay, raw (b.N/2 calls or events each), so that a
 // load that drifts weighs on both alike; a relay round is timed from the
 // relay's start until its last batch is marked dispatched. It reports both
-// rates and the relay's share of the ceiling (goal ≥ 0.95).
+// rates and the relay's share of the ceiling (goal ≥ 0.95), and the CPU
+// time per event or call of the Temporal server, of the store's own
+// PostgreSQL backends and of this process.
 //
 // SITEOPS_BENCH_RELAYS=2 runs two relays (each with a client of its own,
 // as two ingress replicas would) against a ceiling of 32 goroutines.
@@ -43,7 +45,14 @@ func BenchmarkRelayDispatch(b *testing.B) {
 	for _, d := range []store.Dialect{store.SQLite, store.Postgres} {
 		b.Run("store="+string(d), func(b *testing.B) {
 			relays := benchCount(b, "SITEOPS_BENCH_RELAYS", 1)
-			st := &dispatchCounter{Store: storetest.Open(b, d)}
+			var pg *pgSessions
+			st := &dispatchCounter{}
+			if d == store.Postgres {
+				s, p := openPostgres(b)
+				st.Store, pg = s, &p
+			} else {
+				st.Store = storetest.Open(b, d)
+			}
 			c := dial(b)
 			clients := []client.Client{c}
 			for range relays - 1 {
@@ -58,28 +67,28 @@ func BenchmarkRelayDispatch(b *testing.B) {
 			b.StartTimer()
 			var rawTime, relayTime time.Duration
 			var rawCalls, relayed int
-			var rawCPU, relayCPU cpuTimes
+			var rawCPU, relayCPU roundCPU
 			for round, relayFirst := range []bool{false, true} {
 				for _, relay := range []bool{relayFirst, !relayFirst} {
 					if !relay {
-						before := readCPU(b)
+						before := readRoundCPU(b, pg)
 						// Labelled, so that a -cpuprofile tells the rounds
 						// apart (go tool pprof -tagfocus round=raw).
 						pprof.Do(b.Context(), pprof.Labels("round", "raw"), func(context.Context) {
 							rawTime += signalWithStartTime(b, c, sites, parallel*relays, site)
 						})
-						rawCPU = rawCPU.add(readCPU(b).sub(before))
+						rawCPU = rawCPU.add(readRoundCPU(b, pg).sub(before))
 						rawCalls += sites
 						continue
 					}
 					b.StopTimer()
 					fillInbox(b, st.Store, fmt.Sprintf("%d_%d", run, round), sites, site)
 					b.StartTimer()
-					before := readCPU(b)
+					before := readRoundCPU(b, pg)
 					pprof.Do(b.Context(), pprof.Labels("round", "relay"), func(context.Context) {
-						relayTime += relayTimeFor(b, st, clients, d, sites)
+						relayTime += relayTimeFor(b, st, clients, sites)
 					})
-					relayCPU = relayCPU.add(readCPU(b).sub(before))
+					relayCPU = relayCPU.add(readRoundCPU(b, pg).sub(before))
 					relayed += sites
 				}
 			}
@@ -90,7 +99,7 @@ func BenchmarkRelayDispatch(b *testing.B) {
 			b.ReportMetric(raw, "raw-calls/s")
 			b.ReportMetric(rate/raw, "of-raw")
 			// Where the CPU went, per call or event: the Temporal server,
-			// PostgreSQL (all its processes on this machine), this process.
+			// the store's PostgreSQL backends, this process.
 			rawCPU.report(b, "raw", rawCalls)
 			relayCPU.report(b, "relay", relayed)
 		})
@@ -112,7 +121,7 @@ func fillInbox(b *testing.B, st *store.Store, run string, n int, site func(int) 
 
 // relayTimeFor runs one relay per client over st until n more events are
 // marked dispatched and returns the time that took.
-func relayTimeFor(b *testing.B, st *dispatchCounter, clients []client.Client, d store.Dialect, n int) time.Duration {
+func relayTimeFor(b *testing.B, st *dispatchCounter, clients []client.Client, n int) time.Duration {
 	b.Helper()
 	want := st.dispatched.Load() + int64(n)
 	ctx, cancel := context.WithCancel(b.Context())
@@ -124,9 +133,6 @@ func relayTimeFor(b *testing.B, st *dispatchCounter, clients []client.Client, d 
 		// would also refresh its gauges (three queries, one counting the
 		// whole inbox) that often, work the ingress does not do.
 		relay := &webhookingress.Relay{Store: st, Temporal: c, TaskQueue: taskQueue}
-		if d == store.Postgres {
-			relay.Pipelines = 2 // as the ingress runs it there
-		}
 		wg.Go(func() { _ = relay.Run(ctx) })
 	}
 	deadline := time.Now().Add(5 * time.Minute)
@@ -207,13 +213,37 @@ func (t cpuTimes) sub(u cpuTimes) cpuTimes {
 	return cpuTimes{t.server - u.server, t.postgres - u.postgres, t.self - u.self}
 }
 
-func (t cpuTimes) add(u cpuTimes) cpuTimes {
-	return cpuTimes{t.server + u.server, t.postgres + u.postgres, t.self + u.self}
+// roundCPU is the CPU time a round of BenchmarkRelayDispatch took of the
+// Temporal server, of the store's own PostgreSQL backends (zero on SQLite)
+// and of this process; pg is the reading it was taken from.
+type roundCPU struct {
+	server, postgres, self time.Duration
+	pg                     pgUse
+}
+
+func readRoundCPU(b *testing.B, pg *pgSessions) roundCPU {
+	b.Helper()
+	r := roundCPU{server: procsCPU(b, serverPIDs(b)), self: selfCPU()}
+	if pg != nil {
+		r.pg = pg.read(b)
+	}
+	return r
+}
+
+// sub is t since u: of PostgreSQL, the CPU time of the backends read both
+// times (a relay that stops closes the connections whose queries it
+// cancels, and their backends exit).
+func (t roundCPU) sub(u roundCPU) roundCPU {
+	return roundCPU{server: t.server - u.server, postgres: t.pg.sub(u.pg).backends, self: t.self - u.self}
+}
+
+func (t roundCPU) add(u roundCPU) roundCPU {
+	return roundCPU{server: t.server + u.server, postgres: t.postgres + u.postgres, self: t.self + u.self}
 }
 
 // report reports the CPU time per unit of n in microseconds, as
 // NAME-server-cpu-us, NAME-pg-cpu-us and NAME-self-cpu-us.
-func (t cpuTimes) report(b *testing.B, name string, n int) {
+func (t roundCPU) report(b *testing.B, name string, n int) {
 	per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(n) }
 	b.ReportMetric(per(t.server), name+"-server-cpu-us")
 	b.ReportMetric(per(t.postgres), name+"-pg-cpu-us")

@@ -94,11 +94,13 @@ type Relay struct {
 	BulkBatch int
 	// Parallel is how many signals are in flight at once per lane (16).
 	Parallel int
-	// Pipelines is how many claimers work each lane (1). They share the
+	// Pipelines is how many claimers work each lane (2). They share the
 	// lane's Parallel slots, so while one marks its batch done and claims
-	// the next, another keeps the signals flowing. More than one pays on
-	// PostgreSQL (claims never block each other); on SQLite, one writer,
-	// they only queue for the connection.
+	// the next, another keeps the signals flowing. On PostgreSQL their
+	// claims never block each other; on SQLite, one writer, they take
+	// turns at the connection, but each still overlaps its marks and claim
+	// with the other's signals (one pipeline left the slots empty while it
+	// did both: BenchmarkRelayDispatch, issue 22 item 5).
 	Pipelines int
 	// Lease is how long a claimed event is hidden from other replicas (30 s).
 	// A relay starts dispatching a claimed event only in the first half of
@@ -132,6 +134,9 @@ type Relay struct {
 	wake     [2]chan struct{} // by lane
 	slots    [2]chan struct{} // by lane: Parallel signals in flight
 	claim    [2]atomic.Int64  // by lane: how many events the next claim takes
+	// burst counts, by lane, the claims since the lane was last found
+	// drained (rampDoublings), while Run works it.
+	burst    [2]atomic.Int64
 	initOnce sync.Once
 }
 
@@ -147,7 +152,7 @@ func (r *Relay) init() {
 			r.Parallel = 16
 		}
 		if r.Pipelines <= 0 {
-			r.Pipelines = 1
+			r.Pipelines = 2
 		}
 		if r.Lease == 0 {
 			r.Lease = 30 * time.Second
@@ -186,6 +191,7 @@ func (r *Relay) init() {
 		for i := range r.wake {
 			r.wake[i] = make(chan struct{}, r.Pipelines)
 			r.slots[i] = make(chan struct{}, r.Parallel)
+			r.burst[i].Store(rampDoublings) // no ramp outside Run
 		}
 	})
 }
@@ -233,19 +239,26 @@ func (r *Relay) Run(ctx context.Context) error {
 		}
 	}
 	wg.Wait()
+	for i := range r.burst {
+		r.burst[i].Store(rampDoublings)
+	}
 	return nil
 }
 
 // loop dispatches one lane until ctx is done.
 func (r *Relay) loop(ctx context.Context, lane store.Lane) {
+	r.burst[laneIndex(lane)].Store(0)
 	for ctx.Err() == nil {
+		want := r.claimLimit(lane)
 		n, err := r.DispatchOnce(ctx, lane)
 		if err != nil && ctx.Err() == nil {
 			r.Logger.Error("relay: claiming events failed; retrying", "lane", laneName(lane), "error", err)
 		}
-		if n >= r.claimSize(lane) {
+		if n >= want {
 			continue // more may be waiting
 		}
+		// The lane is drained: the next burst's claims ramp up again.
+		r.burst[laneIndex(lane)].Store(0)
 		wait := r.Idle
 		if lane == store.LaneBulk {
 			// Held lead.created go when their interval is up, with or
@@ -279,6 +292,27 @@ func (r *Relay) claimSize(lane store.Lane) int {
 		return min(n, r.batch(lane))
 	}
 	return r.batch(lane)
+}
+
+// rampDoublings bounds the ramp of a burst's claims. While Run works a
+// lane, the first claim after the lane was found drained takes at most
+// twice Parallel events, and each claim after it at most twice as many as
+// the one before, up to claimSize. A claim of a whole bulk batch (500)
+// cost PostgreSQL 20–40 ms on this machine, and its events' JSON more:
+// the burst's first signal waited 160–250 ms for it, 2–3 % of a
+// 2,500-event run of BenchmarkRelayDispatch (issue 22 item 5), where a claim
+// of 32 lets the signals start at once and the claims reach a whole batch
+// within four more.
+const rampDoublings = 8
+
+// claimLimit is how many events the next claim of lane takes: claimSize,
+// or less while a burst ramps up.
+func (r *Relay) claimLimit(lane store.Lane) int {
+	size := r.claimSize(lane)
+	if k := r.burst[laneIndex(lane)].Load(); k < rampDoublings {
+		size = min(size, 2*r.Parallel<<k)
+	}
+	return size
 }
 
 // adjustClaim sets the next claim's size of lane after a batch: down to
@@ -358,9 +392,12 @@ func jobs(evs []store.InboxEvent, startBy time.Time) []*job {
 func (r *Relay) DispatchOnce(ctx context.Context, lane store.Lane) (int, error) {
 	r.init()
 	claimed := r.Now()
-	evs, err := r.Store.ClaimEvents(ctx, lane, r.claimSize(lane), r.Lease)
+	evs, err := r.Store.ClaimEvents(ctx, lane, r.claimLimit(lane), r.Lease)
 	if err != nil {
 		return 0, err
+	}
+	if b := &r.burst[laneIndex(lane)]; b.Load() < rampDoublings {
+		b.Add(1)
 	}
 	js := jobs(evs, claimed.Add(r.Lease/2))
 	if lane == store.LaneBulk && r.LeadCoalesce > 0 {
@@ -644,9 +681,12 @@ type siteData struct {
 }
 
 // readData reads an event's data; false when its body is not an envelope.
+// It calls the envelope's own decoder, which checks the body's syntax as
+// it decodes: through json.Unmarshal the body would be scanned once more
+// before.
 func readData(ev store.InboxEvent) (siteData, bool) {
 	var env webhook.Envelope
-	if err := json.Unmarshal(ev.Body, &env); err != nil {
+	if err := env.UnmarshalJSON(ev.Body); err != nil {
 		return siteData{}, false
 	}
 	var d siteData

@@ -456,3 +456,87 @@ func TestRelayDispatchesOnlyWithinItsLease(t *testing.T) {
 		}
 	}
 }
+
+// claimLog is the relay's store, noting how many events each claim of the
+// bulk lane asked for and how many it took.
+type claimLog struct {
+	*store.Store
+	mu     sync.Mutex
+	limits []int
+	got    []int
+}
+
+func (c *claimLog) ClaimEvents(ctx context.Context, lane store.Lane, limit int, lease time.Duration) ([]store.InboxEvent, error) {
+	evs, err := c.Store.ClaimEvents(ctx, lane, limit, lease)
+	if lane == store.LaneBulk && err == nil {
+		c.mu.Lock()
+		c.limits, c.got = append(c.limits, limit), append(c.got, len(evs))
+		c.mu.Unlock()
+	}
+	return evs, err
+}
+
+func (c *claimLog) claims() (limits, got []int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.limits), slices.Clone(c.got)
+}
+
+// TestRelayRampsUpItsClaims runs the relay over a backlog: the first claim
+// takes twice Parallel events, each next one twice as many up to the
+// batch, so that the signals start before a whole batch is read; once the
+// lane is drained, the next burst starts small again. DispatchOnce called
+// on its own still claims a whole batch.
+func TestRelayRampsUpItsClaims(t *testing.T) {
+	f := newRelayFixture(t, store.SQLite, 0)
+	log := &claimLog{Store: f.st}
+	relay := &Relay{Store: log, Temporal: f.tmp, TaskQueue: "q", Now: f.clock, Metrics: NewMetrics(prometheus.NewRegistry()),
+		Pipelines: 1, Parallel: 4, BulkBatch: 50, LeadCoalesce: -1, Idle: time.Hour}
+	lead := func(from, to int) {
+		t.Helper()
+		for i := from; i < to; i++ {
+			f.record(t, fmt.Sprintf("evt_%03d", i), "lead.created", fmt.Sprintf(`{"site_id":"site_%03d","lead_id":"lead_1"}`, i))
+		}
+	}
+	drained := func(n int) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); ; {
+			is, err := f.st.InboxStatus(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if is.Undispatched == 0 && is.Total == n {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("inbox %+v after 20 s, want all %d events dispatched", is, n)
+			}
+			time.Sleep(5 * time.Millisecond) // polling the inbox, not waiting for a set time
+		}
+	}
+	lead(0, 150)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = relay.Run(ctx) }()
+	drained(150)
+	// 8, 16, 32, then the batch: 50, 44 (the rest), then none.
+	limits, got := log.claims()
+	if want := []int{8, 16, 32, 50, 50}; len(limits) < len(want) || !slices.Equal(limits[:len(want)], want) {
+		t.Errorf("the backlog's claims asked for %v (took %v), want %v first", limits, got, want)
+	}
+	n := len(limits)
+	lead(150, 160)
+	relay.Wake(store.LaneBulk)
+	drained(160)
+	if limits, got = log.claims(); len(limits) <= n || limits[n] != 8 {
+		t.Errorf("after the lane was drained, claims asked for %v (took %v), want the next burst to start at 8", limits[n:], got[n:])
+	}
+	cancel()
+	<-done
+
+	// DispatchOnce outside Run: a whole batch at once.
+	lead(160, 230)
+	if k, err := relay.DispatchOnce(t.Context(), store.LaneBulk); err != nil || k != 50 {
+		t.Errorf("DispatchOnce claimed %d, %v; want a whole batch of 50", k, err)
+	}
+}
