@@ -176,7 +176,25 @@ func noopOnboarding(ctx workflow.Context, in noopShape) error {
 
 func noopActivity(context.Context) error { return nil }
 
-func onboardingRun(b *testing.B, n int) (onb, noop batchTimes) {
+// onboardingRig is what the onboarding benchmarks run on: a simulator
+// over HTTP, a PostgreSQL store, the siteops worker on one task queue and
+// the no-op workflow's worker on another, on one dev server, warmed up.
+type onboardingRig struct {
+	b            *testing.B
+	c            client.Client
+	s            *starter.Starter
+	run          int64
+	specs        []starter.Spec
+	queue        string
+	noopQueue    string
+	storingTexts atomic.Int64
+	mu           sync.Mutex
+	// onbStarts and noopStarts are how long each start took: until the
+	// workflow was started.
+	onbStarts, noopStarts []time.Duration
+}
+
+func newOnboardingRig(b *testing.B) *onboardingRig {
 	b.Helper()
 	const apiKey = "svc_live_bench"
 	sim, err := simulator.New(simulator.Config{Keys: map[string][]string{apiKey: {simulator.ScopeAll}}, Seed: 11})
@@ -184,141 +202,157 @@ func onboardingRun(b *testing.B, n int) (onb, noop batchTimes) {
 		b.Fatal(err)
 	}
 	srv := httptest.NewServer(sim.Handler())
-	defer func() { srv.Close(); sim.Close() }()
+	b.Cleanup(func() { srv.Close(); sim.Close() })
 	api, err := wiring.APIClient(config.AgentSite{BaseURL: srv.URL, APIKey: apiKey}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
 	st := storetest.Open(b, store.Postgres)
-	c := dial(b)
-	run := time.Now().UnixNano()
+	r := &onboardingRig{b: b, c: dial(b), run: time.Now().UnixNano()}
 
 	// SITEOPS_BENCH_WORKERS workers poll each task queue, each on a
 	// connection of its own as separate worker processes would (issue 13,
 	// item 7: one worker against two).
-	queue := fmt.Sprintf("bench-onboarding-%d", run)
-	noopQueue := fmt.Sprintf("bench-noop-%d", run)
+	r.queue = fmt.Sprintf("bench-onboarding-%d", r.run)
+	r.noopQueue = fmt.Sprintf("bench-noop-%d", r.run)
 	for i := range benchCount(b, "SITEOPS_BENCH_WORKERS", 1) {
-		wc := c
+		wc := r.c
 		if i > 0 {
 			wc = dial(b)
 		}
-		w := sdkworker.New(wc, queue, sdkworker.Options{})
+		w := sdkworker.New(wc, r.queue, sdkworker.Options{})
 		worker.Register(w, activities.New(api, st))
 		if err := w.Start(); err != nil {
 			b.Fatal(err)
 		}
-		defer w.Stop()
-		nw := sdkworker.New(wc, noopQueue, sdkworker.Options{})
+		b.Cleanup(w.Stop)
+		nw := sdkworker.New(wc, r.noopQueue, sdkworker.Options{})
 		nw.RegisterWorkflowWithOptions(noopOnboarding, workflow.RegisterOptions{Name: noopOnboardingName})
 		nw.RegisterActivityWithOptions(noopActivity, activity.RegisterOptions{Name: noopActivityName})
 		if err := nw.Start(); err != nil {
 			b.Fatal(err)
 		}
-		defer nw.Stop()
+		b.Cleanup(nw.Stop)
 	}
-	var storingTexts atomic.Int64
-	s := &starter.Starter{Client: c, Texts: timedTexts{TextStore: st, spent: &storingTexts}, TaskQueue: queue}
+	r.s = &starter.Starter{Client: r.c, Texts: timedTexts{TextStore: st, spent: &r.storingTexts}, TaskQueue: r.queue}
 
-	specs := make([]starter.Spec, len(examples.Specs))
+	r.specs = make([]starter.Spec, len(examples.Specs))
 	for i, name := range examples.Specs {
-		if specs[i], err = starter.LoadSpecFS(examples.FS, name); err != nil {
+		if r.specs[i], err = starter.LoadSpecFS(examples.FS, name); err != nil {
 			b.Fatal(err)
 		}
-		specs[i].WaitForKnowledge = false
-	}
-	prepare := func(i int, prefix string) starter.Prepared {
-		sp := specs[i%len(specs)]
-		sp.Site.Slug = fmt.Sprintf("%s-%d-%03d", prefix, run, i)
-		p, problems := starter.Prepare(sp)
-		if len(problems) > 0 {
-			b.Fatal(problems)
-		}
-		return p
-	}
-	// started records how long a start took: until the workflow was
-	// started.
-	var mu sync.Mutex
-	started := func(t *[]time.Duration, since time.Time) {
-		mu.Lock()
-		*t = append(*t, time.Since(since))
-		mu.Unlock()
-	}
-	var onbStarts, noopStarts []time.Duration
-	onboard := func(ctx context.Context, p starter.Prepared) error {
-		began := time.Now()
-		o, err := s.Onboard(ctx, p)
-		started(&onbStarts, began)
-		if err != nil {
-			return err
-		}
-		var res workflows.OnboardingResult
-		if err := s.Wait(ctx, o.Run, &res); err != nil {
-			return err
-		}
-		if res.Status != "published" {
-			return fmt.Errorf("%s ended %q, want published", o.WorkflowID, res.Status)
-		}
-		return nil
-	}
-	noopFor := func(ctx context.Context, p starter.Prepared, id string) error {
-		shape := noopShape{Content: len(p.Input.Knowledge) + len(p.Input.FAQs)}
-		began := time.Now()
-		r, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: noopQueue}, noopOnboardingName, shape)
-		started(&noopStarts, began)
-		if err != nil {
-			return err
-		}
-		return r.Get(ctx, nil)
+		r.specs[i].WaitForKnowledge = false
 	}
 
 	// One of each before the clock starts: connections, pollers, caches.
-	for i := range len(specs) {
-		if err := onboard(b.Context(), prepare(i, "warm")); err != nil {
+	for i := range len(r.specs) {
+		if err := r.onboard(b.Context(), i, "warm"); err != nil {
 			b.Fatal(err)
 		}
-		if err := noopFor(b.Context(), prepare(i, "warm"), fmt.Sprintf("bench-noop-warm-%d-%d", run, i)); err != nil {
+		if err := r.noop(b.Context(), i, "warm"); err != nil {
 			b.Fatal(err)
 		}
 	}
 	// The no-op has as many activities as the onboarding it stands for:
 	// count them in the history of each spec's warm-up onboarding.
-	for i := range len(specs) {
-		p := prepare(i, "warm")
+	for i := range len(r.specs) {
+		p := r.prepare(i, "warm")
 		want := 3 + len(p.Input.Knowledge) + len(p.Input.FAQs)
-		if got := countActivities(b, c, workflows.OnboardingID(p.Input.Site.Slug)); got != want {
+		if got := countActivities(b, r.c, r.onboardingID(i, "warm")); got != want {
 			b.Fatalf("the onboarding of %s scheduled %d activities; the no-op stands for %d", examples.Specs[i], got, want)
 		}
 	}
+	r.onbStarts, r.noopStarts = nil, nil
+	r.storingTexts.Store(0)
+	return r
+}
 
+// prepare is the i-th onboarding of a batch, the specs in turn, under a
+// slug of its own.
+func (r *onboardingRig) prepare(i int, prefix string) starter.Prepared {
+	sp := r.specs[i%len(r.specs)]
+	sp.Site.Slug = fmt.Sprintf("%s-%d-%03d", prefix, r.run, i)
+	p, problems := starter.Prepare(sp)
+	if len(problems) > 0 {
+		r.b.Fatal(problems)
+	}
+	return p
+}
+
+func (r *onboardingRig) onboardingID(i int, prefix string) string {
+	return workflows.OnboardingID(r.prepare(i, prefix).Input.Site.Slug)
+}
+
+func (r *onboardingRig) noopID(i int, prefix string) string {
+	return fmt.Sprintf("bench-noop-%s-%d-%03d", prefix, r.run, i)
+}
+
+// started records how long a start took.
+func (r *onboardingRig) started(t *[]time.Duration, since time.Time) {
+	r.mu.Lock()
+	*t = append(*t, time.Since(since))
+	r.mu.Unlock()
+}
+
+// onboard runs the i-th onboarding through starter.Onboard to a published
+// site.
+func (r *onboardingRig) onboard(ctx context.Context, i int, prefix string) error {
+	p := r.prepare(i, prefix)
+	began := time.Now()
+	o, err := r.s.Onboard(ctx, p)
+	r.started(&r.onbStarts, began)
+	if err != nil {
+		return err
+	}
+	var res workflows.OnboardingResult
+	if err := r.s.Wait(ctx, o.Run, &res); err != nil {
+		return err
+	}
+	if res.Status != "published" {
+		return fmt.Errorf("%s ended %q, want published", o.WorkflowID, res.Status)
+	}
+	return nil
+}
+
+// noop runs the no-op workflow that stands for the i-th onboarding.
+func (r *onboardingRig) noop(ctx context.Context, i int, prefix string) error {
+	p := r.prepare(i, prefix)
+	shape := noopShape{Content: len(p.Input.Knowledge) + len(p.Input.FAQs)}
+	began := time.Now()
+	run, err := r.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: r.noopID(i, prefix), TaskQueue: r.noopQueue}, noopOnboardingName, shape)
+	r.started(&r.noopStarts, began)
+	if err != nil {
+		return err
+	}
+	return run.Get(ctx, nil)
+}
+
+func onboardingRun(b *testing.B, n int) (onb, noop batchTimes) {
+	b.Helper()
+	r := newOnboardingRig(b)
 	// ABBA: the onboardings, the no-ops, the no-ops again, the
 	// onboardings again, so that a load that drifts during the run weighs
 	// on both alike.
-	onbStarts, noopStarts = nil, nil
-	storingTexts.Store(0)
 	b.ResetTimer()
 	for round, first := range []bool{true, false} {
 		batch := func(onboarding bool) {
-			prefix := fmt.Sprintf("r%d-%d", round, run)
+			prefix := fmt.Sprintf("r%d", round)
 			if onboarding {
-				onb = onb.add(runBatch(b, n, func(ctx context.Context, i int) error { return onboard(ctx, prepare(i, "onb-"+prefix)) }))
+				onb = onb.add(runBatch(b, n, func(ctx context.Context, i int) error { return r.onboard(ctx, i, "onb-"+prefix) }))
 				return
 			}
-			noop = noop.add(runBatch(b, n, func(ctx context.Context, i int) error {
-				return noopFor(ctx, prepare(i, "noop"), fmt.Sprintf("bench-noop-%s-%03d", prefix, i))
-			}))
+			noop = noop.add(runBatch(b, n, func(ctx context.Context, i int) error { return r.noop(ctx, i, prefix) }))
 		}
 		batch(first)
 		batch(!first)
 	}
 	b.StopTimer()
-	onb.starts, noop.starts = onbStarts, noopStarts
-	onb.storingTexts = time.Duration(storingTexts.Load())
+	onb.starts, noop.starts = r.onbStarts, r.noopStarts
+	onb.storingTexts = time.Duration(r.storingTexts.Load())
 	// Where the time went, from the histories of the last round.
 	for i := range n {
-		prefix := fmt.Sprintf("r1-%d", run)
-		onb.steps = append(onb.steps, historySteps(b, c, workflows.OnboardingID(prepare(i, "onb-"+prefix).Input.Site.Slug)))
-		noop.steps = append(noop.steps, historySteps(b, c, fmt.Sprintf("bench-noop-%s-%03d", prefix, i)))
+		onb.steps = append(onb.steps, historySteps(b, r.c, r.onboardingID(i, "onb-r1")))
+		noop.steps = append(noop.steps, historySteps(b, r.c, r.noopID(i, "r1")))
 	}
 	return onb, noop
 }

@@ -1,0 +1,154 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// inFlightSegment is how many workflows one segment of
+// BenchmarkOnboardingInFlight runs; SITEOPS_BENCH_SEGMENT lowers it.
+const inFlightSegment = 60
+
+// onboardingsInFlight is how many workflows BenchmarkOnboardingInFlight
+// keeps in flight, as the issue measured (issue 22, item 2).
+const onboardingsInFlight = 12
+
+// BenchmarkOnboardingInFlight measures onboarding throughput against the
+// no-op workflow of the same shape (BenchmarkOnboarding's: as many no-op
+// activities, in the same order, with the same activity options) with 12
+// workflows in flight at all times: a closed loop that starts the next
+// workflow as one ends, through starter.Onboard on the siteops worker
+// (simulator over HTTP, PostgreSQL store), and through ExecuteWorkflow on
+// the no-op's worker, on one dev server. Segments of 60 workflows of each
+// kind alternate (onboardings, no-ops, no-ops, onboardings, ... for
+// SITEOPS_BENCH_ROUNDS pairs, default 4), and a segment's rate counts only
+// the completions while 12 were in flight (from the first completion to
+// the one after which fewer were left), so that neither ramp weighs. It
+// reports the median rate of each kind, the median of the paired segments'
+// ratios (goal: ≥ 0.9), the CPU time per workflow of the server and of
+// this process (worker, starter, simulator), the median time a start took
+// (starter.Onboard: validation, the texts stored, the start) and the time
+// spent storing texts per onboarding. Use -benchtime 1x.
+func BenchmarkOnboardingInFlight(b *testing.B) {
+	scenario(b)
+	n := benchSize(b, "SITEOPS_BENCH_SEGMENT", inFlightSegment)
+	if n <= onboardingsInFlight+1 {
+		b.Fatalf("SITEOPS_BENCH_SEGMENT=%d: want more than %d, the workflows in flight", n, onboardingsInFlight+1)
+	}
+	rounds := benchCount(b, "SITEOPS_BENCH_ROUNDS", 4)
+	for range b.N {
+		r := newOnboardingRig(b)
+		var onbRates, noopRates, ratios []float64
+		var onbCPU, noopCPU segmentCPU
+		segments := 0
+		b.ResetTimer()
+		for round := range rounds {
+			prefix := fmt.Sprintf("f%d", round)
+			onb := func() float64 {
+				rate, cpu := inFlightRate(b, n, func(ctx context.Context, i int) error { return r.onboard(ctx, i, "onb-"+prefix) })
+				onbCPU = onbCPU.add(cpu)
+				return rate
+			}
+			noop := func() float64 {
+				rate, cpu := inFlightRate(b, n, func(ctx context.Context, i int) error { return r.noop(ctx, i, prefix) })
+				noopCPU = noopCPU.add(cpu)
+				return rate
+			}
+			var o, p float64
+			if round%2 == 0 {
+				o, p = onb(), noop()
+			} else {
+				p, o = noop(), onb()
+			}
+			onbRates, noopRates, ratios = append(onbRates, o), append(noopRates, p), append(ratios, o/p)
+			segments++
+			b.Logf("round %d: %.2f onboardings/s, %.2f no-ops/s, ratio %.2f", round, o, p, o/p)
+		}
+		b.StopTimer()
+		b.ReportMetric(medianOf(onbRates), "onboardings/s")
+		b.ReportMetric(medianOf(noopRates), "noop-workflows/s")
+		b.ReportMetric(medianOf(ratios), "throughput-ratio")
+		b.ReportMetric(ms(onbCPU.server)/float64(segments*n), "server-cpu-ms/wf")
+		b.ReportMetric(ms(noopCPU.server)/float64(segments*n), "noop-server-cpu-ms/wf")
+		b.ReportMetric(ms(onbCPU.self)/float64(segments*n), "process-cpu-ms/wf")
+		b.ReportMetric(ms(noopCPU.self)/float64(segments*n), "noop-process-cpu-ms/wf")
+		b.ReportMetric(ms(time.Duration(r.storingTexts.Load()))/float64(segments*n), "storing-texts-ms/wf")
+		// Where a workflow's time went, from the histories of the last
+		// round: its span on the server, the time its tasks waited in the
+		// task queues, the time its activities ran, its events.
+		var onbSteps, noopSteps []steps
+		last := fmt.Sprintf("f%d", rounds-1)
+		for i := range n {
+			onbSteps = append(onbSteps, historySteps(b, r.c, r.onboardingID(i, "onb-"+last)))
+			noopSteps = append(noopSteps, historySteps(b, r.c, r.noopID(i, last)))
+		}
+		o, p := medianSteps(onbSteps), medianSteps(noopSteps)
+		b.ReportMetric(ms(o.span), "server-span-ms")
+		b.ReportMetric(ms(p.span), "noop-server-span-ms")
+		b.ReportMetric(ms(o.queued), "queued-ms")
+		b.ReportMetric(ms(p.queued), "noop-queued-ms")
+		b.ReportMetric(ms(o.ran), "activities-ms")
+		b.ReportMetric(ms(p.ran), "noop-activities-ms")
+		b.ReportMetric(float64(o.events), "events")
+		b.ReportMetric(float64(p.events), "noop-events")
+		b.ReportMetric(ms(p50(r.onbStarts)), "start-p50-ms")
+		b.ReportMetric(ms(p50(r.noopStarts)), "noop-start-p50-ms")
+	}
+}
+
+// segmentCPU is the CPU time the Temporal server (the dev server, or the
+// cluster's services) and this process (worker, starter, simulator) used.
+type segmentCPU struct{ server, self time.Duration }
+
+func (c segmentCPU) add(u segmentCPU) segmentCPU {
+	return segmentCPU{server: c.server + u.server, self: c.self + u.self}
+}
+
+// inFlightRate runs f for 0..n-1 keeping onboardingsInFlight calls in
+// flight, and returns the rate of completions while that many were (from
+// the first completion to the one that left fewer to start) and the CPU
+// time the server and this process used over the whole segment.
+func inFlightRate(b *testing.B, n int, f func(ctx context.Context, i int) error) (float64, segmentCPU) {
+	b.Helper()
+	pids := serverPIDs(b)
+	server0, self0 := procsCPU(b, pids), procCPU(b, os.Getpid())
+	var (
+		next atomic.Int64
+		mu   sync.Mutex
+		done []time.Time
+		wg   sync.WaitGroup
+	)
+	for range onboardingsInFlight {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n || b.Failed() {
+					return
+				}
+				if err := f(b.Context(), i); err != nil {
+					b.Error(err)
+					return
+				}
+				mu.Lock()
+				done = append(done, time.Now())
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if b.Failed() {
+		b.FailNow()
+	}
+	cpu := segmentCPU{server: procsCPU(b, pids) - server0, self: procCPU(b, os.Getpid()) - self0}
+	slices.SortFunc(done, func(a, b time.Time) int { return a.Compare(b) })
+	// After completion n-inFlight, no workflow was left to start: the
+	// loop ran down.
+	last := n - onboardingsInFlight
+	return float64(last) / done[last].Sub(done[0]).Seconds(), cpu
+}
