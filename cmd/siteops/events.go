@@ -155,6 +155,14 @@ func shellQuote(s string) string {
 	return s
 }
 
+// workflowRun names a workflow, and its run when known.
+func workflowRun(wf, run string) string {
+	if run != "" {
+		return wf + " (run " + run + ")"
+	}
+	return wf
+}
+
 func dash(s string) string {
 	if s == "" {
 		return "-"
@@ -236,10 +244,7 @@ func writeEventDetail(w io.Writer, d store.EventDetail) error {
 		p("replayed", "%d time(s), last by %s at %s", d.Replays, d.ReplayedBy, d.ReplayedAt.Format(stamp))
 	}
 	if wf, run := d.Target(); wf != "" {
-		if run != "" {
-			wf += " (run " + run + ")"
-		}
-		p("workflow", "%s", wf)
+		p("workflow", "%s", workflowRun(wf, run))
 	} else {
 		p("workflow", "none reached")
 	}
@@ -254,10 +259,7 @@ func writeEventDetail(w io.Writer, d store.EventDetail) error {
 		}
 		line := fmt.Sprintf("  %s  attempt %d  %s", h.At.Format(stamp), h.Attempt, h.Outcome)
 		if h.WorkflowID != "" {
-			line += "  " + h.WorkflowID
-			if h.RunID != "" {
-				line += " (run " + h.RunID + ")"
-			}
+			line += "  " + workflowRun(h.WorkflowID, h.RunID)
 		}
 		if h.Error != "" {
 			line += "  " + oneLine(h.Error)
@@ -361,10 +363,7 @@ func writeReplays(w io.Writer, res webhookingress.ReplayResult, waited bool, lim
 		if r.Status != "" { // what the wait saw become of it
 			line := "    now " + r.Status
 			if r.WorkflowID != "" {
-				line += " → " + r.WorkflowID
-				if r.RunID != "" {
-					line += " (run " + r.RunID + ")"
-				}
+				line += " → " + workflowRun(r.WorkflowID, r.RunID)
 			}
 			if r.Error != "" {
 				line += ": " + oneLine(r.Error)

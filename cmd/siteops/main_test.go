@@ -70,3 +70,28 @@ func TestSignatureSignThenVerify(t *testing.T) {
 		t.Fatalf("sign without secrets: %v", err)
 	}
 }
+
+// TestUnknownSubcommandSuggests checks that a mistyped subcommand is a
+// usage error that names what it probably meant (a swap of two letters, a
+// letter left out, a beginning), and lists the choices when nothing is
+// near; the completion command is never offered.
+func TestUnknownSubcommandSuggests(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"leads", "snyc"}, "did you mean sync?"},
+		{[]string{"stauts"}, "did you mean status?"},
+		{[]string{"embed", "of"}, "did you mean off or on?"},
+		{[]string{"secret", "rotat"}, "did you mean rotate?"},
+		{[]string{"events", "zzzzzz"}, "choose one of: list, replay, show"},
+		{[]string{"complet"}, "choose one of: "},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			_, err := runCLI(t, "", tc.args...)
+			if err == nil || exitCode(err) != exitUsage || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "completion") {
+				t.Errorf("siteops %s = %v; want a usage error saying %q, never completion", strings.Join(tc.args, " "), err, tc.want)
+			}
+		})
+	}
+}

@@ -3,10 +3,12 @@ package main
 import (
 	"errors"
 	"fmt"
-	"runtime/debug"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/siteops/siteops/internal/release"
 )
 
 // version is set at build time with -ldflags "-X main.version=..."; when it
@@ -14,27 +16,8 @@ import (
 var version = ""
 
 // buildVersion is siteops' version: the one set at link time, else the
-// module's from the build info (a tagged version when installed with go
-// install, "(devel)" in a checkout), with the VCS revision when known.
-func buildVersion() string {
-	v := version
-	info, ok := debug.ReadBuildInfo()
-	if v == "" && ok {
-		v = info.Main.Version
-	}
-	if v == "" {
-		v = "(devel)"
-	}
-	if ok {
-		for _, s := range info.Settings {
-			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-				v += " " + s.Value[:12]
-			}
-		}
-		v += " " + info.GoVersion
-	}
-	return v
-}
+// module's from the build info, with the VCS revision when known.
+func buildVersion() string { return release.Version(version) }
 
 // cli is one invocation of the command line.
 type cli struct {
@@ -120,7 +103,7 @@ func groupRunE(cmd *cobra.Command, args []string) error {
 		return usageError{fmt.Errorf("%s needs a subcommand: %s (see %s --help)", cmd.CommandPath(), strings.Join(names, ", "), cmd.CommandPath())}
 	}
 	msg := fmt.Sprintf("unknown command %q for %s", args[0], cmd.CommandPath())
-	if s := suggest(args[0], names); len(s) > 0 {
+	if s := suggest(cmd, args[0]); len(s) > 0 {
 		msg += fmt.Sprintf("; did you mean %s?", strings.Join(s, " or "))
 	} else {
 		msg += "; choose one of: " + strings.Join(names, ", ")
@@ -128,42 +111,12 @@ func groupRunE(cmd *cobra.Command, args []string) error {
 	return usageError{errors.New(msg)}
 }
 
-// suggest returns the names a mistyped one probably meant: those it
-// begins, and those at most two edits away (a swap of two letters is one).
-func suggest(typed string, names []string) []string {
-	var out []string
-	for _, n := range names {
-		if strings.HasPrefix(n, typed) || editDistance(typed, n) <= 2 {
-			out = append(out, n)
-		}
-	}
-	return out
-}
-
-// editDistance is the Damerau–Levenshtein distance (optimal string
-// alignment) of a and b.
-func editDistance(a, b string) int {
-	d := make([][]int, len(a)+1)
-	for i := range d {
-		d[i] = make([]int, len(b)+1)
-		d[i][0] = i
-	}
-	for j := range len(b) + 1 {
-		d[0][j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
-			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
-				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
-			}
-		}
-	}
-	return d[len(a)][len(b)]
+// suggest returns the subcommands a mistyped name probably meant: those
+// it begins, and those at most two edits away (cobra's suggestions, but
+// for its completion command, which groupRunE does not offer either).
+func suggest(cmd *cobra.Command, typed string) []string {
+	cmd.SuggestionsMinimumDistance = 2
+	return slices.DeleteFunc(cmd.SuggestionsFor(typed), func(name string) bool { return name == "completion" })
 }
 
 func (c *cli) versionCmd() *cobra.Command {

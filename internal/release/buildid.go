@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 	"strings"
 )
 
@@ -101,26 +100,6 @@ func notLabelChar(r rune) bool {
 
 func isAlnum(b byte) bool {
 	return b >= '0' && b <= '9' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z'
-}
-
-// vcsRevision is the VCS revision the go command recorded (12 hex digits)
-// and whether the tree was modified.
-func vcsRevision() (rev string, dirty bool) {
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "", false
-	}
-	for _, s := range info.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			if len(s.Value) >= 12 {
-				rev = s.Value[:12]
-			}
-		case "vcs.modified":
-			dirty = s.Value == "true"
-		}
-	}
-	return rev, dirty
 }
 
 // executableSum is the first 12 hex digits of the running executable's
