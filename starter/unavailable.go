@@ -32,8 +32,8 @@ type UnavailableError struct {
 	// For is how long Temporal was unavailable: from the start of the
 	// first failed try to giving up.
 	For time.Duration
-	// Err is the last try's error; Waited the longest a try waited for an
-	// answer.
+	// Err is the last try's error (of the one before it when ctx cut the
+	// last one short); Waited the longest a try waited for an answer.
 	Err    error
 	Waited time.Duration
 	// Said is what Temporal answered one request sent without the SDK's
@@ -154,45 +154,75 @@ func (s *Starter) Patiently(ctx context.Context, what string, call func() error)
 	if s.Patience <= 0 {
 		return call()
 	}
+	e := &UnavailableError{Address: s.Address, Namespace: s.namespace(), What: what}
+	return retry(ctx, s.Patience, e, s.Retrying, call, func(err error, again bool) (bool, error) {
+		switch {
+		case errors.Is(ctx.Err(), context.Canceled):
+			if IsUnavailable(context.Background(), err) {
+				return false, ctx.Err() // interrupted: the person stopped it, not Temporal
+			}
+			return false, err
+		case IsUnavailable(ctx, err):
+			return true, nil
+		case again && ctx.Err() != nil:
+			// ctx ran out during a try after earlier ones found Temporal
+			// unavailable: it still was.
+			return true, nil
+		}
+		return false, err
+	}, s.ask)
+}
+
+// Retry is Patiently's loop for a call that is not the starter's, such as
+// connecting to Temporal: it runs call, and while retryable says that its
+// error is Temporal being unavailable runs it again with backoff, for at
+// most patience from the start of the first failed try and never past
+// ctx; then it returns e with the tries filled in. retryable is told
+// whether an earlier try found Temporal unavailable already; when it says
+// not to try again, Retry returns the error it gives. retrying, when set,
+// is told once, after the first failed try.
+func Retry(ctx context.Context, patience time.Duration, e *UnavailableError, retrying func(msg string), call func() error, retryable func(err error, again bool) (bool, error)) error {
+	return retry(ctx, patience, e, retrying, call, retryable, nil)
+}
+
+// retry is Retry, and after a try that got no answer asks Temporal once
+// without the SDK's retries what it says (ask), when ask is given.
+func retry(ctx context.Context, patience time.Duration, e *UnavailableError, retrying func(msg string), call func() error,
+	retryable func(err error, again bool) (bool, error), ask func(ctx context.Context, within time.Duration) error) error {
 	var (
 		first    time.Time
 		attempts int
 		wait     = retryInterval
-		e        = &UnavailableError{Address: s.Address, Namespace: s.namespace(), What: what}
 	)
 	for {
 		began := time.Now()
 		err := call()
 		attempts++
-		switch {
-		case err == nil:
+		if err == nil {
 			return nil
-		case errors.Is(ctx.Err(), context.Canceled):
-			if IsUnavailable(context.Background(), err) {
-				return ctx.Err() // interrupted: the person stopped it, not Temporal
-			}
-			return err
-		case IsUnavailable(ctx, err):
-		case !first.IsZero() && ctx.Err() != nil:
-			// ctx ran out during a try after earlier ones found Temporal
-			// unavailable: it still was.
-		default:
+		}
+		if again, err := retryable(err, !first.IsZero()); !again {
 			return err
 		}
 		if first.IsZero() {
 			first = began
 		}
-		e.Attempts, e.Err, e.Waited = attempts, err, max(e.Waited, time.Since(began))
-		left := s.Patience - time.Since(first)
-		if ctx.Err() == nil && left > 0 && !answered(err) {
-			e.Said = s.ask(ctx, min(time.Second, left))
+		// A try that ctx cut short says nothing of Temporal: the one
+		// before it, when there was one, names the cause.
+		if e.Err == nil || ctx.Err() == nil {
+			e.Err = err
+		}
+		e.Attempts, e.Waited = attempts, max(e.Waited, time.Since(began))
+		left := patience - time.Since(first)
+		if ask != nil && ctx.Err() == nil && left > 0 && !answered(err) {
+			e.Said = ask(ctx, min(time.Second, left))
 		}
 		e.For = time.Since(first)
 		if ctx.Err() != nil || left <= 0 {
 			return e
 		}
-		if attempts == 1 && s.Retrying != nil {
-			s.Retrying(e.Warning(s.Patience))
+		if attempts == 1 && retrying != nil {
+			retrying(e.Warning(patience))
 		}
 		select {
 		case <-ctx.Done():
@@ -201,7 +231,7 @@ func (s *Starter) Patiently(ctx context.Context, what string, call func() error)
 			}
 			e.For = time.Since(first)
 			return e
-		case <-time.After(min(wait, time.Until(first.Add(s.Patience)))):
+		case <-time.After(min(wait, time.Until(first.Add(patience)))):
 		}
 		wait = min(2*wait, maxRetryInterval)
 	}

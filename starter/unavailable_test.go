@@ -65,3 +65,28 @@ func TestPatientlyStopsWhenInterrupted(t *testing.T) {
 		t.Errorf("%d tries, error %v; want one try and the interruption", tries, err)
 	}
 }
+
+// TestRetryKeepsTheCauseOfAWholeTry checks that a try the caller's
+// deadline cuts short does not take the place of what the try before it
+// found: a connection refused stays the cause, not "no answer".
+func TestRetryKeepsTheCauseOfAWholeTry(t *testing.T) {
+	refused := serviceerror.NewUnavailable(`connection error: desc = "transport: Error while dialing: dial tcp 127.0.0.1:1: connect: connection refused"`)
+	ctx, cancel := context.WithTimeout(t.Context(), retryInterval+300*time.Millisecond)
+	defer cancel()
+	e := &UnavailableError{Address: "127.0.0.1:1", What: Connecting}
+	tries := 0
+	err := Retry(ctx, time.Minute, e, nil, func() error {
+		tries++
+		if tries == 1 {
+			return refused
+		}
+		<-ctx.Done() // the second try gets no answer before the deadline
+		return ctx.Err()
+	}, func(err error, again bool) (bool, error) {
+		return IsUnavailable(ctx, err) || (again && ctx.Err() != nil), err
+	})
+	var u *UnavailableError
+	if !errors.As(err, &u) || u.Attempts != 2 || !strings.Contains(err.Error(), "connection refused") || strings.Contains(err.Error(), "no answer") {
+		t.Errorf("%d tries, error %v; want an *UnavailableError after 2 tries naming the connection refused", tries, err)
+	}
+}

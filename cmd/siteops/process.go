@@ -8,11 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/siteops/siteops/activities"
 	"github.com/siteops/siteops/config"
-	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/telemetry"
-	"github.com/siteops/siteops/wiring"
 )
 
 // quietLogger keeps the SDK's own info lines out of a command's output.
@@ -47,37 +44,4 @@ func (c *cli) runProcess(cmd *cobra.Command, service string, run func(logger *sl
 	}
 	defer func() { _ = tel.Shutdown(context.Background()) }()
 	return run(logger, tel)
-}
-
-// withStarter dials Temporal (and opens the store when withStore), runs f,
-// and closes them again: the frame of every command that drives workflows.
-func (c *cli) withStarter(cmd *cobra.Command, tf *temporalFlags, withStore bool, f func(s *starter.Starter) error) error {
-	t, err := tf.load()
-	if err != nil {
-		return err
-	}
-	var db *config.Database
-	if withStore {
-		db = &config.Database{}
-		if err := config.Load(db); err != nil {
-			return err
-		}
-	}
-	var site config.AgentSite
-	if err := config.Load(&site); err != nil {
-		return err
-	}
-	receivers, err := activities.ParseReceiverPolicy(site.PublicURL, site.AllowLoopback)
-	if err != nil {
-		return config.Invalid("%v", err)
-	}
-	stderr := cmd.ErrOrStderr()
-	s, closeAll, err := wiring.Starter(cmd.Context(), t, db, quietLogger(stderr))
-	if err != nil {
-		return err
-	}
-	defer closeAll()
-	s.Warn = func(msg string) { c.warn(stderr, msg) }
-	s.Receivers = &receivers
-	return f(s)
 }
