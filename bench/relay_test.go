@@ -24,20 +24,21 @@ import (
 
 // BenchmarkRelayDispatch measures, in one run and against the same
 // Temporal server, how fast the relay as the ingress runs it (the bulk
-// lane: 16 signals in flight, claims ramping up to 500, two pipelines)
-// turns lead.created events into SignalWithStart calls, and
-// how fast the same calls go from 16 goroutines with no store in between
-// (the ceiling: the same concurrency). The events are for b.N/2 sites whose
-// lead syncs are started before the clock starts, as they are once a site
-// is onboarded, each site once per round, so that no two events share a
-// signal and none is held back by the relay's per-site coalescing: every
-// event is one SignalWithStart to a running workflow on both sides. The
-// rounds run raw, relay, relay, raw (b.N/2 calls or events each), so that a
-// load that drifts weighs on both alike; a relay round is timed from the
-// relay's start until its last batch is marked dispatched. It reports both
-// rates and the relay's share of the ceiling (goal ≥ 0.95), and the CPU
-// time per event or call of the Temporal server, of the store's own
-// PostgreSQL backends and of this process.
+// lane: 16 signals in flight, claims ramping up to 500; two pipelines on
+// PostgreSQL, one on SQLite) turns lead.created events into
+// SignalWithStart calls, and how fast the same calls go from 16
+// goroutines with no store in between (the ceiling: the same
+// concurrency). The events are for b.N/2 sites whose lead syncs are
+// started before the clock starts, as they are once a site is onboarded,
+// each site once per round, so that no two events share a signal and none
+// is held back by the relay's per-site coalescing: every event is one
+// SignalWithStart to a running workflow on both sides. The rounds run raw,
+// relay, relay, raw (b.N/2 calls or events each), so that a load that
+// drifts weighs on both alike; a relay round is timed from the relay's
+// start until its last batch is marked dispatched. It reports both rates
+// and the relay's share of the ceiling (goal ≥ 0.95), and the CPU time per
+// event or call of the Temporal server, of the store's own PostgreSQL
+// backends and of this process.
 //
 // SITEOPS_BENCH_RELAYS=2 runs two relays (each with a client of its own,
 // as two ingress replicas would) against a ceiling of 32 goroutines.
@@ -86,7 +87,7 @@ func BenchmarkRelayDispatch(b *testing.B) {
 					b.StartTimer()
 					before := readRoundCPU(b, pg)
 					pprof.Do(b.Context(), pprof.Labels("round", "relay"), func(context.Context) {
-						relayTime += relayTimeFor(b, st, clients, sites)
+						relayTime += relayTimeFor(b, st, clients, d, sites)
 					})
 					relayCPU = relayCPU.add(readRoundCPU(b, pg).sub(before))
 					relayed += sites
@@ -121,7 +122,7 @@ func fillInbox(b *testing.B, st *store.Store, run string, n int, site func(int) 
 
 // relayTimeFor runs one relay per client over st until n more events are
 // marked dispatched and returns the time that took.
-func relayTimeFor(b *testing.B, st *dispatchCounter, clients []client.Client, n int) time.Duration {
+func relayTimeFor(b *testing.B, st *dispatchCounter, clients []client.Client, d store.Dialect, n int) time.Duration {
 	b.Helper()
 	want := st.dispatched.Load() + int64(n)
 	ctx, cancel := context.WithCancel(b.Context())
@@ -133,6 +134,9 @@ func relayTimeFor(b *testing.B, st *dispatchCounter, clients []client.Client, n 
 		// would also refresh its gauges (three queries, one counting the
 		// whole inbox) that often, work the ingress does not do.
 		relay := &webhookingress.Relay{Store: st, Temporal: c, TaskQueue: taskQueue}
+		if d == store.Postgres {
+			relay.Pipelines = 2 // as the ingress runs it there
+		}
 		wg.Go(func() { _ = relay.Run(ctx) })
 	}
 	deadline := time.Now().Add(5 * time.Minute)
