@@ -167,7 +167,7 @@ func TestWaitedForEventsPassBulkOnes(t *testing.T) {
 		for {
 			out, _, _ := e.store.InboxOutcome(t.Context(), id)
 			if out != "" {
-				if out != webhookingress.OutcomeSignalled {
+				if out != store.OutcomeSignalled {
 					t.Fatalf("%s: outcome %q", id, out)
 				}
 				break

@@ -20,7 +20,6 @@ import (
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"
-	"github.com/siteops/siteops/webhookingress"
 	"github.com/siteops/siteops/workflows"
 )
 
@@ -199,7 +198,7 @@ func TestProcessesWaitForALateTemporal(t *testing.T) {
 	eventually(t, 60*time.Second, "the relay to dispatch the delivery it accepted while Temporal was down", func() bool {
 		in.alive(t, "the ingress")
 		out, _, _ := e.store.InboxOutcome(t.Context(), "evt_late_1")
-		return out == webhookingress.OutcomeSignalled
+		return out == store.OutcomeSignalled
 	})
 	_ = c.TerminateWorkflow(context.WithoutCancel(t.Context()), workflows.LeadSyncID("site_x"), "", "test over")
 }

@@ -161,9 +161,9 @@ func TestEventsReplayAfterALateStart(t *testing.T) {
 					bodyK1 = body
 				}
 			}
-			e.waitOutcome(t, "evt_k1", webhookingress.OutcomeNoTarget)
-			e.waitOutcome(t, "evt_k2", webhookingress.OutcomeNoTarget)
-			e.waitOutcome(t, "evt_l1", webhookingress.OutcomeSignalled)
+			e.waitOutcome(t, "evt_k1", store.OutcomeNoTarget)
+			e.waitOutcome(t, "evt_k2", store.OutcomeNoTarget)
+			e.waitOutcome(t, "evt_l1", store.OutcomeSignalled)
 
 			var all eventList
 			e.siteopsJSON(t, &all, "events", "list")
@@ -214,7 +214,7 @@ func TestEventsReplayAfterALateStart(t *testing.T) {
 				t.Fatalf("replay --outcome no-target = %+v", rr)
 			}
 			for _, r := range rr.Replayed {
-				if r.PreviousStatus != webhookingress.OutcomeNoTarget || r.Status != webhookingress.OutcomeTargetGone || r.WorkflowID != o.WorkflowID || r.Replay != 1 {
+				if r.PreviousStatus != store.OutcomeNoTarget || r.Status != store.OutcomeTargetGone || r.WorkflowID != o.WorkflowID || r.Replay != 1 {
 					t.Errorf("replayed %+v; want no-target, then target-gone at the finished %s", r, o.WorkflowID)
 				}
 			}
@@ -246,7 +246,7 @@ func TestEventsReplayAfterALateStart(t *testing.T) {
 			}
 			var again replayResult
 			e.siteopsJSON(t, &again, "events", "replay", "evt_l1", "--wait")
-			if len(again.Replayed) != 1 || again.Replayed[0].Replay != 2 || again.Replayed[0].Status != webhookingress.OutcomeSignalled {
+			if len(again.Replayed) != 1 || again.Replayed[0].Replay != 2 || again.Replayed[0].Status != store.OutcomeSignalled {
 				t.Fatalf("second replay = %+v", again)
 			}
 			eventually(t, 30*time.Second, "the new lead sync to store the 3 leads", func() bool {
@@ -386,7 +386,7 @@ func TestEventsDeadLettersAndPaging(t *testing.T) {
 				e.siteopsJSON(t, &page, args...)
 				seen = append(seen, page.ids()...)
 				for _, ev := range page.Events {
-					if ev.Status != webhookingress.OutcomeDead || ev.Attempts != 2 || !strings.Contains(ev.LastError, "connection refused") {
+					if ev.Status != store.OutcomeDead || ev.Attempts != 2 || !strings.Contains(ev.LastError, "connection refused") {
 						t.Fatalf("listed %+v; want a dead letter after 2 attempts", ev)
 					}
 				}
@@ -441,7 +441,7 @@ func TestEventsDeadLettersAndPaging(t *testing.T) {
 			e.siteopsJSON(t, &left, "events", "list", "--outcome", "dead")
 			var shown eventShow
 			e.siteopsJSON(t, &shown, "events", "show", "evt_dl_007")
-			if len(left.Events) != 0 || shown.Status != webhookingress.OutcomeSignalled || len(shown.History) != 4 ||
+			if len(left.Events) != 0 || shown.Status != store.OutcomeSignalled || len(shown.History) != 4 ||
 				shown.History[1].Outcome != store.OutcomeDead || shown.History[3].Replay != 1 || shown.Workflow == nil || shown.Workflow.RunID != "run-after-replay" {
 				t.Errorf("after the replay: %d dead letters left; evt_dl_007 = %+v", len(left.Events), shown)
 			}

@@ -87,7 +87,7 @@ func TestLeadCreatedWakesTheLeadSync(t *testing.T) {
 			// inbox can show it dispatched a moment before the metric
 			// does, so read it until it settles.
 			signalled := func() float64 {
-				return telemetrytest.Value(t, in.metrics, "siteops_relay_dispatched_total", "type", "lead.created", "outcome", webhookingress.OutcomeSignalled)
+				return telemetrytest.Value(t, in.metrics, "siteops_relay_dispatched_total", "type", "lead.created", "outcome", store.OutcomeSignalled)
 			}
 			deadline := time.Now().Add(5 * time.Second)
 			for signalled() < 50 && time.Now().Before(deadline) {

@@ -14,7 +14,6 @@ import (
 	"github.com/siteops/siteops/internal/release/rollout"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/store/storetest"
-	"github.com/siteops/siteops/webhookingress"
 	"github.com/siteops/siteops/workflows"
 )
 
@@ -273,7 +272,7 @@ func dispatchedOnce(t *testing.T, db *sql.DB) int {
 			OR i.outcome IN ('', $3)
 			OR (i.event_type = 'lead.created' AND i.outcome <> $4)
 		ORDER BY i.event_id`,
-		store.HistoryAttempt, store.OutcomeFailed, store.OutcomeDead, webhookingress.OutcomeSignalled)
+		store.HistoryAttempt, store.OutcomeFailed, store.OutcomeDead, store.OutcomeSignalled)
 	if err != nil {
 		t.Fatal(err)
 	}

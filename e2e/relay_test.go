@@ -22,15 +22,15 @@ func TestRelayOutcomes(t *testing.T) {
 	events := []struct {
 		id, typ, data, want string
 	}{
-		{"evt_r1", "lead.created", `{"site_id":"site_1","lead_id":"lead_1"}`, webhookingress.OutcomeSignalled},
-		{"evt_r2", "knowledge.ready", `{"site_id":"site_9","knowledge_id":"kn_1"}`, webhookingress.OutcomeNoTarget},
-		{"evt_r3", "knowledge.ready", `{"site_id":"` + res.SiteID + `","knowledge_id":"kn_1"}`, webhookingress.OutcomeTargetGone},
-		{"evt_r4", "site.unpublished", `{"site_id":"` + res.SiteID + `","status":"draft"}`, webhookingress.OutcomeTargetGone},
-		{"evt_r5", "conversation.started", `{"site_id":"site_1","conversation_id":"conv_1"}`, webhookingress.OutcomeIgnored},
-		{"evt_r6", "broadcast.sent", `{"site_id":"site_1"}`, webhookingress.OutcomeIgnored},
-		{"evt_r7", "domain.activated", `{}`, webhookingress.OutcomeIgnored},
-		{"evt_r8", "lead.scored", `{"site_id":"site_1"}`, webhookingress.OutcomeIgnored},
-		{"evt_r9", "lead.created", `{"lead_id":"lead_2"}`, webhookingress.OutcomeMalformed},
+		{"evt_r1", "lead.created", `{"site_id":"site_1","lead_id":"lead_1"}`, store.OutcomeSignalled},
+		{"evt_r2", "knowledge.ready", `{"site_id":"site_9","knowledge_id":"kn_1"}`, store.OutcomeNoTarget},
+		{"evt_r3", "knowledge.ready", `{"site_id":"` + res.SiteID + `","knowledge_id":"kn_1"}`, store.OutcomeTargetGone},
+		{"evt_r4", "site.unpublished", `{"site_id":"` + res.SiteID + `","status":"draft"}`, store.OutcomeTargetGone},
+		{"evt_r5", "conversation.started", `{"site_id":"site_1","conversation_id":"conv_1"}`, store.OutcomeIgnored},
+		{"evt_r6", "broadcast.sent", `{"site_id":"site_1"}`, store.OutcomeIgnored},
+		{"evt_r7", "domain.activated", `{}`, store.OutcomeIgnored},
+		{"evt_r8", "lead.scored", `{"site_id":"site_1"}`, store.OutcomeIgnored},
+		{"evt_r9", "lead.created", `{"lead_id":"lead_2"}`, store.OutcomeMalformed},
 	}
 	for _, ev := range events {
 		body := fmt.Sprintf(`{"id":%q,"type":%q,"created_at":"2026-11-21T09:00:00.000Z","data":%s}`, ev.id, ev.typ, ev.data)
@@ -46,7 +46,7 @@ func TestRelayOutcomes(t *testing.T) {
 	if first, err := e.store.MarkEndpointVerified(t.Context(), "we_7", "evt_x", store.LanePriority); err != nil || !first {
 		t.Fatal(first, err)
 	}
-	events = append(events, struct{ id, typ, data, want string }{"verified:we_7", "", "", webhookingress.OutcomeNoTarget})
+	events = append(events, struct{ id, typ, data, want string }{"verified:we_7", "", "", store.OutcomeNoTarget})
 	relay := &webhookingress.Relay{Store: e.store, Temporal: e.client, TaskQueue: taskQueue}
 	n := 0
 	for _, lane := range []store.Lane{store.LanePriority, store.LaneBulk} {

@@ -103,7 +103,7 @@ func TestDeliveryAcceptedWhileTemporalIsDown(t *testing.T) {
 	t.Cleanup(ts.Stop)
 	eventually(t, 60*time.Second, "the dispatch after Temporal came back", func() bool {
 		out, _, _ := srv.Store.InboxOutcome(t.Context(), "evt_down_1")
-		return out == webhookingress.OutcomeSignalled
+		return out == store.OutcomeSignalled
 	})
 	d, err := srv.Client.DescribeWorkflowExecution(t.Context(), workflows.LeadSyncID("site_down"), "")
 	if err != nil || d.GetWorkflowExecutionInfo().GetType().GetName() != workflows.LeadSyncWorkflowName {

@@ -10,11 +10,6 @@ import (
 	"time"
 )
 
-// OutcomeDead is the outcome of a dead letter: an event whose dispatch
-// failed as many times in a row as the relay allows. The relay no longer
-// claims it, the purge keeps it, and a replay queues it again.
-const OutcomeDead = "dead"
-
 // deadLetter selects the dead letters with the predicate of the partial
 // index inbox_dead, which SQLite uses only for the same literal.
 const deadLetter = `outcome = '` + OutcomeDead + `'`
@@ -26,10 +21,6 @@ const (
 	// HistoryReplay is a replay asked for by someone.
 	HistoryReplay = "replay"
 )
-
-// OutcomeFailed is the outcome a failed attempt has in the history (the
-// event itself stays pending, or becomes a dead letter).
-const OutcomeFailed = "failed"
 
 // Dispatch is what one dispatch attempt of one inbox event came to.
 type Dispatch struct {

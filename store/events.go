@@ -12,14 +12,6 @@ import (
 	"time"
 )
 
-// Statuses of an inbox event that the relay has not handled: pending (not
-// tried yet, or due again) and failing (its last attempt failed and it is
-// tried again later). A handled event's status is its outcome.
-const (
-	StatusPending = "pending"
-	StatusFailing = "failing"
-)
-
 // DefaultEventPage is how many events one page of ListEvents holds unless
 // told otherwise.
 const DefaultEventPage = 50

@@ -607,7 +607,7 @@ func (h *Handler) recordMalformed(w http.ResponseWriter, r *http.Request, receiv
 	fresh, err := h.opts.Inbox.RecordHandled(r.Context(), store.InboxEvent{
 		EventID: id, EventType: typ, Lane: LaneFor(typ), Receiver: receiver, EndpointID: endpointID,
 		ReceivedAt: h.opts.Now(), Body: body, TraceContext: traceparent(r),
-	}, OutcomeMalformed, reason)
+	}, store.OutcomeMalformed, reason)
 	if err != nil {
 		h.storeFailed(w, r, "recording a malformed webhook body failed", err, "event_id", id)
 		return

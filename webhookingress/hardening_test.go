@@ -419,7 +419,7 @@ func TestVerifiedMalformedBodyIsRecorded(t *testing.T) {
 			t.Errorf("retry of malformed body %d = %d, want 204", i, rec.Code)
 		}
 	}
-	page, err := f.st.ListEvents(ctx, store.EventFilter{Status: OutcomeMalformed})
+	page, err := f.st.ListEvents(ctx, store.EventFilter{Status: store.OutcomeMalformed})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -87,19 +87,19 @@ func ReplayEvents(ctx context.Context, st EventStore, req ReplayRequest) (Replay
 // r can change.
 func replayNote(r store.Replayed) string {
 	switch r.Outcome {
-	case OutcomeSignalled:
+	case store.OutcomeSignalled:
 		return "had reached " + r.WorkflowID + ", which deduplicates by event id: " + rememberedBy(r) +
 			"; while it still remembers this event the replay changes nothing there"
-	case OutcomeNoTarget:
+	case store.OutcomeNoTarget:
 		return "had no workflow to go to; it reaches the one recorded for its site since, if any"
-	case OutcomeTargetGone:
+	case store.OutcomeTargetGone:
 		return r.WorkflowID + " had ended; the replay reaches it only if it runs again now"
-	case OutcomeDead:
+	case store.OutcomeDead:
 		return fmt.Sprintf("a dead letter after %d failed attempts in a row (%s); it gets %d attempts again",
 			r.Failures, ErrorLine(r.LastError, 80), DefaultMaxAttempts)
-	case OutcomeMalformed:
+	case store.OutcomeMalformed:
 		return "its data lacks the ids its route needs; the body is replayed as recorded, so it will be malformed again"
-	case OutcomeIgnored:
+	case store.OutcomeIgnored:
 		return "no workflow waits for " + EventType(r.EventRecord) + " events; it will be ignored again"
 	}
 	if r.Failures > 0 {

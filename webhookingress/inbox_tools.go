@@ -31,8 +31,7 @@ var _ EventStore = (*store.Store)(nil)
 // relay's outcomes, and failing or pending while it has not handled the
 // event.
 func EventStates() []string {
-	return []string{OutcomeSignalled, OutcomeNoTarget, OutcomeTargetGone, OutcomeIgnored, OutcomeMalformed, OutcomeDead,
-		store.StatusFailing, store.StatusPending}
+	return append(store.Outcomes(), store.StatusFailing, store.StatusPending)
 }
 
 // Event is an inbox event as the inbox tools show it, without its body.

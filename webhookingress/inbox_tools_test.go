@@ -41,8 +41,8 @@ func TestReplayAndAwait(t *testing.T) {
 		t.Fatalf("replay = %+v, %v; want one event", res, err)
 	}
 	r := res.Replayed[0]
-	if r.PreviousStatus != OutcomeNoTarget || r.Replay != 1 || r.Type != "knowledge.ready" || !strings.Contains(r.Note, "had no workflow to go to") {
-		t.Errorf("replayed %+v; want previous status %s, replay 1, type knowledge.ready and a note about the missing workflow", r, OutcomeNoTarget)
+	if r.PreviousStatus != store.OutcomeNoTarget || r.Replay != 1 || r.Type != "knowledge.ready" || !strings.Contains(r.Note, "had no workflow to go to") {
+		t.Errorf("replayed %+v; want previous status %s, replay 1, type knowledge.ready and a note about the missing workflow", r, store.OutcomeNoTarget)
 	}
 
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
@@ -56,8 +56,8 @@ func TestReplayAndAwait(t *testing.T) {
 	if err := AwaitReplays(ctx, f.st, res.Replayed, 10*time.Millisecond); err != nil {
 		t.Fatalf("a wait after the relay dispatched = %v, want nil", err)
 	}
-	if got := res.Replayed[0].Status; got != OutcomeNoTarget {
-		t.Errorf("the wait saw the replayed event become %q, want %q", got, OutcomeNoTarget)
+	if got := res.Replayed[0].Status; got != store.OutcomeNoTarget {
+		t.Errorf("the wait saw the replayed event become %q, want %q", got, store.OutcomeNoTarget)
 	}
 }
 
@@ -69,13 +69,13 @@ func TestReplayNotes(t *testing.T) {
 		r    store.Replayed
 		want string
 	}{
-		{"a lead reached its sync", store.Replayed{EventRecord: store.EventRecord{EventType: "lead.created", Outcome: OutcomeSignalled}, WorkflowID: "lead-sync/s"},
+		{"a lead reached its sync", store.Replayed{EventRecord: store.EventRecord{EventType: "lead.created", Outcome: store.OutcomeSignalled}, WorkflowID: "lead-sync/s"},
 			"had reached lead-sync/s, which deduplicates by event id: a lead sync remembers the last 1,000"},
-		{"a verified delivery reached its rotation", store.Replayed{EventRecord: store.EventRecord{Kind: store.KindEndpointVerified, Outcome: OutcomeSignalled}, WorkflowID: "secret-rotation/we_1"},
+		{"a verified delivery reached its rotation", store.Replayed{EventRecord: store.EventRecord{Kind: store.KindEndpointVerified, Outcome: store.OutcomeSignalled}, WorkflowID: "secret-rotation/we_1"},
 			"a rotation acts on its first verified delivery only"},
-		{"a dead letter", store.Replayed{EventRecord: store.EventRecord{Outcome: OutcomeDead, Failures: 20, LastError: "signalling x:\n\nunavailable"}},
+		{"a dead letter", store.Replayed{EventRecord: store.EventRecord{Outcome: store.OutcomeDead, Failures: 20, LastError: "signalling x:\n\nunavailable"}},
 			"a dead letter after 20 failed attempts in a row (signalling x:; unavailable); it gets 20 attempts again"},
-		{"an ignored type", store.Replayed{EventRecord: store.EventRecord{EventType: "conversation.started", Outcome: OutcomeIgnored}},
+		{"an ignored type", store.Replayed{EventRecord: store.EventRecord{EventType: "conversation.started", Outcome: store.OutcomeIgnored}},
 			"no workflow waits for conversation.started events"},
 		{"a failing event", store.Replayed{EventRecord: store.EventRecord{Failures: 3, LastError: strings.Repeat("x", 100)}},
 			"was failing (3 attempts: " + strings.Repeat("x", 79) + "…); due again now"},

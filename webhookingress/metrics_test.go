@@ -50,7 +50,7 @@ func TestMetricNames(t *testing.T) {
 	m.connOpened(ctx, 3)
 	m.connShed(ctx, "closed_idle")
 	m.unreadableSecrets(ctx, "", 2)
-	m.dispatch(ctx, "lead.created", OutcomeSignalled)
+	m.dispatch(ctx, "lead.created", store.OutcomeSignalled)
 	m.retry(ctx)
 	m.inbox(ctx, 3, 1500*time.Millisecond)
 

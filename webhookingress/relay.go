@@ -41,19 +41,6 @@ type Signaler interface {
 		options client.StartWorkflowOptions, workflow any, workflowArgs ...any) (client.WorkflowRun, error)
 }
 
-// Outcomes of a dispatched inbox event.
-const (
-	OutcomeSignalled  = "signalled"   // the target workflow got the event
-	OutcomeNoTarget   = "no-target"   // no workflow is known for the event's site
-	OutcomeTargetGone = "target-gone" // the target workflow has ended
-	OutcomeIgnored    = "ignored"     // a type no workflow waits for
-	OutcomeMalformed  = "malformed"   // data without the ids the route needs
-	// OutcomeDead marks a dead letter: its dispatch failed MaxAttempts
-	// times in a row, and the relay stopped trying (siteops events replay
-	// queues it again).
-	OutcomeDead = store.OutcomeDead
-)
-
 // DefaultMaxAttempts is how many dispatch attempts in a row may fail before
 // an event becomes a dead letter. With the backoff doubling from 1 s to
 // its 5-minute cap by the tenth attempt, 20 attempts span about an hour:
@@ -670,7 +657,7 @@ func (r *Relay) wakeLeadSync(ctx context.Context, siteID string, evs []store.Inb
 	if run != nil {
 		to.run = run.GetRunID()
 	}
-	return OutcomeSignalled, to, nil
+	return store.OutcomeSignalled, to, nil
 }
 
 // siteData is what the relay reads of an event's data.
@@ -704,16 +691,16 @@ func (r *Relay) dispatch(ctx context.Context, ev store.InboxEvent) (string, targ
 		return r.endpointVerified(ctx, ev)
 	case store.KindWebhook, "":
 	default:
-		return OutcomeIgnored, target{}, nil
+		return store.OutcomeIgnored, target{}, nil
 	}
 	d, ok := readData(ev)
 	if !ok {
-		return OutcomeMalformed, target{}, nil
+		return store.OutcomeMalformed, target{}, nil
 	}
 	switch webhook.EventType(ev.EventType) {
 	case webhook.LeadCreated:
 		if d.SiteID == "" {
-			return OutcomeMalformed, target{}, nil
+			return store.OutcomeMalformed, target{}, nil
 		}
 		return r.wakeLeadSync(ctx, d.SiteID, []store.InboxEvent{ev})
 	case webhook.KnowledgeReady:
@@ -723,7 +710,7 @@ func (r *Relay) dispatch(ctx context.Context, ev store.InboxEvent) (string, targ
 	}
 	// conversation.*, broadcast.sent, the retired domain.activated and
 	// types added later: recorded, nothing waits for them.
-	return OutcomeIgnored, target{}, nil
+	return store.OutcomeIgnored, target{}, nil
 }
 
 // endpointVerified tells a rotation workflow that its new endpoint got a
@@ -731,7 +718,7 @@ func (r *Relay) dispatch(ctx context.Context, ev store.InboxEvent) (string, targ
 func (r *Relay) endpointVerified(ctx context.Context, ev store.InboxEvent) (string, target, error) {
 	wf, err := r.Store.RotationFor(ctx, ev.EndpointID)
 	if errors.Is(err, store.ErrNotFound) {
-		return OutcomeNoTarget, target{}, nil
+		return store.OutcomeNoTarget, target{}, nil
 	}
 	if err != nil {
 		return "", target{}, err
@@ -743,11 +730,11 @@ func (r *Relay) endpointVerified(ctx context.Context, ev store.InboxEvent) (stri
 // signalSite signals the onboarding workflow that owns a site.
 func (r *Relay) signalSite(ctx context.Context, siteID, signal string, arg any) (string, target, error) {
 	if siteID == "" {
-		return OutcomeMalformed, target{}, nil
+		return store.OutcomeMalformed, target{}, nil
 	}
 	wf, err := r.Store.SiteWorkflow(ctx, siteID)
 	if errors.Is(err, store.ErrNotFound) {
-		return OutcomeNoTarget, target{}, nil
+		return store.OutcomeNoTarget, target{}, nil
 	}
 	if err != nil {
 		return "", target{}, err
@@ -760,11 +747,11 @@ func (r *Relay) signal(ctx context.Context, wf, signal string, arg any) (string,
 	to := target{workflow: wf}
 	if err := r.Temporal.SignalWorkflow(ctx, wf, "", signal, arg); err != nil {
 		if isNotFound(err) {
-			return OutcomeTargetGone, to, nil
+			return store.OutcomeTargetGone, to, nil
 		}
 		return "", to, fmt.Errorf("signalling %s: %w", wf, err)
 	}
-	return OutcomeSignalled, to, nil
+	return store.OutcomeSignalled, to, nil
 }
 
 func isNotFound(err error) bool {

@@ -155,11 +155,11 @@ func TestRelayRecordsWhereEachEventWent(t *testing.T) {
 			t.Errorf("%d signals to the lead sync, want one carrying both events", n)
 		}
 		for _, w := range []struct{ id, outcome, wf, run string }{
-			{"evt_l1", OutcomeSignalled, "lead-sync/site_1", "run-1"},
-			{"evt_l2", OutcomeSignalled, "lead-sync/site_1", "run-1"},
-			{"evt_k2", OutcomeSignalled, "onboarding/two", ""},
-			{"evt_k3", OutcomeTargetGone, "onboarding/three", ""},
-			{"evt_k9", OutcomeNoTarget, "", ""},
+			{"evt_l1", store.OutcomeSignalled, "lead-sync/site_1", "run-1"},
+			{"evt_l2", store.OutcomeSignalled, "lead-sync/site_1", "run-1"},
+			{"evt_k2", store.OutcomeSignalled, "onboarding/two", ""},
+			{"evt_k3", store.OutcomeTargetGone, "onboarding/three", ""},
+			{"evt_k9", store.OutcomeNoTarget, "", ""},
 		} {
 			ev, err := f.st.Event(ctx, w.id)
 			if err != nil {
@@ -196,7 +196,7 @@ func TestDeadLetters(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ev.Outcome != OutcomeDead || ev.Attempts != 3 || len(ev.History) != 3 || ev.History[2].Outcome != store.OutcomeDead ||
+		if ev.Outcome != store.OutcomeDead || ev.Attempts != 3 || len(ev.History) != 3 || ev.History[2].Outcome != store.OutcomeDead ||
 			ev.History[0].Outcome != store.OutcomeFailed || ev.History[0].WorkflowID != "lead-sync/site_1" || ev.LastError == "" {
 			t.Errorf("after 3 failures: %+v", ev)
 		}
@@ -235,7 +235,7 @@ func TestDeadLetters(t *testing.T) {
 		}
 		ev, _ = f.st.Event(ctx, "evt_d1")
 		last := ev.History[len(ev.History)-1]
-		if ev.Outcome != OutcomeSignalled || last.Attempt != 4 || last.Replay != 1 || ev.History[3].Kind != store.HistoryReplay {
+		if ev.Outcome != store.OutcomeSignalled || last.Attempt != 4 || last.Replay != 1 || ev.History[3].Kind != store.HistoryReplay {
 			t.Errorf("after the replay: %+v", ev)
 		}
 		f.relay.updateGauges(ctx)
@@ -261,7 +261,7 @@ func TestFailuresBackOffAndDoNotStopOthers(t *testing.T) {
 	}
 	ok, _ := f.st.Event(ctx, "evt_ok")
 	bad, _ := f.st.Event(ctx, "evt_bad")
-	if ok.Outcome != OutcomeNoTarget || bad.Status() != store.StatusFailing || !bad.NextAttemptAt.Equal(now.Add(time.Second)) {
+	if ok.Outcome != store.OutcomeNoTarget || bad.Status() != store.StatusFailing || !bad.NextAttemptAt.Equal(now.Add(time.Second)) {
 		t.Errorf("ok %+v\nbad %+v", ok, bad)
 	}
 	f.advance(time.Second)
@@ -328,8 +328,8 @@ func TestRelayCoalescesLeadCreatedPerSite(t *testing.T) {
 		if got := f.tmp.batches[workflows.LeadSyncID("site_9")]; len(got) != 1 {
 			t.Errorf("site_9, not signalled before, got %d signals, want 1 at once", len(got))
 		}
-		if got := outcome("evt_k"); got != OutcomeSignalled {
-			t.Errorf("knowledge.ready is %s, want %s at once: the priority lane is never held", got, OutcomeSignalled)
+		if got := outcome("evt_k"); got != store.OutcomeSignalled {
+			t.Errorf("knowledge.ready is %s, want %s at once: the priority lane is never held", got, store.OutcomeSignalled)
 		}
 
 		// The interval since the first signal is up: one signal carries
@@ -342,8 +342,8 @@ func TestRelayCoalescesLeadCreatedPerSite(t *testing.T) {
 			t.Fatalf("lead-sync/site_1 got signals %v, want a second one carrying evt_2 and evt_3", got)
 		}
 		for _, id := range []string{"evt_2", "evt_3"} {
-			if got := outcome(id); got != OutcomeSignalled {
-				t.Errorf("%s is %s after the interval, want %s", id, got, OutcomeSignalled)
+			if got := outcome(id); got != store.OutcomeSignalled {
+				t.Errorf("%s is %s after the interval, want %s", id, got, store.OutcomeSignalled)
 			}
 		}
 
@@ -359,8 +359,8 @@ func TestRelayCoalescesLeadCreatedPerSite(t *testing.T) {
 		if n, err := other.DispatchOnce(ctx, store.LaneBulk); err != nil || n != 1 {
 			t.Fatalf("the other relay claimed %d events (%v), want evt_4", n, err)
 		}
-		if got := outcome("evt_4"); got != OutcomeSignalled {
-			t.Errorf("evt_4 is %s after the other relay's claim, want %s", got, OutcomeSignalled)
+		if got := outcome("evt_4"); got != store.OutcomeSignalled {
+			t.Errorf("evt_4 is %s after the other relay's claim, want %s", got, store.OutcomeSignalled)
 		}
 
 		// Memory is bounded: a site is forgotten an interval after its

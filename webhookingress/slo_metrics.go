@@ -45,7 +45,7 @@ func (m *Metrics) signalDelays(ctx context.Context, lane store.Lane, js []*job, 
 	attrs := metric.WithAttributes(attribute.String("lane", laneName(lane)))
 	for _, d := range done {
 		at, ok := received[d.EventID]
-		if d.Outcome != OutcomeSignalled || !ok {
+		if d.Outcome != store.OutcomeSignalled || !ok {
 			continue
 		}
 		m.signalDelay.Record(ctx, max(now.Sub(at), 0).Seconds(), attrs)

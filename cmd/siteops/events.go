@@ -102,7 +102,7 @@ func writeEventList(w io.Writer, l webhookingress.EventList, again string) error
 		_, _ = fmt.Fprintln(tw, "EVENT\tTYPE\tSITE\tRECEIVED\tSTATUS\tATTEMPTS\tREPLAYS\tLAST ERROR")
 		dead := false
 		for _, e := range l.Events {
-			dead = dead || e.Outcome == webhookingress.OutcomeDead
+			dead = dead || e.Outcome == store.OutcomeDead
 			_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", e.EventID, e.Type, dash(e.SiteID),
 				e.ReceivedAt.Format(time.RFC3339), e.Status, e.Attempts, e.Replays, dash(webhookingress.ErrorLine(e.LastError, 72)))
 		}
@@ -234,7 +234,7 @@ func writeEventDetail(w io.Writer, d store.EventDetail) error {
 		status += fmt.Sprintf(": due at %s, for the relay of a running siteops ingress", d.NextAttemptAt.Format(stamp))
 	}
 	p("status", "%s", status)
-	if d.Outcome == webhookingress.OutcomeDead {
+	if d.Outcome == store.OutcomeDead {
 		p("", "a dead letter: no longer retried; siteops events replay %s queues it again", d.EventID)
 	}
 	if d.LastError != "" {

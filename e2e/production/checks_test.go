@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/siteops/siteops/store"
-	"github.com/siteops/siteops/webhookingress"
 )
 
 // readyOrLog polls url until it answers 200, and on a timeout fails t with
@@ -104,7 +103,7 @@ func checkDispatchedOnce(t *testing.T, db *sql.DB) int {
 			OR i.outcome IN ('', $3)
 			OR (i.event_type = 'lead.created' AND i.outcome <> $4)
 		ORDER BY i.event_id`,
-		store.HistoryAttempt, store.OutcomeFailed, store.OutcomeDead, webhookingress.OutcomeSignalled)
+		store.HistoryAttempt, store.OutcomeFailed, store.OutcomeDead, store.OutcomeSignalled)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,6 @@ import (
 
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"
-	"github.com/siteops/siteops/webhookingress"
 	"github.com/siteops/siteops/workflows"
 )
 
@@ -154,7 +153,7 @@ func relayPhase(t *testing.T, st *store.Store, r relayReplicas, replicas, n int)
 		sum = 0
 		for i := range replicas {
 			per[i] = int(metricSum(scrape(t, r.admin(i)), "siteops_relay_dispatched_total",
-				`type="lead.created"`, `outcome="`+webhookingress.OutcomeSignalled+`"`))
+				`type="lead.created"`, `outcome="`+store.OutcomeSignalled+`"`))
 			sum += per[i]
 		}
 		if sum >= total || time.Now().After(within) {
