@@ -30,11 +30,15 @@ const (
 
 // Defaults of a lead sync.
 const (
-	DefaultPageLimit       = 200
-	DefaultPollInterval    = 5 * time.Minute
-	DefaultPagesPerRun     = 50
-	DefaultStallTimeout    = time.Hour
-	recentEventsKept       = 1000
+	DefaultPageLimit    = 200
+	DefaultPollInterval = 5 * time.Minute
+	DefaultPagesPerRun  = 50
+	DefaultStallTimeout = time.Hour
+	// RecentEventsKept is how many of the latest lead.created event ids a
+	// lead sync remembers, carried across continue-as-new, to count a
+	// redelivered event once; webhookingress's route table says so to
+	// operators (siteops events replay).
+	RecentEventsKept       = 1000
 	maxSyncsPerRun         = 200
 	leadSyncHeartbeat      = 30 * time.Second
 	leadSyncActivityBudget = 10 * time.Minute
@@ -216,7 +220,7 @@ func (s *leadSync) setup(ctx workflow.Context) error {
 func (s *leadSync) remember(id string) {
 	s.seen[id] = true
 	s.recent = append(s.recent, id)
-	if len(s.recent) > recentEventsKept {
+	if len(s.recent) > RecentEventsKept {
 		delete(s.seen, s.recent[0])
 		s.recent = s.recent[1:]
 	}
