@@ -103,13 +103,14 @@ func BenchmarkEndToEndLatency(b *testing.B) {
 func endToEnd(b *testing.B, rate int, coalesce bool) {
 	st := storetest.Open(b, store.Postgres)
 	clock := &signalClock{Client: dial(b), at: map[string]time.Time{}}
-	srv, err := webhookingress.New(webhookingress.ServerOptions{Store: st, Temporal: clock, TaskQueue: taskQueue,
-		EnvSecrets: []string{secret}, Logger: slog.New(slog.DiscardHandler)})
+	so := webhookingress.ServerOptions{Store: st, Temporal: clock, TaskQueue: taskQueue,
+		EnvSecrets: []string{secret}, Logger: slog.New(slog.DiscardHandler)}
+	if !coalesce {
+		so.Relay.LeadCoalesce = -1
+	}
+	srv, err := webhookingress.New(so)
 	if err != nil {
 		b.Fatal(err)
-	}
-	if !coalesce {
-		srv.Relay.LeadCoalesce = -1
 	}
 	run := time.Now().UnixNano()
 	// The onboardings that wait for knowledge.ready: running workflows (on

@@ -133,10 +133,11 @@ func relayTimeFor(b *testing.B, st *dispatchCounter, clients []client.Client, d 
 		// starts and goes on while claims come back full; a shorter Idle
 		// would also refresh its gauges (three queries, one counting the
 		// whole inbox) that often, work the ingress does not do.
-		relay := &webhookingress.Relay{Store: st, Temporal: c, TaskQueue: taskQueue}
+		o := webhookingress.RelayOptions{Store: st, Temporal: c, TaskQueue: taskQueue}
 		if d == store.Postgres {
-			relay.Pipelines = 2 // as the ingress runs it there
+			o.Pipelines = 2 // as the ingress runs it there
 		}
+		relay := webhookingress.NewRelay(o)
 		wg.Go(func() { _ = relay.Run(ctx) })
 	}
 	deadline := time.Now().Add(5 * time.Minute)

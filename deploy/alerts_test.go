@@ -81,7 +81,7 @@ func recorded(t *testing.T) map[string]bool {
 func exportedMetrics(t *testing.T) map[string]bool {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	relay := &webhookingress.Relay{Store: storetest.Open(t, store.SQLite), Metrics: webhookingress.NewMetrics(reg), Idle: 10 * time.Millisecond}
+	relay := webhookingress.NewRelay(webhookingress.RelayOptions{Store: storetest.Open(t, store.SQLite), Metrics: webhookingress.NewMetrics(reg), Idle: 10 * time.Millisecond})
 	ctx, cancel := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = relay.Run(ctx) })

@@ -121,7 +121,7 @@ func TestWaitedForEventsPassBulkOnes(t *testing.T) {
 	if err := e.store.SetSiteWorkflow(t.Context(), "site_waiting", run.GetID()); err != nil {
 		t.Fatal(err)
 	}
-	relay := &webhookingress.Relay{Store: e.store, Temporal: e.client, TaskQueue: taskQueue, Idle: 200 * time.Millisecond}
+	relay := webhookingress.NewRelay(webhookingress.RelayOptions{Store: e.store, Temporal: e.client, TaskQueue: taskQueue, Idle: 200 * time.Millisecond})
 	bulk := 0
 	// fill tops the bulk lane up to half as much again as the backlog, in
 	// one transaction, so that at least the backlog is still pending while

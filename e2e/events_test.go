@@ -364,7 +364,7 @@ func TestEventsDeadLettersAndPaging(t *testing.T) {
 			// (failing), and none once they are dead letters.
 			e.expectPending(t, n, store.StatusPending)
 			temporal := &refusingTemporal{}
-			relay := &webhookingress.Relay{Store: st, Temporal: temporal, TaskQueue: taskQueue, MaxAttempts: 2, Now: clock}
+			relay := webhookingress.NewRelay(webhookingress.RelayOptions{Store: st, Temporal: temporal, TaskQueue: taskQueue, MaxAttempts: 2, Now: clock})
 			for attempt := range 2 {
 				mu.Lock()
 				now = now.Add(time.Minute) // past the backoff

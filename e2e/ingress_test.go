@@ -32,7 +32,7 @@ func (e *env) startIngress(t *testing.T) *ingress {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	m := webhookingress.NewMetrics(reg)
-	relay := &webhookingress.Relay{Store: e.store, Temporal: e.client, TaskQueue: taskQueue, Metrics: m, Idle: 50 * time.Millisecond, MaxBackoff: time.Second}
+	relay := webhookingress.NewRelay(webhookingress.RelayOptions{Store: e.store, Temporal: e.client, TaskQueue: taskQueue, Metrics: m, Idle: 50 * time.Millisecond, MaxBackoff: time.Second})
 	h := webhookingress.NewHandler(webhookingress.Options{Inbox: e.store, Secrets: e.store, Metrics: m, Recorded: relay.Wake, SecretRefresh: 200 * time.Millisecond})
 	srv := httptest.NewServer(h)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -373,8 +373,8 @@ func makeDeadLetter(t *testing.T, e *env) {
 		ReceivedAt: ahead(), Body: []byte(body)}); err != nil {
 		t.Fatal(err)
 	}
-	relay := &webhookingress.Relay{Store: st, Temporal: &refusingTemporal{}, TaskQueue: taskQueue, MaxAttempts: 1,
-		Batch: 1, BulkBatch: 1, LeadCoalesce: -1, Now: ahead}
+	relay := webhookingress.NewRelay(webhookingress.RelayOptions{Store: st, Temporal: &refusingTemporal{}, TaskQueue: taskQueue, MaxAttempts: 1,
+		Batch: 1, BulkBatch: 1, LeadCoalesce: -1, Now: ahead})
 	if n, err := relay.DispatchOnce(t.Context(), store.LaneBulk); n != 1 || err != nil {
 		t.Fatalf("the dead letter's relay claimed %d events: %v", n, err)
 	}

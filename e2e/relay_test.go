@@ -47,7 +47,7 @@ func TestRelayOutcomes(t *testing.T) {
 		t.Fatal(first, err)
 	}
 	events = append(events, struct{ id, typ, data, want string }{"verified:we_7", "", "", store.OutcomeNoTarget})
-	relay := &webhookingress.Relay{Store: e.store, Temporal: e.client, TaskQueue: taskQueue}
+	relay := webhookingress.NewRelay(webhookingress.RelayOptions{Store: e.store, Temporal: e.client, TaskQueue: taskQueue})
 	n := 0
 	for _, lane := range []store.Lane{store.LanePriority, store.LaneBulk} {
 		k, err := relay.DispatchOnce(t.Context(), lane)

@@ -56,12 +56,11 @@ func TestDeliveryAcceptedWhileTemporalIsDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(lazy.Close)
-	srv, err := webhookingress.New(webhookingress.ServerOptions{Store: st, Temporal: lazy, TaskQueue: taskQueue, EnvSecrets: []string{secret}, Window: webhook.DefaultWindow, Logger: logger})
+	srv, err := webhookingress.New(webhookingress.ServerOptions{Store: st, Temporal: lazy, TaskQueue: taskQueue, EnvSecrets: []string{secret}, Window: webhook.DefaultWindow, Logger: logger,
+		Relay: webhookingress.RelayOptions{MaxBackoff: time.Second, DispatchTimeout: 2 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv.Relay.MaxBackoff = time.Second
-	srv.Relay.DispatchTimeout = 2 * time.Second
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -321,12 +320,11 @@ func TestRelayLastErrorNamesTemporalThatDoesNotAnswer(t *testing.T) {
 	}
 	t.Cleanup(lazy.Close)
 	const secret = "whsec_blackhole_test"
-	srv, err := webhookingress.New(webhookingress.ServerOptions{Store: st, Temporal: lazy, TaskQueue: taskQueue, EnvSecrets: []string{secret}, Window: webhook.DefaultWindow, Logger: logger})
+	srv, err := webhookingress.New(webhookingress.ServerOptions{Store: st, Temporal: lazy, TaskQueue: taskQueue, EnvSecrets: []string{secret}, Window: webhook.DefaultWindow, Logger: logger,
+		Relay: webhookingress.RelayOptions{MaxBackoff: time.Second, DispatchTimeout: time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv.Relay.MaxBackoff = time.Second
-	srv.Relay.DispatchTimeout = time.Second
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -59,7 +59,7 @@ func TestOneDeliveryTracedEndToEnd(t *testing.T) {
 	}
 	t.Cleanup(w.Stop)
 
-	relay := &webhookingress.Relay{Store: e.store, Temporal: c, TaskQueue: taskQueue, Idle: 50 * time.Millisecond}
+	relay := webhookingress.NewRelay(webhookingress.RelayOptions{Store: e.store, Temporal: c, TaskQueue: taskQueue, Idle: 50 * time.Millisecond})
 	h := webhookingress.NewHandler(webhookingress.Options{Inbox: e.store, Secrets: e.store, Metrics: webhookingress.NewMetrics(prometheus.NewRegistry()), Recorded: relay.Wake})
 	srv := httptest.NewServer(webhookingress.Traced(h))
 	ctx, cancel := context.WithCancel(context.Background())

@@ -102,18 +102,6 @@ type Inbox interface {
 	Ping(ctx context.Context) error
 }
 
-// LaneFor is the inbox lane of an event type: the events a workflow waits
-// on (knowledge.ready, site.published, site.unpublished) go to the priority
-// lane, so that a flood of lead.created never delays them; everything else
-// to the bulk lane.
-func LaneFor(eventType string) store.Lane {
-	switch webhook.EventType(eventType) {
-	case webhook.KnowledgeReady, webhook.SitePublished, webhook.SiteUnpublished:
-		return store.LanePriority
-	}
-	return store.LaneBulk
-}
-
 // Options configure a Handler. Inbox is required.
 type Options struct {
 	Inbox   Inbox

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/siteops/siteops/agentsite/webhook"
 	"github.com/siteops/siteops/store"
 )
 
@@ -108,15 +107,18 @@ func replayNote(r store.Replayed) string {
 	return "was still waiting for the relay; due now"
 }
 
-// rememberedBy says how long the workflow an event reached keeps its id.
+// rememberedBy says how long the workflow an event reached keeps its id:
+// its route's Memory.
 func rememberedBy(r store.Replayed) string {
-	switch {
-	case r.Kind == store.KindEndpointVerified:
-		return "a rotation acts on its first verified delivery only"
-	case webhook.EventType(r.EventType) == webhook.LeadCreated:
-		return "a lead sync remembers the last 1,000 lead.created ids it counted (a new run after it ended remembers none, and syncs)"
+	rt, ok := routeOf(store.InboxEvent{Kind: r.Kind, EventType: r.EventType})
+	if !ok || !rt.Routed() {
+		return "it deduplicates by its own rules"
 	}
-	return "an onboarding remembers every event id it saw while it runs"
+	m := rt.Memory()
+	if rt.Start != nil {
+		m += " (a run started after it ended remembers none)"
+	}
+	return m
 }
 
 // ReplaysPendingError is a wait for replayed events that ended before the

@@ -72,7 +72,7 @@ func TestReplayNotes(t *testing.T) {
 		{"a lead reached its sync", store.Replayed{EventRecord: store.EventRecord{EventType: "lead.created", Outcome: store.OutcomeSignalled}, WorkflowID: "lead-sync/s"},
 			"had reached lead-sync/s, which deduplicates by event id: a lead sync remembers the last 1,000"},
 		{"a verified delivery reached its rotation", store.Replayed{EventRecord: store.EventRecord{Kind: store.KindEndpointVerified, Outcome: store.OutcomeSignalled}, WorkflowID: "secret-rotation/we_1"},
-			"a rotation acts on its first verified delivery only"},
+			"a secret rotation acts on its first verified delivery only"},
 		{"a dead letter", store.Replayed{EventRecord: store.EventRecord{Outcome: store.OutcomeDead, Failures: 20, LastError: "signalling x:\n\nunavailable"}},
 			"a dead letter after 20 failed attempts in a row (signalling x:; unavailable); it gets 20 attempts again"},
 		{"an ignored type", store.Replayed{EventRecord: store.EventRecord{EventType: "conversation.started", Outcome: store.OutcomeIgnored}},

@@ -111,7 +111,7 @@ func TestServerRecordsOnTheProcessMeterProvider(t *testing.T) {
 	if n := telemetrytest.ValueIn(t, telemetrytest.Families(t, scrape(t, srv.Handler)), "siteops_webhook_deliveries_total", "outcome", "accepted"); n != 1 {
 		t.Errorf("accepted on the ingress's /metrics = %v, want 1", n)
 	}
-	if srv.Relay.Metrics != srv.Handler.opts.Metrics {
+	if srv.Relay.opts.Metrics != srv.Handler.opts.Metrics {
 		t.Error("the relay and the handler record on different metrics")
 	}
 	if _, err := New(ServerOptions{Store: st, EnvSecrets: []string{envSecret}, MeterProvider: mp}); err == nil {

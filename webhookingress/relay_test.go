@@ -93,12 +93,19 @@ func newRelayFixture(t *testing.T, d store.Dialect, maxAttempts int) *relayFixtu
 	t.Helper()
 	f := &relayFixture{tmp: &fakeTemporal{gone: map[string]bool{}, signals: map[string]int{}}, now: now, reg: prometheus.NewRegistry()}
 	f.st = storetest.Open(t, d, store.WithClock(f.clock))
-	f.relay = &Relay{Store: f.st, Temporal: f.tmp, TaskQueue: "q", Now: f.clock, MaxAttempts: maxAttempts, Metrics: NewMetrics(f.reg)}
-	f.relay.init()
+	o := f.options()
+	o.MaxAttempts = maxAttempts
+	f.relay = NewRelay(o)
 	if got := telemetrytest.Value(t, f.reg, "siteops_relay_dead_letters"); got != 0 {
 		t.Errorf("before any dead letter, siteops_relay_dead_letters = %v, want a gauge at 0", got)
 	}
 	return f
+}
+
+// options are the fixture relay's: its store, Temporal and clock, metrics
+// on its registry.
+func (f *relayFixture) options() RelayOptions {
+	return RelayOptions{Store: f.st, Temporal: f.tmp, TaskQueue: "q", Now: f.clock, Metrics: NewMetrics(f.reg)}
 }
 
 func (f *relayFixture) record(t *testing.T, id, typ, data string) {
@@ -187,7 +194,7 @@ func TestDeadLetters(t *testing.T) {
 			if n := f.dispatchAll(t); n != 2 {
 				t.Fatalf("attempt %d claimed %d events, want 2", attempt, n)
 			}
-			f.advance(f.relay.MaxBackoff)
+			f.advance(f.relay.opts.MaxBackoff)
 		}
 		if n := f.dispatchAll(t); n != 0 {
 			t.Errorf("a dead letter was claimed again (%d)", n)
@@ -354,8 +361,8 @@ func TestRelayCoalescesLeadCreatedPerSite(t *testing.T) {
 		if got := outcome("evt_4"); got != store.StatusPending {
 			t.Fatalf("evt_4 is %s, want held", got)
 		}
-		other := &Relay{Store: f.st, Temporal: f.tmp, TaskQueue: "q", Now: f.clock, Metrics: NewMetrics(prometheus.NewRegistry())}
-		f.advance(f.relay.Lease)
+		other := NewRelay(RelayOptions{Store: f.st, Temporal: f.tmp, TaskQueue: "q", Now: f.clock, Metrics: NewMetrics(prometheus.NewRegistry())})
+		f.advance(f.relay.opts.Lease)
 		if n, err := other.DispatchOnce(ctx, store.LaneBulk); err != nil || n != 1 {
 			t.Fatalf("the other relay claimed %d events (%v), want evt_4", n, err)
 		}
@@ -385,7 +392,9 @@ func TestRelayCoalescesLeadCreatedPerSite(t *testing.T) {
 // that the relay neither claims without end nor holds without bound.
 func TestRelayReleasesAFullBatchAtOnce(t *testing.T) {
 	f := newRelayFixture(t, store.SQLite, 0)
-	f.relay.BulkBatch = 3
+	o := f.options()
+	o.BulkBatch = 3
+	f.relay = NewRelay(o)
 	for i := range 4 {
 		f.record(t, fmt.Sprintf("evt_%d", i), "lead.created", `{"site_id":"site_1","lead_id":"lead_1"}`)
 	}
@@ -413,7 +422,9 @@ func sortedCopy(s []string) []string {
 // lease runs out the rest go out, each event signalled exactly once.
 func TestRelayDispatchesOnlyWithinItsLease(t *testing.T) {
 	f := newRelayFixture(t, store.SQLite, 0)
-	f.relay = &Relay{Store: f.st, Temporal: f.tmp, TaskQueue: "q", Now: f.clock, Metrics: NewMetrics(f.reg), Parallel: 1, LeadCoalesce: -1}
+	o := f.options()
+	o.Parallel, o.LeadCoalesce = 1, -1
+	f.relay = NewRelay(o)
 	f.tmp.slow = func() { f.advance(2 * time.Second) }
 	const n = 20
 	for i := range n {
@@ -490,8 +501,8 @@ func (c *claimLog) claims() (limits, got []int) {
 func TestRelayRampsUpItsClaims(t *testing.T) {
 	f := newRelayFixture(t, store.SQLite, 0)
 	log := &claimLog{Store: f.st}
-	relay := &Relay{Store: log, Temporal: f.tmp, TaskQueue: "q", Now: f.clock, Metrics: NewMetrics(prometheus.NewRegistry()),
-		Pipelines: 1, Parallel: 4, BulkBatch: 50, LeadCoalesce: -1, Idle: time.Hour}
+	relay := NewRelay(RelayOptions{Store: log, Temporal: f.tmp, TaskQueue: "q", Now: f.clock, Metrics: NewMetrics(prometheus.NewRegistry()),
+		Pipelines: 1, Parallel: 4, BulkBatch: 50, LeadCoalesce: -1, Idle: time.Hour})
 	lead := func(from, to int) {
 		t.Helper()
 		for i := from; i < to; i++ {

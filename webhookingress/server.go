@@ -48,6 +48,9 @@ type ServerOptions struct {
 	// Checks, when set, reports the process's start-up checks for
 	// /readyz's body (Options.Checks).
 	Checks func() (degraded bool, checks any)
+	// Relay tunes the relay (its Retention, Pipelines, ...); New sets its
+	// Store, Temporal, TaskQueue, Logger and Metrics from the fields above.
+	Relay RelayOptions
 }
 
 // Server is an ingress process: the handler, the relay and their store.
@@ -107,7 +110,9 @@ func New(o ServerOptions) (*Server, error) {
 	} else {
 		m = NewMetrics(reg)
 	}
-	relay := &Relay{Store: o.Store, Temporal: o.Temporal, TaskQueue: o.TaskQueue, Logger: o.Logger, Metrics: m}
+	ro := o.Relay
+	ro.Store, ro.Temporal, ro.TaskQueue, ro.Logger, ro.Metrics = o.Store, o.Temporal, o.TaskQueue, o.Logger, m
+	relay := NewRelay(ro)
 	var secrets SecretStore
 	if o.Store.HasSecretKey() {
 		secrets = o.Store

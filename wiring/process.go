@@ -223,13 +223,13 @@ func RunIngress(ctx context.Context, cfg IngressConfig, logger *slog.Logger, tel
 		so.Registry, so.MeterProvider = tel.Registry, tel.MeterProvider
 	}
 	so.Checks = func() (bool, any) { return checks.Degraded(), checks.Results() }
+	so.Relay.Retention = cfg.InboxRetention
+	if st.Dialect() == store.Postgres {
+		so.Relay.Pipelines = 2 // claims of several relays never block each other there
+	}
 	srv, err := webhookingress.New(so)
 	if err != nil {
 		return err
-	}
-	srv.Relay.Retention = cfg.InboxRetention
-	if st.Dialect() == store.Postgres {
-		srv.Relay.Pipelines = 2 // claims of several relays never block each other there
 	}
 	secretCheck := func(ctx context.Context) doctor.Result {
 		r := doctor.SecretKey(ctx, st)

@@ -47,7 +47,7 @@ type scale struct {
 }
 
 // relayClaim is how many bulk events one relay claim takes
-// (webhookingress.Relay.BulkBatch's default).
+// (webhookingress.RelayOptions.BulkBatch's default).
 const relayClaim = 500
 
 func scenario() scale {
