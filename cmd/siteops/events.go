@@ -292,11 +292,11 @@ asked (--operator) and when: 'siteops events show' lists it.
 The relay dispatches a replayed event like a new one, to the workflow its
 type and site lead to now: useful after no-target (the site's workflow was
 recorded late), target-gone (the workflow ended and runs again), a dead
-letter, or a failing event. Workflows deduplicate by event id: a lead sync
-remembers the last 1,000 lead.created ids it counted, an onboarding every
-event id it saw. So replaying an event a workflow already had changes
-nothing there while the workflow still remembers it; the command says when
-an event had reached a workflow before.
+letter, or a failing event. Workflows deduplicate by event id:
+` + memories() + `
+So replaying an event a workflow already had changes nothing there while
+the workflow still remembers it; the command says when an event had reached
+a workflow before.
 
 Ids that the inbox does not hold fail the command (exit 3) and replay
 nothing. --wait waits until the relay has dispatched them and prints each
@@ -415,3 +415,13 @@ func (e *replayWaitStopped) Error() string {
 }
 
 func (e *replayWaitStopped) Unwrap() error { return e.cause }
+
+// memories lists what each workflow the relay signals remembers of the
+// event ids it saw, as the route table says, one "  - " line each.
+func memories() string {
+	ms := webhookingress.Memories()
+	for i, m := range ms {
+		ms[i] = "  - " + m
+	}
+	return strings.Join(ms, "\n")
+}
