@@ -9,6 +9,7 @@ import (
 
 	"github.com/siteops/siteops/config"
 	"github.com/siteops/siteops/store"
+	"github.com/siteops/siteops/webhookingress"
 	"github.com/siteops/siteops/wiring"
 )
 
@@ -65,5 +66,21 @@ func TestReplayWaitInterrupted(t *testing.T) {
 	}
 	if !strings.Contains(stdout.String(), "replayed 1 event(s) as oncall-test: queued for the relay") {
 		t.Errorf("stdout %q does not say the event is queued", stdout.String())
+	}
+}
+
+// TestReplayHelpSaysWhatTargetsRemember checks that events replay's help
+// tells what each workflow remembers of event ids as the route table says
+// it (a lead sync's count is workflows.RecentEventsKept), not in words of
+// its own.
+func TestReplayHelpSaysWhatTargetsRemember(t *testing.T) {
+	out, err := runCLI(t, "", "events", "replay", "--help")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range webhookingress.Memories() {
+		if !strings.Contains(out, "  - "+m+"\n") {
+			t.Errorf("events replay --help does not say %q:\n%s", m, out)
+		}
 	}
 }
