@@ -113,9 +113,9 @@ var (
 )
 
 // checkMetricsKnown checks that every siteops metric expr reads is one the
-// relay exports or the README documents (worker metrics, and histograms
-// that appear with their first sample), and every recorded series one the
-// recording rules make.
+// relay exports or docs/observability.md and docs/webhooks.md document
+// (worker metrics, and histograms that appear with their first sample), and
+// every recorded series one the recording rules make.
 func checkMetricsKnown(t *testing.T, where, expr string, exported, rec map[string]bool, readme string) {
 	t.Helper()
 	for _, name := range metricName.FindAllString(expr, -1) {
@@ -126,7 +126,7 @@ func checkMetricsKnown(t *testing.T, where, expr string, exported, rec map[strin
 			}
 		}
 		if !exported[family] && !strings.Contains(readme, "`"+family) {
-			t.Errorf("%s reads %s, which the relay does not export and the README does not document", where, name)
+			t.Errorf("%s reads %s, which the relay does not export and neither docs/observability.md nor docs/webhooks.md documents", where, name)
 		}
 	}
 	for _, name := range recordedName.FindAllString(expr, -1) {
@@ -136,7 +136,7 @@ func checkMetricsKnown(t *testing.T, where, expr string, exported, rec map[strin
 	}
 }
 
-// headingAnchor is the anchor GitHub gives a README heading.
+// headingAnchor is the anchor GitHub gives a Markdown heading.
 func headingAnchor(heading string) string {
 	var b strings.Builder
 	for _, r := range strings.ToLower(strings.TrimSpace(heading)) {
@@ -150,11 +150,11 @@ func headingAnchor(heading string) string {
 	return b.String()
 }
 
-// readmeAnchors returns the anchors of the README's headings.
+// readmeAnchors returns the anchors of docs/observability.md's headings.
 func readmeAnchors(t *testing.T) map[string]bool {
 	t.Helper()
 	out := map[string]bool{}
-	for _, line := range strings.Split(read(t, "../README.md"), "\n") {
+	for _, line := range strings.Split(read(t, "../docs/observability.md"), "\n") {
 		if h, ok := strings.CutPrefix(line, "#"); ok {
 			out[headingAnchor(strings.TrimLeft(h, "#"))] = true
 		}
@@ -181,9 +181,9 @@ func commandExists(t *testing.T, args []string) bool {
 
 // TestRecordingRules checks the service levels' rules offline: every rule
 // records a level:metric:operations name once, from metrics siteops
-// exports; every level the README's table lists is recorded.
+// exports; every level docs/observability.md's table lists is recorded.
 func TestRecordingRules(t *testing.T) {
-	exported, readme := exportedMetrics(t), read(t, "../README.md")
+	exported, readme := exportedMetrics(t), read(t, "../docs/observability.md")+read(t, "../docs/webhooks.md")
 	rec := map[string]bool{}
 	for _, r := range rules(t, recordingRules) {
 		if r.Alert != "" || r.Record == "" || r.Expr == "" {
@@ -199,19 +199,19 @@ func TestRecordingRules(t *testing.T) {
 		rec[r.Record] = true
 		checkMetricsKnown(t, recordingRules+": "+r.Record, r.Expr, exported, map[string]bool{}, readme)
 		if !strings.Contains(readme, "`"+r.Record+"`") {
-			t.Errorf("the README's service levels do not name %s", r.Record)
+			t.Errorf("docs/observability.md's service levels do not name %s", r.Record)
 		}
 	}
 }
 
 // TestAlertRules checks the alerting rules offline: they parse, every
-// alert is complete and links a runbook that is a heading of the README,
+// alert is complete and links a runbook that is a heading of docs/observability.md,
 // every series it reads exists, and every siteops command an annotation
 // tells the person on call to run exists.
 func TestAlertRules(t *testing.T) {
-	exported, rec, readme, anchors := exportedMetrics(t), recorded(t), read(t, "../README.md"), readmeAnchors(t)
+	exported, rec, readme, anchors := exportedMetrics(t), recorded(t), read(t, "../docs/observability.md")+read(t, "../docs/webhooks.md"), readmeAnchors(t)
 	command := regexp.MustCompile("`siteops ([a-z-]+)(?: ([a-z-]+))?")
-	const runbooks = "https://github.com/siteops/siteops/blob/main/README.md#"
+	const runbooks = "https://github.com/siteops/siteops/blob/main/docs/observability.md#"
 	alerts := map[string]bool{}
 	for _, r := range rules(t, alertingRules) {
 		if alerts[r.Alert] {
@@ -231,7 +231,7 @@ func TestAlertRules(t *testing.T) {
 		}
 		anchor, ok := strings.CutPrefix(r.Annotations["runbook_url"], runbooks)
 		if !ok || !anchors[anchor] {
-			t.Errorf("%s: %s links the runbook %q; want %s<a heading of the README>", alertingRules, r.Alert, r.Annotations["runbook_url"], runbooks)
+			t.Errorf("%s: %s links the runbook %q; want %s<a heading of docs/observability.md>", alertingRules, r.Alert, r.Annotations["runbook_url"], runbooks)
 		}
 		checkMetricsKnown(t, alertingRules+": "+r.Alert, r.Expr, exported, rec, readme)
 		for _, m := range command.FindAllStringSubmatch(r.Annotations["description"], -1) {

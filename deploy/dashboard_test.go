@@ -83,7 +83,7 @@ func TestDashboard(t *testing.T) {
 	if variable == "" {
 		t.Fatalf("%s has no Prometheus data source variable; a dashboard imported elsewhere must ask for its data source", dashboardFile)
 	}
-	exported, rec, readme := exportedMetrics(t), recorded(t), read(t, "../README.md")
+	exported, rec, readme := exportedMetrics(t), recorded(t), read(t, "../docs/observability.md")+read(t, "../docs/webhooks.md")
 	titles, ids := map[string]bool{}, map[int]bool{}
 	var all strings.Builder
 	for _, p := range panels {
@@ -125,7 +125,7 @@ func TestDashboard(t *testing.T) {
 	}
 }
 
-// TestDashboardInREADME checks the README's table of the dashboard: one
+// TestDashboardInREADME checks docs/observability.md's table of the dashboard: one
 // row per panel, starting with its title (a dashboard row's title in
 // bold), and no row of a panel that is not there.
 func TestDashboardInREADME(t *testing.T) {
@@ -135,10 +135,10 @@ func TestDashboardInREADME(t *testing.T) {
 			panels = append(panels, panel{Title: "**" + p.Title + "**"})
 		}
 	}
-	readme := read(t, "../README.md")
+	readme := read(t, "../docs/observability.md")
 	start := strings.Index(readme, "| Panel | What it answers |")
 	if start < 0 {
-		t.Fatal("the README has no table of the dashboard's panels (| Panel | What it answers |)")
+		t.Fatal("docs/observability.md has no table of the dashboard's panels (| Panel | What it answers |)")
 	}
 	rows := map[string]bool{}
 	row := regexp.MustCompile(`^\| ([^|]+?) \|`)
@@ -151,11 +151,11 @@ func TestDashboardInREADME(t *testing.T) {
 	}
 	for _, p := range panels {
 		if !rows[p.Title] {
-			t.Errorf("the README's dashboard table has no row for the panel %q", p.Title)
+			t.Errorf("docs/observability.md's dashboard table has no row for the panel %q", p.Title)
 		}
 		delete(rows, p.Title)
 	}
 	for title := range rows {
-		t.Errorf("the README's dashboard table lists %q, which is no panel of %s", title, dashboardFile)
+		t.Errorf("docs/observability.md's dashboard table lists %q, which is no panel of %s", title, dashboardFile)
 	}
 }

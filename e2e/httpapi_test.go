@@ -32,7 +32,7 @@ import (
 
 // readme holds the curl commands for callers without an SDK; they are run
 // here exactly as written, with the placeholders as environment variables.
-const readme = "../README.md"
+const readme = "../docs/nexus-and-http.md"
 
 // Markers of the tested code blocks: an HTML comment on the line before
 // the block's opening fence.
@@ -43,14 +43,14 @@ const (
 
 // RequireCurlEnv, set to 1, makes TestHTTPAPICurlCommands fail instead of
 // skipping when bash or curl is missing: CI sets it (.ci/run installs
-// curl), so that the README's commands always run there.
+// curl), so that the docs' curl commands always run there.
 const RequireCurlEnv = "SITEOPS_REQUIRE_CURL"
 
-// TestHTTPAPICurlCommands runs the README's curl commands against the
+// TestHTTPAPICurlCommands runs docs/nexus-and-http.md's curl commands against the
 // HTTP API of a dev server (its --http-port): they start an onboarding
 // with inline knowledge through the Nexus endpoint and read its status,
 // with no Temporal SDK and no workflow ID in any URL. It checks the
-// answers and the status codes the README promises: 400 for an input that
+// answers and the status codes the docs promise: 400 for an input that
 // breaks a rule (and nothing started), 201 for the start, 200 for the
 // status and for the same start again, 404 for the status of an unknown
 // slug.
@@ -58,9 +58,9 @@ func TestHTTPAPICurlCommands(t *testing.T) {
 	for _, tool := range []string{"bash", "curl"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			if os.Getenv(RequireCurlEnv) == "1" {
-				t.Fatalf("the README's commands need %s, which is not on PATH (Debian: apt-get install %s); %s=1 makes this a failure", tool, tool, RequireCurlEnv)
+				t.Fatalf("the docs' curl commands need %s, which is not on PATH (Debian: apt-get install %s); %s=1 makes this a failure", tool, tool, RequireCurlEnv)
 			}
-			t.Skipf("SKIP: the README's commands need %s", tool)
+			t.Skipf("SKIP: the docs' curl commands need %s", tool)
 		}
 	}
 	start, status := docBlock(t, readme, curlStartMarker), docBlock(t, readme, curlStatusMarker)
@@ -83,7 +83,7 @@ func TestHTTPAPICurlCommands(t *testing.T) {
 	}
 	if err := json.Unmarshal(body, &refused); err != nil || code != http.StatusBadRequest ||
 		!strings.HasPrefix(refused.Message, "the onboarding breaks 1 rule(s): site.title: is required") {
-		t.Errorf("an invalid input answered %d %s (%v); the README promises 400 with the rules", code, body, err)
+		t.Errorf("an invalid input answered %d %s (%v); the docs promise 400 with the rules", code, body, err)
 	}
 	if _, err := e.client.DescribeWorkflowExecution(t.Context(), id, ""); err == nil {
 		t.Errorf("an invalid input started %s", id)
@@ -95,7 +95,7 @@ func TestHTTPAPICurlCommands(t *testing.T) {
 		State string `json:"state"`
 	}
 	if err := json.Unmarshal(body, &started); err != nil || code != http.StatusCreated || started.Token == "" || started.State != "running" {
-		t.Fatalf("the start command answered %d %s (%v); the README promises 201 with a token, running", code, body, err)
+		t.Fatalf("the start command answered %d %s (%v); the docs promise 201 with a token, running", code, body, err)
 	}
 	var st api.Onboarding
 	eventually(t, time.Minute, "the status command to report a completed onboarding", func() bool {
@@ -119,12 +119,12 @@ func TestHTTPAPICurlCommands(t *testing.T) {
 	code, body = runCurl(t, start, vars)
 	var res api.OnboardResult
 	if err := json.Unmarshal(body, &res); err != nil || code != http.StatusOK || res.SiteID != st.Result.SiteID {
-		t.Errorf("the start command again answered %d %s (%v); the README promises 200 with the result", code, body, err)
+		t.Errorf("the start command again answered %d %s (%v); the docs promise 200 with the result", code, body, err)
 	}
 	// An unknown slug: 404.
 	code, body = runCurl(t, replaceOnce(t, status, `"slug": "harbor-books"`, `"slug": "nobody-here"`), vars)
 	if code != http.StatusNotFound {
-		t.Errorf("the status of an unknown slug answered %d %s; the README promises 404", code, body)
+		t.Errorf("the status of an unknown slug answered %d %s; the docs promise 404", code, body)
 	}
 }
 
@@ -132,7 +132,7 @@ func TestHTTPAPICurlCommands(t *testing.T) {
 func replaceOnce(t *testing.T, s, old, new string) string {
 	t.Helper()
 	if n := strings.Count(s, old); n != 1 {
-		t.Fatalf("the README's command holds %q %d times, want once:\n%s", old, n, s)
+		t.Fatalf("the docs' command holds %q %d times, want once:\n%s", old, n, s)
 	}
 	return strings.Replace(s, old, new, 1)
 }

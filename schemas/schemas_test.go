@@ -493,7 +493,8 @@ func without(doc map[string]any, path string) map[string]any {
 	return cp
 }
 
-// TestTheREADMEInputsValidate checks the JSON the README shows against
+// TestTheREADMEInputsValidate checks the JSON the README (and, for the
+// curl commands, docs/nexus-and-http.md) shows against
 // their schemas: the Onboarding input, the lead sync and embed incident
 // inputs, the bodies of the curl commands that onboard and read an
 // onboarding's status over HTTP, and the status it answers. (The tables of
@@ -503,24 +504,28 @@ func TestTheREADMEInputsValidate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme := string(b)
+	curl, err := os.ReadFile("../docs/nexus-and-http.md") // the curl commands
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(b) + "\n" + string(curl)
 	// after returns the text that follows the first line starting with
 	// intro, up to end (exclusive), from the first from on.
 	after := func(intro, from, end string) string {
 		t.Helper()
 		i := strings.Index(readme, "\n"+intro)
 		if i < 0 {
-			t.Fatalf("the README has no line starting with %q", intro)
+			t.Fatalf("the docs have no line starting with %q", intro)
 		}
 		rest := readme[i+1:]
 		j := strings.Index(rest, from)
 		if j < 0 {
-			t.Fatalf("the README has no %q after %q", from, intro)
+			t.Fatalf("the docs have no %q after %q", from, intro)
 		}
 		rest = rest[j+len(from):]
 		k := strings.Index(rest, end)
 		if k < 0 {
-			t.Fatalf("the README has no %q after %q", end, intro)
+			t.Fatalf("the docs have no %q after %q", end, intro)
 		}
 		return rest[:k]
 	}
@@ -534,7 +539,7 @@ func TestTheREADMEInputsValidate(t *testing.T) {
 	} {
 		problems, err := schemas.Validate(c.schema, []byte(c.doc))
 		if err != nil || len(problems) > 0 {
-			t.Errorf("the README's %s breaks %s: %v %v\n%s", c.what, c.schema, problems, err, c.doc)
+			t.Errorf("the docs' %s breaks %s: %v %v\n%s", c.what, c.schema, problems, err, c.doc)
 		}
 	}
 }
