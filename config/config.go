@@ -95,7 +95,7 @@ type Ingress struct {
 	// retries).
 	MaxConcurrent int `envconfig:"SITEOPS_INGRESS_MAX_CONCURRENT" default:"64"`
 	// MaxConnections bounds the connections open on the webhook port; at
-	// the cap the idle and slowest ones make room (README, ingress limits).
+	// the cap the idle and slowest ones make room (docs/webhooks.md, limits).
 	MaxConnections int `envconfig:"SITEOPS_INGRESS_MAX_CONNECTIONS" default:"2048"`
 	// MaxBody caps a delivery's body in bytes (413 above it).
 	MaxBody        int64         `envconfig:"SITEOPS_INGRESS_MAX_BODY" default:"262144"`
@@ -122,7 +122,7 @@ type Worker struct {
 	BuildID string `envconfig:"SITEOPS_BUILD_ID"`
 	// WorkflowCacheSize is how many workflows the worker keeps in memory
 	// between their tasks (the SDK's sticky cache); others replay their
-	// history on their next task. See the README for the sizing.
+	// history on their next task. See docs/sizing.md for the sizing.
 	WorkflowCacheSize int `envconfig:"SITEOPS_WORKFLOW_CACHE_SIZE" default:"2000"`
 	// SecretReconcileEvery is the period of the schedule that retires
 	// stored webhook secrets whose endpoint is gone (secret-reconcile).

@@ -31,8 +31,8 @@
 #
 # deploy/compose.yaml runs it as the one-shot service postgres-roles; in
 # Kubernetes, deploy/kubernetes/postgres-roles.yaml and
-# deploy/kubernetes/temporal/postgres-roles.yaml run it on demand (see the
-# README's Operations).
+# deploy/kubernetes/temporal/postgres-roles.yaml run it on demand (see
+# docs/operations.md).
 set -euo pipefail
 # shellcheck source=secret-files.sh
 . "$(dirname "${BASH_SOURCE[0]}")/secret-files.sh"

@@ -48,6 +48,6 @@ load_secret_files TEMPORAL_SERVER_DB_PASSWORD
 # network (the NetworkPolicies of deploy/kubernetes/temporal admit only the
 # siteops pods that need the frontend; compose publishes it on loopback
 # only) and, in Kubernetes, mutual TLS (TEMPORAL_SERVER_TLS_CLIENT_CA: only
-# a client certificate that CA signed gets in). See the README's Operations.
+# a client certificate that CA signed gets in). See docs/operations.md.
 exec temporal-server --root "${TEMPORAL_ROOT:-/etc/temporal}" --config config --env cluster --allow-no-auth \
   start --service "$service"

@@ -105,7 +105,7 @@ func TestPayloadEncryption(t *testing.T) {
 }
 
 // TestCodecKeyRotationThroughTemporal runs an onboarding in the middle of
-// a payload-key rotation from key A to key B, as the README's runbook
+// a payload-key rotation from key A to key B, as the runbook in docs/payload-encryption.md
 // goes: the starter has B added at the end of its ring ("A,B": A still
 // encrypts), the worker already has it first ("B,A"). The input in the
 // history is written under A, the result under B, and both processes read

@@ -1,6 +1,6 @@
 #!/bin/sh
 # rollout.sh ships a build of siteops to Kubernetes without stranding work in
-# flight (the README's "Upgrading"). Each build's workers are a Deployment of
+# flight (docs/upgrading.md). Each build's workers are a Deployment of
 # their own, siteops-worker-<build> (worker-build.yaml.in), which stays until
 # no running workflow is pinned to that build; every decision is a `siteops
 # release` command run in a worker pod, with that pod's settings: the same
