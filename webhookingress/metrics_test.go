@@ -29,7 +29,7 @@ func scrape(t *testing.T, h *Handler) string {
 }
 
 // TestMetricNames checks the names the Prometheus exporter gives the
-// OpenTelemetry instruments: the ones the README documents, with their
+// OpenTelemetry instruments: the ones docs/observability.md documents, with their
 // types, and label values without spaces.
 func TestMetricNames(t *testing.T) {
 	st := storetest.Open(t, store.SQLite)
