@@ -111,10 +111,6 @@ func (u pgUse) sub(before pgUse) pgUse {
 	return d
 }
 
-func (u pgUse) add(v pgUse) pgUse {
-	return pgUse{backends: u.backends + v.backends, background: u.background + v.background, self: u.self + v.self, wal: u.wal + v.wal}
-}
-
 // pidCPU is the user and system CPU time of a process from /proc/PID/stat
 // (clock ticks of 10 ms); zero once it has exited.
 func pidCPU(pid int) time.Duration {

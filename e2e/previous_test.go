@@ -80,7 +80,7 @@ func buildPrevious() (string, error) {
 		return "", fmt.Errorf("git is not installed, so release %d (%s) cannot be built to run beside this one; install git", release.Previous.Number, commit[:12])
 	}
 	if out, err := exec.Command("git", "-C", "..", "cat-file", "-e", commit+"^{commit}").CombinedOutput(); err != nil {
-		return "", fmt.Errorf("this clone lacks release %d's commit %s (%v: %s); fetch it: git fetch --unshallow (or git fetch origin %s)", release.Previous.Number, commit[:12], err, strings.TrimSpace(string(out)), commit)
+		return "", fmt.Errorf("this clone lacks release %d's commit %s (%w: %s); fetch it: git fetch --unshallow (or git fetch origin %s)", release.Previous.Number, commit[:12], err, strings.TrimSpace(string(out)), commit)
 	}
 	src := filepath.Join(dir, "src-"+commit[:12])
 	if _, err := os.Stat(filepath.Join(src, "go.mod")); err != nil {
@@ -95,7 +95,7 @@ func buildPrevious() (string, error) {
 	// this module's too, mostly at the same versions.
 	build.Env = append(os.Environ(), "GOFLAGS=-mod=readonly -buildvcs=false")
 	if out, err := build.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building release %d from %s: %v\n%s", release.Previous.Number, src, err, out)
+		return "", fmt.Errorf("building release %d from %s: %w\n%s", release.Previous.Number, src, err, out)
 	}
 	return bin, os.Rename(tmp, bin)
 }

@@ -176,7 +176,7 @@ func postJSON(t *testing.T, url string, v any) (int, string) {
 	}
 	defer func() { _ = resp.Body.Close() }()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
-	return resp.StatusCode, fmt.Sprintf("%s", body)
+	return resp.StatusCode, string(body)
 }
 
 // TestCLIRecordsWhoRanIt runs a playbook from the CLI with an --operator

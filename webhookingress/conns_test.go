@@ -76,7 +76,7 @@ func closedByServer(c net.Conn, br *bufio.Reader, wait time.Duration) bool {
 	_ = c.SetReadDeadline(time.Now().Add(wait))
 	_, err := br.ReadByte()
 	var ne net.Error
-	return err != nil && !(errors.As(err, &ne) && ne.Timeout())
+	return err != nil && (!errors.As(err, &ne) || !ne.Timeout())
 }
 
 // post sends a valid signed delivery to addr on a connection of its own and

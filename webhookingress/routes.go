@@ -162,10 +162,10 @@ func (rt Route) Memory() string {
 		return ""
 	}
 	who := article(kindNoun(rt.Target))
-	switch {
-	case rt.Remembers == RemembersAll:
+	switch rt.Remembers {
+	case RemembersAll:
 		return who + " remembers every event id it saw while it runs"
-	case rt.Remembers == RemembersFirst:
+	case RemembersFirst:
 		return who + " acts on its first " + eventNoun(rt.Type) + " only"
 	}
 	return fmt.Sprintf("%s remembers the last %s %s ids it counted", who, thousands(rt.Remembers), rt.Type)

@@ -115,7 +115,8 @@ func ListenCodec(cfg CodecConfig, logger *slog.Logger) (*CodecServer, error) {
 func (s *CodecServer) Serve(ctx context.Context) error {
 	go func() {
 		<-ctx.Done()
-		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		// ctx is over: the shutdown gets a deadline of its own.
+		shut, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		_ = s.srv.Shutdown(shut)
 	}()

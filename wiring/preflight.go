@@ -216,9 +216,9 @@ func (p Preflight) start(ctx context.Context, process string, logger *slog.Logge
 				"why", why, "recheck_every", every)
 		}
 	}
-	for i, r := range results {
-		if r.Status == doctor.Fail {
-			go p.recheck(ctx, logger, into, checks[i], every)
+	for i, c := range checks {
+		if results[i].Status == doctor.Fail {
+			go p.recheck(ctx, logger, into, c, every)
 		}
 	}
 	return nil

@@ -57,7 +57,7 @@ func TestMACPoolsConcurrent(t *testing.T) {
 				header := Sign(secrets[signer], now, body)
 				idx, err := Verify(body, header, secrets, now, DefaultWindow)
 				if idx != signer || err != nil {
-					errs <- fmt.Errorf("goroutine %d round %d: Verify = %d, %v; want %d, nil", g, r, idx, err, signer)
+					errs <- fmt.Errorf("goroutine %d round %d: Verify = %d, %w; want %d, nil", g, r, idx, err, signer)
 					return
 				}
 				body[len(body)-2] ^= 1

@@ -129,7 +129,8 @@ func waitingWorker(t *testing.T, env []string) {
 	}
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-exited:
+	case err := <-exited:
+		t.Logf("the waiting worker stopped on SIGTERM (%v)", err)
 	case <-time.After(10 * time.Second):
 		_ = cmd.Process.Kill()
 		t.Errorf("the waiting worker did not stop within 10 s of SIGTERM")

@@ -58,7 +58,7 @@ func BuildID(configured string) (id, source string, err error) {
 		// alike; the executable tells them apart.
 		sum, err := executableSum()
 		if err != nil {
-			return "", "", fmt.Errorf("%w: the binary was built from a modified tree (%s) and its executable cannot be read to tell it apart (%v); set SITEOPS_BUILD_ID to the version it is", ErrBuildID, id, err)
+			return "", "", fmt.Errorf("%w: the binary was built from a modified tree (%s) and its executable cannot be read to tell it apart (%w); set SITEOPS_BUILD_ID to the version it is", ErrBuildID, id, err)
 		}
 		return checked(id+"-sha-"+sum, FromStamp)
 	}
@@ -68,13 +68,13 @@ func BuildID(configured string) (id, source string, err error) {
 		}
 		sum, err := executableSum()
 		if err != nil {
-			return "", "", fmt.Errorf("%w: the binary was built from a modified tree of %s and its executable cannot be read to tell it apart (%v); set SITEOPS_BUILD_ID to the version it is", ErrBuildID, rev, err)
+			return "", "", fmt.Errorf("%w: the binary was built from a modified tree of %s and its executable cannot be read to tell it apart (%w); set SITEOPS_BUILD_ID to the version it is", ErrBuildID, rev, err)
 		}
 		return rev + "-dirty-sha-" + sum, FromVCS, nil
 	}
 	sum, err := executableSum()
 	if err != nil {
-		return "", "", fmt.Errorf("%w: the binary records no VCS revision and its executable cannot be read (%v); set SITEOPS_BUILD_ID to the version it is, or build with `make build`", ErrBuildID, err)
+		return "", "", fmt.Errorf("%w: the binary records no VCS revision and its executable cannot be read (%w); set SITEOPS_BUILD_ID to the version it is, or build with `make build`", ErrBuildID, err)
 	}
 	return "sha-" + sum, FromExecutable, nil
 }
@@ -95,7 +95,11 @@ func checked(id, source string) (string, string, error) {
 }
 
 func notLabelChar(r rune) bool {
-	return !(r < 128 && (isAlnum(byte(r)) || r == '.' || r == '-' || r == '_'))
+	if r >= 128 {
+		return true
+	}
+	b := byte(r) //nolint:gosec // r < 128: the byte is the rune
+	return !isAlnum(b) && b != '.' && b != '-' && b != '_'
 }
 
 func isAlnum(b byte) bool {
