@@ -31,7 +31,7 @@ all: build
 SITEOPS_VERSION ?= $(shell git describe --always --dirty 2>/dev/null)
 
 build:
-	$(GO) build -ldflags "-X github.com/siteops/siteops/internal/release.stamp=$(SITEOPS_VERSION) -X main.version=$(SITEOPS_VERSION)" -o bin/siteops ./cmd/siteops
+	$(GO) build -ldflags "-X github.com/siteops/siteops/release.stamp=$(SITEOPS_VERSION) -X main.version=$(SITEOPS_VERSION)" -o bin/siteops ./cmd/siteops
 
 ## tools: the pinned temporal CLI (the tests start its dev server) and the pinned
 ## Temporal server and SQL tool (the production-shape tests start a cluster).

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/siteops/siteops/internal/release"
+	"github.com/siteops/siteops/release"
 )
 
 // instructions returns a Dockerfile's instructions, continuation lines
@@ -111,8 +111,8 @@ func TestDockerfileVersion(t *testing.T) {
 	if makeBuild == nil {
 		t.Fatalf("the Makefile's build target passes no -ldflags \"...\"")
 	}
-	if got, want := xs(flags[1]), xs(makeBuild[1]); !slices.Equal(got, want) || !slices.Contains(got, "github.com/siteops/siteops/internal/release.stamp") {
-		t.Errorf("the Dockerfile links in %v; the Makefile's build target %v (internal/release's stamp among them)", got, want)
+	if got, want := xs(flags[1]), xs(makeBuild[1]); !slices.Equal(got, want) || !slices.Contains(got, "github.com/siteops/siteops/release.stamp") {
+		t.Errorf("the Dockerfile links in %v; the Makefile's build target %v (release's stamp among them)", got, want)
 	}
 	const version = "v9.9.9-deploy-test"
 	bin := filepath.Join(t.TempDir(), "siteops")

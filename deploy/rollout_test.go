@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/siteops/siteops/internal/release"
+	"github.com/siteops/siteops/release"
 )
 
 // The per-build workers: the template rollout.sh renders and the script.
@@ -574,7 +574,7 @@ func TestRolloutRefuses(t *testing.T) {
 }
 
 // TestRolloutBuildIDsAgreeWithTheWorker checks that rollout.sh deploys
-// exactly the build ids a worker accepts (internal/release.BuildID), less
+// exactly the build ids a worker accepts (release.BuildID), less
 // those its Deployment's name cannot hold and -dirty ones.
 func TestRolloutBuildIDsAgreeWithTheWorker(t *testing.T) {
 	for _, id := range []string{

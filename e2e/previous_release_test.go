@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/siteops/siteops/agentsite"
-	"github.com/siteops/siteops/internal/release"
-	"github.com/siteops/siteops/internal/release/rollout"
+	"github.com/siteops/siteops/internal/rollout"
+	"github.com/siteops/siteops/release"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/store/storetest"
 	"github.com/siteops/siteops/workflows"

@@ -28,7 +28,7 @@ import (
 
 	"github.com/siteops/siteops/internal/devserver"
 	"github.com/siteops/siteops/internal/ports"
-	"github.com/siteops/siteops/internal/release"
+	"github.com/siteops/siteops/release"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/store/storetest"

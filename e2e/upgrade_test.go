@@ -11,8 +11,8 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/siteops/siteops/agentsite"
-	"github.com/siteops/siteops/internal/release"
-	"github.com/siteops/siteops/internal/release/rollout"
+	"github.com/siteops/siteops/internal/rollout"
+	"github.com/siteops/siteops/release"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/workflows"

@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/siteops/siteops/internal/release"
+	"github.com/siteops/siteops/release"
 )
 
 // TestVersionedWorkerRefusesAPlaceholderBuildID starts `siteops worker`

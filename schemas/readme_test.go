@@ -10,8 +10,8 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 
+	"github.com/siteops/siteops/internal/schemagen"
 	"github.com/siteops/siteops/schemas"
-	"github.com/siteops/siteops/schemas/internal/generate"
 	"github.com/siteops/siteops/workflows"
 )
 
@@ -71,7 +71,7 @@ func schemaOf(t *testing.T, cell string) string {
 	if m == nil {
 		return ""
 	}
-	if !slices.ContainsFunc(generate.Files, func(f generate.File) bool { return f.Name == m[1] }) {
+	if !slices.ContainsFunc(schemagen.Files, func(f schemagen.File) bool { return f.Name == m[1] }) {
 		t.Errorf("the README links to schemas/%s, which is not generated", m[1])
 	}
 	return m[1]
@@ -174,8 +174,8 @@ func TestTheREADMEStatesTheCataloguePolicies(t *testing.T) {
 		case fn.NumOut() == 1 && !strings.HasPrefix(row[5], "none"):
 			t.Errorf("%s returns no result; the README's row says %q", k.Name, row[5])
 		case fn.NumOut() == 2:
-			i := slices.IndexFunc(generate.Files, func(f generate.File) bool { return f.Name == result })
-			if i < 0 || generate.Files[i].Type != fn.Out(0) || !generate.Files[i].Output {
+			i := slices.IndexFunc(schemagen.Files, func(f schemagen.File) bool { return f.Name == result })
+			if i < 0 || schemagen.Files[i].Type != fn.Out(0) || !schemagen.Files[i].Output {
 				t.Errorf("%s's result is a %s; the README links %q, which is not its schema", k.Name, fn.Out(0), result)
 			}
 		}

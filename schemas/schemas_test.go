@@ -17,9 +17,9 @@ import (
 	"time"
 
 	"github.com/siteops/siteops/agentsite"
+	"github.com/siteops/siteops/internal/schemagen"
 	"github.com/siteops/siteops/nexus/api"
 	"github.com/siteops/siteops/schemas"
-	"github.com/siteops/siteops/schemas/internal/generate"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/workflows"
 )
@@ -27,11 +27,11 @@ import (
 // TestSchemasMatchTheTypes regenerates every schema in memory and compares
 // it with the published file.
 func TestSchemasMatchTheTypes(t *testing.T) {
-	root, err := generate.ModuleRoot()
+	root, err := schemagen.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := generate.All(root)
+	want, err := schemagen.All(root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func firstDifference(a, b []byte) string {
 func TestValidatorKnowsEveryKeyword(t *testing.T) {
 	known := []string{"type", "properties", "required", "additionalProperties", "items", "minItems", "maxItems",
 		"enum", "pattern", "minLength", "maxLength", "minimum", "maximum", "$schema", "title", "description", "format"}
-	for _, f := range generate.Files {
+	for _, f := range schemagen.Files {
 		b, err := schemas.File(f.Name)
 		if err != nil {
 			t.Fatal(err)
@@ -125,7 +125,7 @@ func TestValidatorKnowsEveryKeyword(t *testing.T) {
 // document the types write. An output's empty value validates too: the
 // fields it requires are those Go always writes.
 func TestWhatGoWritesValidates(t *testing.T) {
-	for _, f := range generate.Files {
+	for _, f := range schemagen.Files {
 		for what, v := range map[string]reflect.Value{"zero": reflect.New(f.Type).Elem(), "filled": filled(f.Type)} {
 			b, err := json.Marshal(v.Interface())
 			if err != nil {
@@ -144,7 +144,7 @@ func TestWhatGoWritesValidates(t *testing.T) {
 // agentsite.ValidateOrigin takes, and refuses an origin with a path, a
 // query, a fragment, credentials, a wildcard or another scheme.
 func TestOriginPatternIsValidateOrigin(t *testing.T) {
-	re := regexp.MustCompile(generate.OriginPattern)
+	re := regexp.MustCompile(schemagen.OriginPattern)
 	takes := []string{"https://acme.example", "http://localhost:3000", "HTTPS://Shop.Example:443", "https://a-b.c-d.example",
 		"http://192.0.2.1:8080", "https://[2001:db8::1]", "https://[::ffff:c000:201]:8443", "https://xn--bcher-kva.example"}
 	refuses := []string{"https://acme.example/", "https://acme.example/shop", "https://acme.example?x=1", "https://acme.example#top",
@@ -405,7 +405,7 @@ func TestRequiredIsWhatTheCodeRequires(t *testing.T) {
 				case required && refused == nil:
 					t.Errorf("without %s: the schema says it is required, but the code takes the document (siteops would refuse what it accepts)", path)
 				case !required && refused != nil:
-					t.Errorf("without %s: the code refuses the document (%v), but the schema does not require it; add it to required in internal/generate", path, refused)
+					t.Errorf("without %s: the code refuses the document (%v), but the schema does not require it; add it to required in internal/schemagen", path, refused)
 				}
 			}
 			for _, p := range schemaPaths(s, "") {

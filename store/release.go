@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/siteops/siteops/internal/release"
+	"github.com/siteops/siteops/release"
 )
 
 // The store changes in two halves across releases (expand then contract).

@@ -13,8 +13,8 @@ import (
 
 	"github.com/siteops/siteops/config"
 	"github.com/siteops/siteops/doctor"
-	"github.com/siteops/siteops/internal/release"
-	"github.com/siteops/siteops/internal/release/rollout"
+	"github.com/siteops/siteops/internal/rollout"
+	"github.com/siteops/siteops/release"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/wiring"

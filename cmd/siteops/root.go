@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/siteops/siteops/internal/release"
+	"github.com/siteops/siteops/release"
 )
 
 // version is set at build time with -ldflags "-X main.version=..."; when it

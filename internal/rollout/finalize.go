@@ -13,7 +13,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/siteops/siteops/internal/release"
+	"github.com/siteops/siteops/release"
 	"github.com/siteops/siteops/store"
 )
 

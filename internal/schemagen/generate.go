@@ -1,4 +1,4 @@
-// Package generate writes the JSON Schemas (draft 2020-12) of package
+// Package schemagen writes the JSON Schemas (draft 2020-12) of package
 // schemas from the Go types that read and write the documents: reflect
 // gives the shape (JSON names from the json tags; no other field is
 // allowed), the list in required.go says which fields an input must hold,
@@ -9,7 +9,7 @@
 // that a client generated from it need not guess. A type whose JSON is
 // written by a method of its own is described by hand in special; any
 // other such type is refused rather than guessed at.
-package generate
+package schemagen
 
 import (
 	"bytes"

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/siteops/siteops/internal/release"
+	"github.com/siteops/siteops/release"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/store/storetest"
 )

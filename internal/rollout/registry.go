@@ -9,7 +9,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/siteops/siteops/internal/release"
+	"github.com/siteops/siteops/release"
 	"github.com/siteops/siteops/store"
 )
 

@@ -12,7 +12,7 @@ import (
 
 // stamp is the build id linked in at build time: the Makefile's build
 // target sets it to `git describe --always --dirty`
-// (-ldflags "-X github.com/siteops/siteops/internal/release.stamp=...").
+// (-ldflags "-X github.com/siteops/siteops/release.stamp=...").
 var stamp string
 
 // Sources of a build id, as BuildID reports them.

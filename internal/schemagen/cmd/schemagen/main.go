@@ -1,4 +1,4 @@
-// Command gen writes the JSON Schemas of package schemas from the Go types:
+// Command schemagen writes the JSON Schemas of package schemas from the Go types:
 // `go generate ./schemas` runs it.
 package main
 
@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/siteops/siteops/schemas/internal/generate"
+	"github.com/siteops/siteops/internal/schemagen"
 )
 
 func main() {
@@ -19,11 +19,11 @@ func main() {
 }
 
 func run() error {
-	root, err := generate.ModuleRoot()
+	root, err := schemagen.ModuleRoot()
 	if err != nil {
 		return err
 	}
-	files, err := generate.All(root)
+	files, err := schemagen.All(root)
 	if err != nil {
 		return err
 	}
