@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -41,16 +40,13 @@ request. Decide it later with 'siteops embed on' or 'siteops embed close'.`,
 					return wf.explain(err)
 				}
 				id := workflows.EmbedIncidentID(site)
-				if c.json() {
-					return writeJSON(cmd.OutOrStdout(), map[string]any{"workflow_id": id, "joined": res.Joined, "incident": res.Status})
-				}
 				verb := "opened"
 				if res.Joined {
 					verb = "already open (no second request sent); opened"
 				}
-				_, err = fmt.Fprintf(cmd.OutOrStdout(), "embed of %s is off; incident %s %s by %s: %s\nrestore with: siteops embed on --site %s\n",
+				return c.say(cmd, map[string]any{"workflow_id": id, "joined": res.Joined, "incident": res.Status},
+					"embed of %s is off; incident %s %s by %s: %s\nrestore with: siteops embed on --site %s",
 					site, id, verb, res.Status.Operator, res.Status.Reason, site)
-				return err
 			})
 		},
 	}
@@ -86,11 +82,7 @@ the service has acknowledged the PATCH.`,
 				if err != nil {
 					return wf.explain(err)
 				}
-				if c.json() {
-					return writeJSON(cmd.OutOrStdout(), st)
-				}
-				_, err = fmt.Fprintf(cmd.OutOrStdout(), "embed of %s is back on (incident %s restored by %s)\n", site, workflows.EmbedIncidentID(site), st.DecidedBy)
-				return err
+				return c.say(cmd, st, "embed of %s is back on (incident %s restored by %s)", site, workflows.EmbedIncidentID(site), st.DecidedBy)
 			})
 		},
 	}
@@ -120,11 +112,7 @@ func (c *cli) embedCloseCmd() *cobra.Command {
 				if err != nil {
 					return wf.explain(err)
 				}
-				if c.json() {
-					return writeJSON(cmd.OutOrStdout(), st)
-				}
-				_, err = fmt.Fprintf(cmd.OutOrStdout(), "incident %s closed; the embed stays off\n", workflows.EmbedIncidentID(site))
-				return err
+				return c.say(cmd, st, "incident %s closed; the embed stays off", workflows.EmbedIncidentID(site))
 			})
 		},
 	}

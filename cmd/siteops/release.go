@@ -76,20 +76,15 @@ nothing.`,
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
 			return c.withRollout(cmd, &f, func(r *rollout.Rollout) error {
-				r.Logf = func(format string, args ...any) {
-					if !c.json() {
-						_, _ = fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", args...)
-					}
-				}
+				r.Logf = func(format string, args ...any) { c.note(cmd, format, args...) }
 				res, err := r.Promote(ctx, buildID)
 				if err != nil {
 					return err
 				}
-				if c.json() {
-					return writeJSON(cmd.OutOrStdout(), res)
-				}
-				printPromote(cmd.OutOrStdout(), r.Deployment, res, time.Now())
-				return nil
+				return c.show(cmd, res, func(w io.Writer) error {
+					printPromote(w, r.Deployment, res, time.Now())
+					return nil
+				})
 			})
 		},
 	}
@@ -152,18 +147,16 @@ build's Deployment only after this exits 0.`,
 				if err != nil {
 					return err
 				}
-				w := cmd.OutOrStdout()
-				if c.json() {
-					if err := writeJSON(w, rep); err != nil {
-						return err
-					}
-				} else {
+				if err := c.show(cmd, rep, func(w io.Writer) error {
 					state := "drained"
 					if !rep.Drained {
 						state = "not drained"
 					}
 					_, _ = fmt.Fprintf(w, "build %s of deployment %s: %s: %s\n", buildID, r.Deployment, state, rep.Reason)
 					printRuns(w, rep.Pinned, time.Now())
+					return nil
+				}); err != nil {
+					return err
 				}
 				if !rep.Drained {
 					return reported{exitFailed}
@@ -196,12 +189,11 @@ recently said which release they run.`,
 					return err
 				}
 				ss := readStoreStatus(cmd.Context())
-				if c.json() {
-					return writeJSON(cmd.OutOrStdout(), map[string]any{"release": release.Number, "temporal": st, "store": ss})
-				}
-				printStatus(cmd.OutOrStdout(), st, time.Now())
-				printStoreStatus(cmd.OutOrStdout(), ss, time.Now())
-				return nil
+				return c.show(cmd, map[string]any{"release": release.Number, "temporal": st, "store": ss}, func(w io.Writer) error {
+					printStatus(w, st, time.Now())
+					printStoreStatus(w, ss, time.Now())
+					return nil
+				})
 			})
 		},
 	}
@@ -392,12 +384,8 @@ Exits 1 when a check fails, 2 without --yes.`,
 				if err != nil && !errors.Is(err, rollout.ErrNotReady) {
 					return err
 				}
-				if c.json() {
-					if err := writeJSON(cmd.OutOrStdout(), rep); err != nil {
-						return err
-					}
-				} else {
-					printFinalize(cmd.OutOrStdout(), rep)
+				if err := c.show(cmd, rep, func(w io.Writer) error { printFinalize(w, rep); return nil }); err != nil {
+					return err
 				}
 				switch {
 				case errors.Is(err, rollout.ErrNotReady):
@@ -489,17 +477,16 @@ ingress back too.`,
 				if err != nil {
 					return err
 				}
-				if c.json() {
-					return writeJSON(cmd.OutOrStdout(), res)
-				}
-				w, now := cmd.OutOrStdout(), time.Now()
-				_, _ = fmt.Fprintf(w, "%s is now the current version of deployment %s (was %s)\n", res.To, r.Deployment, res.From)
-				_, _ = fmt.Fprintf(w, "kept %d AutoUpgrade run(s) on %s (pinned by an override; promoting a fixed build moves them):\n", len(res.KeptOnFrom), res.From)
-				printRuns(w, res.KeptOnFrom, now)
-				_, _ = fmt.Fprintf(w, "%d run(s) %s pinned finish there:\n", len(res.PinnedToFrom), res.From)
-				printRuns(w, res.PinnedToFrom, now)
-				_, _ = fmt.Fprintf(w, "keep %s's workers running until siteops release drained --build-id %s exits 0\n", res.From, res.From)
-				return nil
+				return c.show(cmd, res, func(w io.Writer) error {
+					now := time.Now()
+					_, _ = fmt.Fprintf(w, "%s is now the current version of deployment %s (was %s)\n", res.To, r.Deployment, res.From)
+					_, _ = fmt.Fprintf(w, "kept %d AutoUpgrade run(s) on %s (pinned by an override; promoting a fixed build moves them):\n", len(res.KeptOnFrom), res.From)
+					printRuns(w, res.KeptOnFrom, now)
+					_, _ = fmt.Fprintf(w, "%d run(s) %s pinned finish there:\n", len(res.PinnedToFrom), res.From)
+					printRuns(w, res.PinnedToFrom, now)
+					_, _ = fmt.Fprintf(w, "keep %s's workers running until siteops release drained --build-id %s exits 0\n", res.From, res.From)
+					return nil
+				})
 			})
 		},
 	}
