@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -44,7 +45,11 @@ func (r *Relay) handle(ctx context.Context, j *job) []store.Dispatch {
 	span.End()
 	// Read before cancel, which ends dctx either way: whether the dispatch
 	// ran out of time, the cause a bare "context deadline exceeded" hides.
-	outOfTime := errors.Is(dctx.Err(), context.DeadlineExceeded)
+	// gRPC's own timer for the same deadline may end the call a moment
+	// before dctx's fires, so a call that ended with less than a tenth of
+	// its time left ran out of it too.
+	deadline, _ := dctx.Deadline()
+	outOfTime := errors.Is(dctx.Err(), context.DeadlineExceeded) || time.Until(deadline) < r.opts.DispatchTimeout/10
 	cancel()
 	ds := make([]store.Dispatch, len(j.evs))
 	for i, ev := range j.evs {
