@@ -165,15 +165,11 @@ func (r *Relay) signalWithStart(ctx context.Context, rt Route, key string, arg a
 func (r *Relay) signal(ctx context.Context, wf, signal string, arg any) (string, target, error) {
 	to := target{workflow: wf}
 	if err := r.opts.Temporal.SignalWorkflow(ctx, wf, "", signal, arg); err != nil {
-		if isNotFound(err) {
+		var gone *serviceerror.NotFound
+		if errors.As(err, &gone) {
 			return store.OutcomeTargetGone, to, nil
 		}
 		return "", to, fmt.Errorf("signalling %s: %w", wf, err)
 	}
 	return store.OutcomeSignalled, to, nil
-}
-
-func isNotFound(err error) bool {
-	var nf *serviceerror.NotFound
-	return errors.As(err, &nf)
 }
