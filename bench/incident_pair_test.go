@@ -21,6 +21,7 @@ import (
 	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/config"
 	"github.com/siteops/siteops/internal/devserver"
+	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"
@@ -57,9 +58,9 @@ func BenchmarkIncidentPair(b *testing.B) {
 	if err != nil {
 		b.Skip(err)
 	}
-	bin := filepath.Join(b.TempDir(), "siteops")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/siteops").CombinedOutput(); err != nil {
-		b.Fatalf("building siteops: %v\n%s", err, out)
+	bin, err := siteopstest.Build(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
 	}
 	p := newPairRig(b, bin, temporalCLI)
 	for range b.N {

@@ -5,7 +5,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -19,6 +18,7 @@ import (
 	"github.com/siteops/siteops/activities"
 	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/config"
+	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"
@@ -50,9 +50,9 @@ func noopWorkflow(workflow.Context) error { return nil }
 func BenchmarkIncident(b *testing.B) {
 	scenario(b)
 	n := benchSize(b, "SITEOPS_BENCH_INCIDENTS", incidentSites)
-	bin := filepath.Join(b.TempDir(), "siteops")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/siteops").CombinedOutput(); err != nil {
-		b.Fatalf("building siteops: %v\n%s", err, out)
+	bin, err := siteopstest.Build(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
 	}
 	for range b.N {
 		cli, inProc, base, parts := incidentRun(b, bin, n)

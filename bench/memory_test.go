@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/siteops/siteops/agentsite"
+	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/starter"
 )
@@ -29,9 +30,9 @@ import (
 // -benchtime 1x.
 func BenchmarkWorkerMemory(b *testing.B) {
 	const workflows = 10_000
-	bin := filepath.Join(b.TempDir(), "siteops")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/siteops").CombinedOutput(); err != nil {
-		b.Fatalf("building siteops: %v\n%s", err, out)
+	bin, err := siteopstest.Build(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
 	}
 	// One simulator for every run: it numbers sites from site_1, and each
 	// run needs sites (and so lead-sync workflow ids) of its own.

@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/webhookingress"
@@ -48,11 +49,11 @@ func TestBurstKeepsLeadSyncHistoriesSmall(t *testing.T) {
 	if _, err := e.sim.CreateLeads(site, n); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Minute, fmt.Sprintf("%d deliveries dispatched", n), func() bool {
+	siteopstest.Eventually(t, 5*time.Minute, fmt.Sprintf("%d deliveries dispatched", n), func() bool {
 		st, _ := e.store.InboxStatus(t.Context())
 		return st.Total >= n && st.Undispatched == 0
 	})
-	eventually(t, 2*time.Minute, "the lead sync to count every event and store every lead", func() bool {
+	siteopstest.Eventually(t, 2*time.Minute, "the lead sync to count every event and store every lead", func() bool {
 		p, err := e.starter.LeadProgress(t.Context(), site)
 		return err == nil && p.Events == n && p.Leads == n && p.CaughtUp && !p.Syncing
 	})
@@ -246,7 +247,7 @@ func TestLeadSyncCutShortCarriesItsProgress(t *testing.T) {
 		}
 	}
 	var status enumspb.WorkflowExecutionStatus
-	eventually(t, 2*time.Minute, "the first run to end", func() bool {
+	siteopstest.Eventually(t, 2*time.Minute, "the first run to end", func() bool {
 		d, err := e.client.DescribeWorkflowExecution(t.Context(), id, first)
 		status = d.GetWorkflowExecutionInfo().GetStatus()
 		return err == nil && status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
@@ -267,7 +268,7 @@ func TestLeadSyncCutShortCarriesItsProgress(t *testing.T) {
 		t.Fatalf("the store's position of the cut sync: %+v, %v; want at least the %d pages the cut run counted", pos, err, cut.Pages)
 	}
 	t.Logf("%d signals; the sync was cut after %d of %d pages", sent, cut.Pages, leads/pageSize)
-	eventually(t, 2*time.Minute, "the next run to finish the sync and count every event", func() bool {
+	siteopstest.Eventually(t, 2*time.Minute, "the next run to finish the sync and count every event", func() bool {
 		p, err = e.starter.LeadProgress(t.Context(), site)
 		return err == nil && p.CaughtUp && !p.Syncing && p.Events == sent
 	})

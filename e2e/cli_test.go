@@ -21,6 +21,7 @@ import (
 	"github.com/siteops/siteops/activities"
 	"github.com/siteops/siteops/config"
 	"github.com/siteops/siteops/internal/devserver"
+	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/store/storetest"
@@ -177,7 +178,7 @@ func TestCLIWebhooksIngressAndRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = ing.Process.Signal(syscall.SIGTERM); _, _ = ing.Process.Wait() })
-	eventually(t, 20*time.Second, "the ingress to be ready", func() bool {
+	siteopstest.Eventually(t, 20*time.Second, "the ingress to be ready", func() bool {
 		resp, err := http.Get(adminURL + "/readyz")
 		if err != nil {
 			return false
@@ -205,7 +206,7 @@ func TestCLIWebhooksIngressAndRotation(t *testing.T) {
 	if _, err := e.sim.CreateLeads(site, 5); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "the ingress process to relay the leads", func() bool {
+	siteopstest.Eventually(t, 30*time.Second, "the ingress process to relay the leads", func() bool {
 		n, _ := e.store.CountLeads(t.Context(), site)
 		return n == 5
 	})
@@ -252,7 +253,7 @@ func TestCLIWebhooksIngressAndRotation(t *testing.T) {
 	if err != nil || !strings.Contains(out, "done") || !strings.Contains(out, "deleted") {
 		t.Fatalf("secret rotate: %v\n%s", err, out)
 	}
-	eventually(t, 30*time.Second, "the store to hold every lead", func() bool {
+	siteopstest.Eventually(t, 30*time.Second, "the store to hold every lead", func() bool {
 		n, _ := e.store.CountLeads(t.Context(), site)
 		return n == len(e.sim.LeadIDs(site))
 	})

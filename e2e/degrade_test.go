@@ -17,6 +17,7 @@ import (
 
 	"github.com/siteops/siteops/internal/devserver"
 	"github.com/siteops/siteops/internal/ports"
+	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"
@@ -103,7 +104,7 @@ func TestWorkerStartsThroughTransientAPIFaults(t *testing.T) {
 	env := append(e.cliEnv(), "AGENTSITE_BASE_URL="+e.simURL, "AGENTSITE_API_KEY="+apiKey, "SITEOPS_METRICS_ADDR=127.0.0.1:"+strconv.Itoa(metrics),
 		"SITEOPS_SECRET_KEY="+testSecretKey(), "SITEOPS_WORKER_VERSIONING=false")
 	w := startProcess(t, env, "worker")
-	eventually(t, 90*time.Second, "the worker to start through the faults", func() bool {
+	siteopstest.Eventually(t, 90*time.Second, "the worker to start through the faults", func() bool {
 		w.alive(t, "the worker")
 		return strings.Contains(w.log.String(), "worker started")
 	})
@@ -152,12 +153,12 @@ func TestProcessesWaitForALateTemporal(t *testing.T) {
 	in := startProcess(t, append(vars[:len(vars):len(vars)], "SITEOPS_INGRESS_ADDR=127.0.0.1:"+strconv.Itoa(ps[1]),
 		"SITEOPS_INGRESS_ADMIN_ADDR=127.0.0.1:"+strconv.Itoa(ps[2])), "ingress")
 
-	eventually(t, 30*time.Second, "the worker to say it waits for Temporal on /readyz", func() bool {
+	siteopstest.Eventually(t, 30*time.Second, "the worker to say it waits for Temporal on /readyz", func() bool {
 		w.alive(t, "the worker")
 		code, checks := readyz(metrics)
 		return code == http.StatusServiceUnavailable && checks["temporal"] == "fail"
 	})
-	eventually(t, 30*time.Second, "the ingress to be ready", func() bool {
+	siteopstest.Eventually(t, 30*time.Second, "the ingress to be ready", func() bool {
 		in.alive(t, "the ingress")
 		code, _ := readyz(admin)
 		return code == http.StatusOK
@@ -181,7 +182,7 @@ func TestProcessesWaitForALateTemporal(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(ts.Stop)
-	eventually(t, 90*time.Second, "the worker to start once Temporal is up", func() bool {
+	siteopstest.Eventually(t, 90*time.Second, "the worker to start once Temporal is up", func() bool {
 		w.alive(t, "the worker")
 		return strings.Contains(w.log.String(), "worker started")
 	})
@@ -195,7 +196,7 @@ func TestProcessesWaitForALateTemporal(t *testing.T) {
 	if res := late.onboard(t, prepare(t, "../examples/acme-anvils.yaml", "late-temporal"), 2*time.Minute); res.Status != "published" {
 		t.Errorf("onboarding once Temporal came up = %+v", res)
 	}
-	eventually(t, 60*time.Second, "the relay to dispatch the delivery it accepted while Temporal was down", func() bool {
+	siteopstest.Eventually(t, 60*time.Second, "the relay to dispatch the delivery it accepted while Temporal was down", func() bool {
 		in.alive(t, "the ingress")
 		out, _, _ := e.store.InboxOutcome(t.Context(), "evt_late_1")
 		return out == store.OutcomeSignalled

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/siteops/siteops/internal/siteopstest"
 )
 
 // TestDemoCtrlCLeavesNoProcess runs `siteops demo --keep`, interrupts it
@@ -60,7 +62,7 @@ func TestDemoCtrlCLeavesNoProcess(t *testing.T) {
 		t.Fatal("the demo did not stop after Ctrl-C")
 	}
 	// The dev server was started with the demo's directory in its arguments.
-	eventually(t, 10*time.Second, "no process of the demo left", func() bool { return len(processesMentioning(t, dir)) == 0 })
+	siteopstest.Eventually(t, 10*time.Second, "no process of the demo left", func() bool { return len(processesMentioning(t, dir)) == 0 })
 }
 
 // processesMentioning lists the pids whose command line contains s.

@@ -18,6 +18,7 @@ import (
 	"github.com/siteops/siteops/activities"
 	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/config"
+	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"
@@ -56,14 +57,14 @@ func TestWorkerKilledMidEmbedPatch(t *testing.T) {
 		t.Cleanup(func() { _ = cmd.Process.Kill(); _, _ = cmd.Process.Wait() })
 		// The worker checks the API key (two reads) before it polls: no
 		// request of theirs is in flight when a PATCH is awaited.
-		eventually(t, 30*time.Second, "the worker's start-up checks", func() bool { return len(e.sim.Requests()) >= before+2 })
+		siteopstest.Eventually(t, 30*time.Second, "the worker's start-up checks", func() bool { return len(e.sim.Requests()) >= before+2 })
 		return cmd
 	}
 	// killMidPatch waits until the PATCH whose key ends in step is in
 	// flight (claimed by the simulator, not yet answered) and kills w.
 	killMidPatch := func(w *exec.Cmd, step string) {
 		t.Helper()
-		eventually(t, time.Minute, "the "+step+" PATCH in flight", func() bool {
+		siteopstest.Eventually(t, time.Minute, "the "+step+" PATCH in flight", func() bool {
 			return e.sim.InFlight() > 0 && len(patchesFor(e, step)) == 0
 		})
 		if err := w.Process.Kill(); err != nil {
@@ -212,7 +213,7 @@ func TestEmbedOffWithoutSearchAttributes(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out string
-	eventually(t, time.Minute, "the new namespace to take the incident", func() bool {
+	siteopstest.Eventually(t, time.Minute, "the new namespace to take the incident", func() bool {
 		cmd := exec.Command(binary, "embed", "off", "--site", cs.Site.ID, "--reason", "bare")
 		cmd.Env = env
 		b, err := cmd.CombinedOutput()

@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/siteops/siteops/agentsite/webhook"
+	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/store/storetest"
@@ -120,7 +121,7 @@ func (e *env) siteopsJSON(t *testing.T, v any, args ...string) {
 
 func (e *env) waitOutcome(t *testing.T, id, want string) {
 	t.Helper()
-	eventually(t, 30*time.Second, id+" to be "+want, func() bool {
+	siteopstest.Eventually(t, 30*time.Second, id+" to be "+want, func() bool {
 		got, _, _ := e.store.InboxOutcome(t.Context(), id)
 		return got == want
 	})
@@ -221,7 +222,7 @@ func TestEventsReplayAfterALateStart(t *testing.T) {
 
 			// A replay of an event the lead sync already had: it says so,
 			// and the lead sync counts a duplicate.
-			eventually(t, 30*time.Second, "the lead sync to count evt_l1", func() bool {
+			siteopstest.Eventually(t, 30*time.Second, "the lead sync to count evt_l1", func() bool {
 				p, err := e.starter.LeadProgress(t.Context(), leadSite)
 				return err == nil && p.Events == 1
 			})
@@ -230,7 +231,7 @@ func TestEventsReplayAfterALateStart(t *testing.T) {
 				!strings.Contains(text, "now signalled → "+workflows.LeadSyncID(leadSite)) {
 				t.Errorf("events replay evt_l1: exit %d\n%s", code, text)
 			}
-			eventually(t, 30*time.Second, "the lead sync to count the replay as a duplicate", func() bool {
+			siteopstest.Eventually(t, 30*time.Second, "the lead sync to count the replay as a duplicate", func() bool {
 				p, err := e.starter.LeadProgress(t.Context(), leadSite)
 				return err == nil && p.DuplicateEvents == 1 && p.Events == 1
 			})
@@ -249,7 +250,7 @@ func TestEventsReplayAfterALateStart(t *testing.T) {
 			if len(again.Replayed) != 1 || again.Replayed[0].Replay != 2 || again.Replayed[0].Status != store.OutcomeSignalled {
 				t.Fatalf("second replay = %+v", again)
 			}
-			eventually(t, 30*time.Second, "the new lead sync to store the 3 leads", func() bool {
+			siteopstest.Eventually(t, 30*time.Second, "the new lead sync to store the 3 leads", func() bool {
 				n, _ := e.store.CountLeads(t.Context(), leadSite)
 				return n == 3
 			})
@@ -484,7 +485,7 @@ func TestEventsDeadLettersAndPaging(t *testing.T) {
 				t.Errorf("an ingress with SITEOPS_INBOX_RETENTION=0s: exit %d\n%s", code, out)
 			}
 			_, ingressLog := e.startIngressProcess(t, "SITEOPS_INBOX_RETENTION=1h", "SITEOPS_WEBHOOK_SECRETS=whsec_retention_e2e")
-			eventually(t, 30*time.Second, "the ingress to purge the handled events older than an hour", func() bool {
+			siteopstest.Eventually(t, 30*time.Second, "the ingress to purge the handled events older than an hour", func() bool {
 				_, code := e.run(t, nil, "events", "show", "evt_dl_007")
 				return code == 3
 			})

@@ -22,6 +22,7 @@ import (
 	tlog "go.temporal.io/sdk/log"
 
 	"github.com/siteops/siteops/internal/devserver"
+	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/nexus/api"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/starter"
@@ -98,7 +99,7 @@ func TestHTTPAPICurlCommands(t *testing.T) {
 		t.Fatalf("the start command answered %d %s (%v); the docs promise 201 with a token, running", code, body, err)
 	}
 	var st api.Onboarding
-	eventually(t, time.Minute, "the status command to report a completed onboarding", func() bool {
+	siteopstest.Eventually(t, time.Minute, "the status command to report a completed onboarding", func() bool {
 		code, body := runCurl(t, status, vars)
 		st = api.Onboarding{}
 		return code == http.StatusOK && json.Unmarshal(body, &st) == nil && st.Status == "Completed"
@@ -243,7 +244,7 @@ func startHTTPDevServer(t *testing.T, ns string) httpDevServer {
 	})
 	s := httpDevServer{address: fmt.Sprintf("127.0.0.1:%d", port), httpURL: fmt.Sprintf("http://127.0.0.1:%d", httpPort)}
 	// Ready when the HTTP API describes the namespace.
-	eventually(t, time.Minute, "the dev server's HTTP API", func() bool {
+	siteopstest.Eventually(t, time.Minute, "the dev server's HTTP API", func() bool {
 		select {
 		case <-done:
 			t.Fatalf("the dev server exited:\n%s", log.String())

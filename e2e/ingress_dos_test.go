@@ -20,6 +20,7 @@ import (
 
 	"github.com/siteops/siteops/agentsite/webhook"
 	"github.com/siteops/siteops/internal/ports"
+	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/webhookingress/ingresstest"
@@ -53,7 +54,7 @@ func (e *env) startMeasuredIngress(t *testing.T, extra ...string) *ingressProc {
 	}
 	t.Cleanup(func() { _ = cmd.Process.Signal(syscall.SIGTERM); _, _ = cmd.Process.Wait() })
 	p.url, p.admin, p.pid = "http://"+p.addr, "http://"+adminAddr, cmd.Process.Pid
-	eventually(t, 20*time.Second, "the ingress to be ready", func() bool {
+	siteopstest.Eventually(t, 20*time.Second, "the ingress to be ready", func() bool {
 		resp, err := http.Get(p.admin + "/readyz")
 		if err != nil {
 			return false
@@ -262,7 +263,7 @@ func TestIngressAdminAddress(t *testing.T) {
 	if code := deliver(t, p.url, "/webhooks", "evt_admin_1", secret); code != http.StatusOK {
 		t.Errorf("a delivery on the webhook port = %d", code)
 	}
-	eventually(t, 10*time.Second, "the delivery to be counted on the admin address", func() bool {
+	siteopstest.Eventually(t, 10*time.Second, "the delivery to be counted on the admin address", func() bool {
 		return strings.Contains(scrape(t, p.admin+"/metrics"), `siteops_webhook_deliveries_total{outcome="accepted",reason=""} 1`)
 	})
 }
@@ -371,7 +372,7 @@ func TestIngressFreshJunkHoldsNoSlot(t *testing.T) {
 			ingresstest.SilentForgedUpload(ctx, p.addr, 8000, held)
 		})
 	}
-	eventually(t, 20*time.Second, "1,500 junk connections open", func() bool {
+	siteopstest.Eventually(t, 20*time.Second, "1,500 junk connections open", func() bool {
 		return metricValue(scrape(t, p.admin+"/metrics"), "siteops_webhook_connections") >= 1500
 	})
 	// Under the race detector the 1,600 clients of this process, slowed

@@ -13,6 +13,7 @@ import (
 
 	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/agentsite/webhook"
+	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"
@@ -75,11 +76,11 @@ func TestLeadCreatedWakesTheLeadSync(t *testing.T) {
 			if _, err := e.sim.CreateLeads(site, 50); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, time.Minute, "the webhooks to bring all 50 leads into the store", func() bool {
+			siteopstest.Eventually(t, time.Minute, "the webhooks to bring all 50 leads into the store", func() bool {
 				n, _ := e.store.CountLeads(t.Context(), site)
 				return n == 50
 			})
-			eventually(t, 30*time.Second, "every event dispatched", func() bool {
+			siteopstest.Eventually(t, 30*time.Second, "every event dispatched", func() bool {
 				st, _ := e.store.InboxStatus(t.Context())
 				return st.Undispatched == 0 && st.Total >= 50
 			})
@@ -96,7 +97,7 @@ func TestLeadCreatedWakesTheLeadSync(t *testing.T) {
 			if n := signalled(); n != 50 {
 				t.Errorf("%v lead.created events signalled, want 50", n)
 			}
-			eventually(t, 30*time.Second, "the lead sync to count 50 events", func() bool {
+			siteopstest.Eventually(t, 30*time.Second, "the lead sync to count 50 events", func() bool {
 				p, err := e.starter.LeadProgress(t.Context(), site)
 				return err == nil && p.Events == 50 && p.DuplicateEvents == 0
 			})
@@ -125,7 +126,7 @@ func TestDuplicateAndReorderedDeliveriesHaveOneEffectEach(t *testing.T) {
 	if _, err := e.sim.CreateLeads(res.SiteID, 40); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Minute, "all leads in the store", func() bool {
+	siteopstest.Eventually(t, time.Minute, "all leads in the store", func() bool {
 		n, _ := e.store.CountLeads(t.Context(), res.SiteID)
 		return n == 40
 	})
@@ -136,13 +137,13 @@ func TestDuplicateAndReorderedDeliveriesHaveOneEffectEach(t *testing.T) {
 			emitted++
 		}
 	}
-	eventually(t, 30*time.Second, "both copies of every event", func() bool {
+	siteopstest.Eventually(t, 30*time.Second, "both copies of every event", func() bool {
 		return telemetrytest.Value(t, in.metrics, "siteops_webhook_deliveries_total", "outcome", "duplicate") == float64(emitted)
 	})
 	if n := telemetrytest.Value(t, in.metrics, "siteops_webhook_deliveries_total", "outcome", "accepted"); n != float64(emitted) {
 		t.Errorf("%v events accepted, %d emitted", n, emitted)
 	}
-	eventually(t, 30*time.Second, "the lead sync to see every event once", func() bool {
+	siteopstest.Eventually(t, 30*time.Second, "the lead sync to see every event once", func() bool {
 		pr, err := e.starter.LeadProgress(t.Context(), res.SiteID)
 		return err == nil && pr.Events == 40 && pr.DuplicateEvents == 0
 	})
@@ -202,7 +203,7 @@ func TestRotationUnderContinuousDeliveries(t *testing.T) {
 			want = append(want, ev.ID)
 		}
 	}
-	eventually(t, 30*time.Second, "every event in the inbox and dispatched", func() bool {
+	siteopstest.Eventually(t, 30*time.Second, "every event in the inbox and dispatched", func() bool {
 		s, _ := e.store.InboxStatus(t.Context())
 		return s.Undispatched == 0 && s.Total >= len(want)
 	})
@@ -229,7 +230,7 @@ func TestRotationUnderContinuousDeliveries(t *testing.T) {
 		t.Errorf("endpoints after the rotation = %+v, %v", eps, err)
 	}
 	t.Logf("rotation verified by %s; %d lead.created events, all recorded", st.VerifiedEventID, len(want))
-	eventually(t, time.Minute, "the store to hold every lead", func() bool {
+	siteopstest.Eventually(t, time.Minute, "the store to hold every lead", func() bool {
 		ids, _ := e.store.LeadIDs(t.Context(), site)
 		simIDs := e.sim.LeadIDs(site)
 		slices.Sort(simIDs)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/siteops/siteops/agentsite"
+	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/workflows"
@@ -30,7 +31,7 @@ func TestTenThousandLeadSync(t *testing.T) {
 				t.Fatal(err)
 			}
 			var p workflows.LeadSyncProgress
-			eventually(t, 2*time.Minute, "the sync to catch up", func() bool {
+			siteopstest.Eventually(t, 2*time.Minute, "the sync to catch up", func() bool {
 				p, err = e.starter.LeadProgress(t.Context(), site)
 				return err == nil && p.CaughtUp && !p.Syncing && p.Leads >= 10_000
 			})
@@ -44,7 +45,7 @@ func TestTenThousandLeadSync(t *testing.T) {
 			if err := e.client.SignalWorkflow(t.Context(), workflows.LeadSyncID(site), "", workflows.SignalLeadCreated, workflows.LeadCreatedSignal{EventID: "evt_e2e_1"}); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, time.Minute, "the second sync", func() bool {
+			siteopstest.Eventually(t, time.Minute, "the second sync", func() bool {
 				n, _ := e.store.CountLeads(t.Context(), site)
 				return n == 10_300
 			})

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/siteops/siteops/internal/devserver"
+	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/telemetry/telemetrytest"
@@ -64,12 +65,12 @@ func TestWorkerMetrics(t *testing.T) {
 	if _, err := e.starter.SyncLeads(t.Context(), site, false); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "the sync", func() bool {
+	siteopstest.Eventually(t, 30*time.Second, "the sync", func() bool {
 		n, _ := e.store.CountLeads(t.Context(), site)
 		return n == 30
 	})
 	var body string
-	eventually(t, 20*time.Second, "the worker's metrics", func() bool {
+	siteopstest.Eventually(t, 20*time.Second, "the worker's metrics", func() bool {
 		resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(port) + "/metrics")
 		if err != nil {
 			return false

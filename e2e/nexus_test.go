@@ -27,6 +27,7 @@ import (
 
 	"github.com/siteops/siteops/codec"
 	"github.com/siteops/siteops/internal/devserver"
+	"github.com/siteops/siteops/internal/siteopstest"
 	sitenexus "github.com/siteops/siteops/nexus"
 	"github.com/siteops/siteops/nexus/api"
 	"github.com/siteops/siteops/simulator"
@@ -329,7 +330,7 @@ func TestNexusThroughTheWorkerProcess(t *testing.T) {
 	}
 	log := e.startWorkerProcess(t, "AGENTSITE_BASE_URL="+e.simURL, "AGENTSITE_API_KEY="+apiKey, "SITEOPS_METRICS_ADDR=",
 		"SITEOPS_WORKER_VERSIONING=true", "SITEOPS_BUILD_ID=nexus-build", "SITEOPS_PAYLOAD_KEY="+base64.StdEncoding.EncodeToString(key))
-	eventually(t, 30*time.Second, "the worker's build to become current", func() bool {
+	siteopstest.Eventually(t, 30*time.Second, "the worker's build to become current", func() bool {
 		return strings.Contains(log.String(), "this build is now current")
 	})
 	if !strings.Contains(log.String(), "Nexus service registered") {
@@ -366,7 +367,7 @@ func TestNexusCancellationReachesOnboarding(t *testing.T) {
 	spec.WaitForKnowledge, spec.KnowledgeTimeout = true, api.Duration(time.Hour)
 	run := c.start(t, "CallNexus", nexusCall{Endpoint: endpoint, Operation: api.OnboardName, Input: spec, CancelOnSignal: true})
 	id := workflows.OnboardingID("nexus-waits")
-	eventually(t, time.Minute, "the onboarding to wait for its knowledge", func() bool {
+	siteopstest.Eventually(t, time.Minute, "the onboarding to wait for its knowledge", func() bool {
 		st, err := e.starter.Status(t.Context(), id)
 		ob, _ := st.Detail.(*workflows.OnboardingStatus)
 		return err == nil && ob != nil && ob.Step == workflows.StepWaitingKnowledge
@@ -378,7 +379,7 @@ func TestNexusCancellationReachesOnboarding(t *testing.T) {
 	onboardingRun := d.GetWorkflowExecutionInfo().GetExecution().GetRunId()
 	// A second caller with the same spec joins the running onboarding.
 	joined := c.start(t, "CallNexus", nexusCall{Endpoint: endpoint, Operation: api.OnboardName, Input: spec})
-	eventually(t, 30*time.Second, "the second caller's operation to start", func() bool {
+	siteopstest.Eventually(t, 30*time.Second, "the second caller's operation to start", func() bool {
 		d, err := c.client.DescribeWorkflowExecution(t.Context(), joined.GetID(), "")
 		ops := d.GetPendingNexusOperations()
 		return err == nil && len(ops) == 1 && ops[0].GetState() == enumspb.PENDING_NEXUS_OPERATION_STATE_STARTED
@@ -394,7 +395,7 @@ func TestNexusCancellationReachesOnboarding(t *testing.T) {
 	if err := run.Get(ctxWithin(t, time.Minute), nil); !errors.As(err, &canceled) {
 		t.Errorf("the caller's operation ended with %v, want cancelled", err)
 	}
-	eventually(t, 30*time.Second, "the onboarding to be cancelled", func() bool {
+	siteopstest.Eventually(t, 30*time.Second, "the onboarding to be cancelled", func() bool {
 		d, err := e.client.DescribeWorkflowExecution(t.Context(), id, "")
 		return err == nil && d.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED
 	})

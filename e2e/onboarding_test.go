@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/siteops/siteops/agentsite/webhook"
+	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"
@@ -126,7 +127,7 @@ func TestWorkerKilledMidOnboarding(t *testing.T) {
 	first := startWorker()
 	t.Cleanup(func() { _ = first.Process.Kill(); _, _ = first.Process.Wait() })
 	// The worker checks the API key (two reads) before it polls.
-	eventually(t, 30*time.Second, "the worker's start-up checks", func() bool { return len(e.sim.Requests()) >= 2 })
+	siteopstest.Eventually(t, 30*time.Second, "the worker's start-up checks", func() bool { return len(e.sim.Requests()) >= 2 })
 	checks := len(e.sim.Requests())
 
 	// Start through the CLI, as other systems and on-call do.
@@ -137,7 +138,7 @@ func TestWorkerKilledMidOnboarding(t *testing.T) {
 	}
 	// Kill the worker while the create-site request is in flight: the
 	// simulator applies it, the answer is lost with the process.
-	eventually(t, 30*time.Second, "the create-site request in flight", func() bool { return e.sim.InFlight() > 0 })
+	siteopstest.Eventually(t, 30*time.Second, "the create-site request in flight", func() bool { return e.sim.InFlight() > 0 })
 	if rs := e.sim.Requests(); len(rs) != checks {
 		t.Fatalf("a request was already answered before the kill: %+v", rs[checks:])
 	}
@@ -204,7 +205,7 @@ func TestOnboardingStartedAgainWithSDKDefaults(t *testing.T) {
 	if len(emitted) != 3 {
 		t.Fatalf("the simulator emitted %v as knowledge.ready and site.published; want 3 events", emitted)
 	}
-	eventually(t, 30*time.Second, "every event in the inbox and dispatched", func() bool {
+	siteopstest.Eventually(t, 30*time.Second, "every event in the inbox and dispatched", func() bool {
 		for _, ev := range emitted {
 			if out, _, err := e.store.InboxOutcome(t.Context(), ev); err != nil || out == "" {
 				return false

@@ -11,6 +11,7 @@ import (
 
 	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/internal/rollout"
+	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/release"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/store/storetest"
@@ -121,7 +122,7 @@ func besideThePrevious(t *testing.T, prev string, d store.Dialect) {
 	w.front.route(ingB)
 	ingA.stop(t)
 	var drained string
-	eventually(t, time.Minute, "release drained --build-id build-a to exit 0", func() bool {
+	siteopstest.Eventually(t, time.Minute, "release drained --build-id build-a to exit 0", func() bool {
 		out, code := w.run(t, binary, []string{"release", "drained", "--build-id", "build-a"})
 		drained = out
 		return code == 0
@@ -136,7 +137,7 @@ func besideThePrevious(t *testing.T, prev string, d store.Dialect) {
 		t.Fatal(err)
 	}
 	defer func() { _ = st.Close() }()
-	eventually(t, time.Minute, "the store to hold every lead", func() bool {
+	siteopstest.Eventually(t, time.Minute, "the store to hold every lead", func() bool {
 		n, _ := st.CountLeads(t.Context(), leadSite)
 		return n == len(w.sim.LeadIDs(leadSite))
 	})
@@ -154,7 +155,7 @@ func besideThePrevious(t *testing.T, prev string, d store.Dialect) {
 	if w.front.servedBy(ingA) == 0 || w.front.servedBy(ingB) == 0 {
 		t.Errorf("the front door served release 2's ingress %d and release 3's %d requests; want both", w.front.servedBy(ingA), w.front.servedBy(ingB))
 	}
-	eventually(t, time.Minute, "the relay to dispatch every recorded event", func() bool {
+	siteopstest.Eventually(t, time.Minute, "the relay to dispatch every recorded event", func() bool {
 		var left int
 		err := st.DB().QueryRowContext(t.Context(), `SELECT COUNT(*) FROM inbox WHERE outcome = ''`).Scan(&left)
 		return err == nil && left == 0

@@ -28,6 +28,7 @@ import (
 
 	"github.com/siteops/siteops/internal/devserver"
 	"github.com/siteops/siteops/internal/ports"
+	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/release"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/store"
@@ -273,7 +274,7 @@ func (p *proc) stop(t *testing.T) {
 func (w *releaseWorld) worker(t *testing.T, bin, buildID string, extra ...string) *proc {
 	t.Helper()
 	p := w.start(t, "worker "+buildID, bin, []string{"worker"}, append([]string{"SITEOPS_BUILD_ID=" + buildID}, extra...)...)
-	eventually(t, 60*time.Second, "worker "+buildID+" to start", func() bool {
+	siteopstest.Eventually(t, 60*time.Second, "worker "+buildID+" to start", func() bool {
 		s := p.log.String()
 		select {
 		case <-p.done:
@@ -296,7 +297,7 @@ func (w *releaseWorld) ingress(t *testing.T, name, bin string) *proc {
 	addr, admin := "127.0.0.1:"+itoa(ps[0]), "127.0.0.1:"+itoa(ps[1])
 	p := w.start(t, name, bin, []string{"ingress"}, "SITEOPS_INGRESS_ADDR="+addr, "SITEOPS_INGRESS_ADMIN_ADDR="+admin)
 	p.addr = addr
-	eventually(t, 60*time.Second, name+" to be ready", func() bool {
+	siteopstest.Eventually(t, 60*time.Second, name+" to be ready", func() bool {
 		select {
 		case <-p.done:
 			t.Fatalf("%s exited:\n%s", name, p.log.String())

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/siteops/siteops/internal/ports"
+	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/webhookingress"
@@ -104,7 +105,7 @@ func startPrometheus(t *testing.T, targets map[string]string) *promServer {
 			<-exited
 		}
 	})
-	eventually(t, 30*time.Second, "Prometheus to be ready", func() bool {
+	siteopstest.Eventually(t, 30*time.Second, "Prometheus to be ready", func() bool {
 		select {
 		case <-exited:
 			t.Fatalf("prometheus exited:\n%s", p.log)
@@ -255,11 +256,11 @@ func TestPrometheusSeesTheServiceLevels(t *testing.T) {
 		"siteops-worker":  "127.0.0.1:" + strconv.Itoa(metrics),
 		"siteops-ingress": strings.TrimPrefix(admin, "http://"),
 	})
-	eventually(t, 60*time.Second, "the worker to start", func() bool {
+	siteopstest.Eventually(t, 60*time.Second, "the worker to start", func() bool {
 		w.alive(t, "the worker")
 		return strings.Contains(w.log.String(), "worker started")
 	})
-	eventually(t, 30*time.Second, "Prometheus to scrape both processes", func() bool {
+	siteopstest.Eventually(t, 30*time.Second, "Prometheus to scrape both processes", func() bool {
 		return len(prom.query(t, `up == 1`)) == 2
 	})
 	e.register(t, &ingress{url: ingressURL}, "/webhooks/main", "lead.created", "knowledge.ready", "site.published")
@@ -290,7 +291,7 @@ func TestPrometheusSeesTheServiceLevels(t *testing.T) {
 		if _, err := e.sim.CreateLeads(res.SiteID, 5); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, time.Minute, "the leads in the store", func() bool {
+		siteopstest.Eventually(t, time.Minute, "the leads in the store", func() bool {
 			k, _ := e.store.CountLeads(t.Context(), res.SiteID)
 			return k == 5
 		})
@@ -302,7 +303,7 @@ func TestPrometheusSeesTheServiceLevels(t *testing.T) {
 		`siteops_onboarding_time_to_published_seconds_count`, `siteops_lead_sync_lag_seconds_count`,
 		`siteops_relay_signal_delay_seconds_count{lane="priority"}`, `siteops_relay_signal_delay_seconds_count{lane="bulk"}`,
 	} {
-		eventually(t, 30*time.Second, "Prometheus to scrape "+q, func() bool { return len(prom.query(t, q)) > 0 })
+		siteopstest.Eventually(t, 30*time.Second, "Prometheus to scrape "+q, func() bool { return len(prom.query(t, q)) > 0 })
 	}
 	round(2)
 
@@ -331,7 +332,7 @@ func TestPrometheusSeesTheServiceLevels(t *testing.T) {
 	}
 
 	// No dead letter, no alert; then one dead letter, and the alert fires.
-	eventually(t, 30*time.Second, "the inbox to be drained", func() bool {
+	siteopstest.Eventually(t, 30*time.Second, "the inbox to be drained", func() bool {
 		st, err := e.store.InboxStatus(t.Context())
 		return err == nil && st.Undispatched == 0
 	})
@@ -343,7 +344,7 @@ func TestPrometheusSeesTheServiceLevels(t *testing.T) {
 		t.Errorf("the dead-letter alert is %v without a dead letter", got)
 	}
 	makeDeadLetter(t, e)
-	eventually(t, 20*time.Second, "the dead-letter alert to fire", func() bool {
+	siteopstest.Eventually(t, 20*time.Second, "the dead-letter alert to fire", func() bool {
 		return len(prom.query(t, deadAlert)) == 1
 	})
 	if got := prom.query(t, deadAlert); got[0].labels["job"] != "siteops-ingress" || got[0].labels["severity"] != "warning" {

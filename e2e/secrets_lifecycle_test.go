@@ -18,6 +18,7 @@ import (
 	"github.com/siteops/siteops/activities"
 	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/config"
+	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"
@@ -129,7 +130,7 @@ func TestSecretRotationReRunAfterTerminateReusesItsEndpoint(t *testing.T) {
 	if _, err := e.starter.RotateSecret(t.Context(), req); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "the first run to wait for a verified delivery", func() bool {
+	siteopstest.Eventually(t, 30*time.Second, "the first run to wait for a verified delivery", func() bool {
 		return e.rotationStep(t, id) == workflows.RotationVerifying
 	})
 	if err := e.client.TerminateWorkflow(t.Context(), id, "", "operator terminated it"); err != nil {
@@ -142,7 +143,7 @@ func TestSecretRotationReRunAfterTerminateReusesItsEndpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "the re-run to wait for a verified delivery", func() bool {
+	siteopstest.Eventually(t, 30*time.Second, "the re-run to wait for a verified delivery", func() bool {
 		return e.rotationStep(t, id) == workflows.RotationVerifying
 	})
 	site := e.site(t, "rerun")
@@ -184,7 +185,7 @@ func TestSecretRetireCommand(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "secret of endpoint "+a) || !strings.Contains(out, "retired at") {
 		t.Fatalf("secret retire --endpoint: exit %d\n%s", code, out)
 	}
-	eventually(t, 5*time.Second, "a's secret to be refused", func() bool {
+	siteopstest.Eventually(t, 5*time.Second, "a's secret to be refused", func() bool {
 		return deliver(t, in.url, "/webhooks/v1", "evt_a_"+itoa(int(time.Now().UnixNano()%1e9)), secretA) == http.StatusUnauthorized
 	})
 	var retiredAt *time.Time
@@ -232,7 +233,7 @@ func TestDeletedEndpointSecretRefusedWithinOneReconcilePeriod(t *testing.T) {
 	e.runWorker(t, period)
 	// A second worker starting finds the schedule and leaves it as it is.
 	e.runWorker(t, period)
-	eventually(t, 10*time.Second, "the schedule to exist", func() bool {
+	siteopstest.Eventually(t, 10*time.Second, "the schedule to exist", func() bool {
 		d, err := e.client.ScheduleClient().GetHandle(t.Context(), workflows.SecretReconcileScheduleID).Describe(t.Context())
 		return err == nil && len(d.Schedule.Spec.Intervals) == 1 && d.Schedule.Spec.Intervals[0].Every == period
 	})
@@ -244,7 +245,7 @@ func TestDeletedEndpointSecretRefusedWithinOneReconcilePeriod(t *testing.T) {
 	}
 	deleted := time.Now()
 	n := 0
-	eventually(t, 3*period, "the deleted endpoint's secret to be refused", func() bool {
+	siteopstest.Eventually(t, 3*period, "the deleted endpoint's secret to be refused", func() bool {
 		n++
 		return deliver(t, in.url, "/webhooks/v1", "evt_gone_"+itoa(n+1), goneSecret) == http.StatusUnauthorized
 	})
@@ -356,7 +357,7 @@ func TestRotationDecisionsSayWhatBecomesOfTheOldSecret(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("secret rotate: exit %d\n%s", code, out)
 		}
-		eventually(t, 30*time.Second, "the rotation to wait for a decision", func() bool {
+		siteopstest.Eventually(t, 30*time.Second, "the rotation to wait for a decision", func() bool {
 			return e.rotationStep(t, workflows.SecretRotationID(old)) == workflows.RotationDeciding
 		})
 		return old

@@ -15,6 +15,7 @@ import (
 	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/agentsite/webhook"
 	"github.com/siteops/siteops/internal/ports"
+	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/store/storetest"
@@ -74,7 +75,7 @@ func (e *env) startIngressProcessFlags(t *testing.T, flags []string, extra ...st
 	}
 	t.Cleanup(func() { _ = cmd.Process.Signal(syscall.SIGTERM); _, _ = cmd.Process.Wait() })
 	url, admin = "http://"+addr, "http://"+adminAddr
-	eventually(t, 20*time.Second, "the ingress to be ready", func() bool {
+	siteopstest.Eventually(t, 20*time.Second, "the ingress to be ready", func() bool {
 		resp, err := http.Get(admin + "/readyz")
 		if err != nil {
 			return false
@@ -138,7 +139,7 @@ func TestSecretsUnderAnotherKey(t *testing.T) {
 	if code := deliver(t, url, "/webhooks", "evt_old_1", storedSecret); code != http.StatusServiceUnavailable {
 		t.Errorf("a delivery signed with the unreadable secret = %d, want 503 (the sender retries until the key is fixed)", code)
 	}
-	eventually(t, 10*time.Second, "the ingress to name the unreadable secret", func() bool {
+	siteopstest.Eventually(t, 10*time.Second, "the ingress to name the unreadable secret", func() bool {
 		return strings.Contains(log.String(), oldID) && strings.Contains(log.String(), "siteops secret rekey")
 	})
 	if m := scrape(t, admin+"/metrics"); !strings.Contains(m, `siteops_webhook_unreadable_secrets{receiver="default"} 1`) {
@@ -170,7 +171,7 @@ func TestSecretsUnderAnotherKey(t *testing.T) {
 	if out, code := e.run(t, withNew, "doctor"); code != 0 {
 		t.Errorf("doctor after rekey: exit %d\n%s", code, out)
 	}
-	eventually(t, 10*time.Second, "the rekeyed secret to verify again", func() bool {
+	siteopstest.Eventually(t, 10*time.Second, "the rekeyed secret to verify again", func() bool {
 		return deliver(t, url, "/webhooks", "evt_old_2", storedSecret) == http.StatusOK
 	})
 }
@@ -196,7 +197,7 @@ func TestWebhookCreateKeepsItsKeyAcrossRetries(t *testing.T) {
 		out, code := e.run(t, env, "webhook", "create", "--url", hookURL, "--events", "lead.created,knowledge.ready", "--timeout", "1m")
 		first <- result{out, code}
 	}()
-	eventually(t, 30*time.Second, "the create to be applied and its answer lost", func() bool {
+	siteopstest.Eventually(t, 30*time.Second, "the create to be applied and its answer lost", func() bool {
 		for _, r := range e.sim.Requests() {
 			if r.Method == http.MethodPost && r.Path == "/api/v1/webhook-endpoints" && r.Fault == "drop_after_apply" {
 				return true

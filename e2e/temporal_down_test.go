@@ -25,6 +25,7 @@ import (
 	"github.com/siteops/siteops/config"
 	"github.com/siteops/siteops/internal/devserver"
 	"github.com/siteops/siteops/internal/ports"
+	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/store/storetest"
@@ -84,7 +85,7 @@ func TestDeliveryAcceptedWhileTemporalIsDown(t *testing.T) {
 	if resp.StatusCode != 200 || time.Since(start) > time.Second {
 		t.Fatalf("answer %d after %s, want 200 at once", resp.StatusCode, time.Since(start))
 	}
-	eventually(t, 20*time.Second, "a failed dispatch while Temporal is down", func() bool {
+	siteopstest.Eventually(t, 20*time.Second, "a failed dispatch while Temporal is down", func() bool {
 		_, attempts, _ := srv.Store.InboxOutcome(t.Context(), "evt_down_1")
 		return attempts >= 1
 	})
@@ -100,7 +101,7 @@ func TestDeliveryAcceptedWhileTemporalIsDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(ts.Stop)
-	eventually(t, 60*time.Second, "the dispatch after Temporal came back", func() bool {
+	siteopstest.Eventually(t, 60*time.Second, "the dispatch after Temporal came back", func() bool {
 		out, _, _ := srv.Store.InboxOutcome(t.Context(), "evt_down_1")
 		return out == store.OutcomeSignalled
 	})
@@ -347,7 +348,7 @@ func TestRelayLastErrorNamesTemporalThatDoesNotAnswer(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("answer %d, want 200", resp.StatusCode)
 	}
-	eventually(t, 20*time.Second, "a failed dispatch", func() bool {
+	siteopstest.Eventually(t, 20*time.Second, "a failed dispatch", func() bool {
 		_, attempts, _ := st.InboxOutcome(t.Context(), "evt_hole_1")
 		return attempts >= 1
 	})

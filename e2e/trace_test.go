@@ -19,6 +19,7 @@ import (
 	"github.com/siteops/siteops/activities"
 	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/config"
+	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"
@@ -75,7 +76,7 @@ func TestOneDeliveryTracedEndToEnd(t *testing.T) {
 	if _, err := e.sim.CreateLeads(site, 1); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "the lead in the store", func() bool {
+	siteopstest.Eventually(t, 30*time.Second, "the lead in the store", func() bool {
 		n, _ := e.store.CountLeads(t.Context(), site)
 		return n == 1
 	})
@@ -91,7 +92,7 @@ func TestOneDeliveryTracedEndToEnd(t *testing.T) {
 		"simulator GET /api/v1/sites/" + site + "/leads",
 	}
 	var names []string
-	eventually(t, 10*time.Second, "every span of the delivery's trace", func() bool {
+	siteopstest.Eventually(t, 10*time.Second, "every span of the delivery's trace", func() bool {
 		spans := rec.Ended()
 		var root string
 		for _, s := range spans {

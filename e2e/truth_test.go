@@ -20,6 +20,7 @@ import (
 	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/agentsite/webhook"
 	"github.com/siteops/siteops/internal/ports"
+	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/workflows"
@@ -79,7 +80,7 @@ func TestStatusOfEveryKind(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("secret rotate: exit %d\n%s", code, out)
 	}
-	eventually(t, 30*time.Second, "the rotation of an unknown endpoint to fail", func() bool {
+	siteopstest.Eventually(t, 30*time.Second, "the rotation of an unknown endpoint to fail", func() bool {
 		out, _ = e.run(t, nil, "status", "secret-rotation/we_404")
 		return strings.Contains(out, "Failed")
 	})
@@ -95,7 +96,7 @@ func TestStatusOfEveryKind(t *testing.T) {
 	if out, code := e.run(t, nil, "onboard", "-f", "../examples/bayside-dental.json"); code != 0 {
 		t.Fatalf("onboard: exit %d\n%s", code, out)
 	}
-	eventually(t, 30*time.Second, "a failed attempt of CreateSite", func() bool {
+	siteopstest.Eventually(t, 30*time.Second, "a failed attempt of CreateSite", func() bool {
 		out, _ = e.run(t, nil, "status", "onboarding/bayside-dental")
 		return strings.Contains(out, "last failure:")
 	})
@@ -117,7 +118,7 @@ func TestStatusOfEveryKind(t *testing.T) {
 	}
 	// leads sync returns once the sync is asked for; status shows it
 	// syncing, then caught up.
-	eventually(t, 30*time.Second, "the lead sync to catch up", func() bool {
+	siteopstest.Eventually(t, 30*time.Second, "the lead sync to catch up", func() bool {
 		out, code = e.run(t, nil, "status", workflows.LeadSyncID(site))
 		return code != 0 || strings.Contains(out, "caught up")
 	})
@@ -193,7 +194,7 @@ func TestInterruptedWaitLeavesTheWorkflowRunning(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "the onboarding to start", func() bool {
+	siteopstest.Eventually(t, 30*time.Second, "the onboarding to start", func() bool {
 		_, err := e.client.DescribeWorkflowExecution(t.Context(), "onboarding/bayside-dental", "")
 		return err == nil
 	})
@@ -323,7 +324,7 @@ func TestDoctorAndStartUpChecks(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "the new namespace", func() bool {
+	siteopstest.Eventually(t, 30*time.Second, "the new namespace", func() bool {
 		_, code := e.run(t, nil, "status", "x/y", "--namespace", bare)
 		return code == 3
 	})
@@ -398,7 +399,7 @@ func TestFollowEndsWhateverTheSyncDid(t *testing.T) {
 		}
 		done <- result{string(out), code}
 	}()
-	eventually(t, 30*time.Second, "the requested sync to fail and retry", func() bool {
+	siteopstest.Eventually(t, 30*time.Second, "the requested sync to fail and retry", func() bool {
 		d, err := e.client.DescribeWorkflowExecution(t.Context(), id, "")
 		if err != nil {
 			return false
@@ -532,7 +533,7 @@ func TestProcessLogsAndStartUp(t *testing.T) {
 	waiting := func(extra ...string) string {
 		t.Helper()
 		p := startProcess(t, append(append(e.cliEnv(), unreachable...), extra...), "worker")
-		eventually(t, 30*time.Second, "the worker to say it waits for Temporal", func() bool { return strings.Contains(p.log.String(), waits) })
+		siteopstest.Eventually(t, 30*time.Second, "the worker to say it waits for Temporal", func() bool { return strings.Contains(p.log.String(), waits) })
 		p.alive(t, "the worker waiting for Temporal")
 		_ = p.cmd.Process.Signal(syscall.SIGTERM)
 		select {
@@ -572,7 +573,7 @@ func TestProcessLogsAndStartUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _, _ = cmd.Process.Wait() })
-	eventually(t, 30*time.Second, "the worker to start", func() bool { return strings.Contains(log.String(), `"msg":"worker started"`) })
+	siteopstest.Eventually(t, 30*time.Second, "the worker to start", func() bool { return strings.Contains(log.String(), `"msg":"worker started"`) })
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	_, _ = cmd.Process.Wait()
 	snake := regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
@@ -618,7 +619,7 @@ func TestIngressStartUpChecks(t *testing.T) {
 	}
 
 	_, _, log = e.startIngressProcessFlags(t, nil, "SITEOPS_SECRET_KEY="+testSecretKey(), "TEMPORAL_ADDRESS=127.0.0.1:1")
-	eventually(t, 30*time.Second, "the ingress to say it runs degraded while Temporal is down", func() bool {
+	siteopstest.Eventually(t, 30*time.Second, "the ingress to say it runs degraded while Temporal is down", func() bool {
 		return strings.Contains(log.String(), "STARTING DEGRADED") && strings.Contains(log.String(), "check=temporal") &&
 			strings.Contains(log.String(), "the ingress accepts and records deliveries meanwhile")
 	})

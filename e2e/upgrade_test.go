@@ -12,6 +12,7 @@ import (
 
 	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/internal/rollout"
+	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/release"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"
@@ -71,7 +72,7 @@ func TestUpgradeAsDeployDoes(t *testing.T) {
 	w.must(t, prev, "secret", "rotate", "--endpoint", created.EndpointID, "--url", w.front.url+"/webhooks/v2",
 		"--verify-timeout", "1s", "--decision-timeout", "1h")
 	rotationID := workflows.SecretRotationID(created.EndpointID)
-	eventually(t, 30*time.Second, "the rotation to wait for on-call's decision", func() bool {
+	siteopstest.Eventually(t, 30*time.Second, "the rotation to wait for on-call's decision", func() bool {
 		var s workflows.SecretRotationStatus
 		v, err := w.client.QueryWorkflow(t.Context(), rotationID, "", workflows.QueryRotation)
 		return err == nil && v.Get(&s) == nil && s.Step == workflows.RotationDeciding
@@ -81,7 +82,7 @@ func TestUpgradeAsDeployDoes(t *testing.T) {
 	waitStep(t, w, one, workflows.StepWaitingKnowledge)
 	siteOne := w.onboardingStatus(t, one).SiteID
 	w.knowledgeReady(t, siteOne, "kn_1") // its sources are kn_1 and kn_2
-	eventually(t, 30*time.Second, "one of upgrade-one's two sources to be ready", func() bool {
+	siteopstest.Eventually(t, 30*time.Second, "one of upgrade-one's two sources to be ready", func() bool {
 		return w.onboardingStatus(t, one).KnowledgeReady == 1
 	})
 
@@ -162,7 +163,7 @@ func TestUpgradeAsDeployDoes(t *testing.T) {
 
 	// Only now may build-a go.
 	var drained string
-	eventually(t, time.Minute, "release drained --build-id build-a to exit 0", func() bool {
+	siteopstest.Eventually(t, time.Minute, "release drained --build-id build-a to exit 0", func() bool {
 		out, code := w.run(t, binary, []string{"release", "drained", "--build-id", "build-a"})
 		drained = out
 		return code == 0
@@ -188,7 +189,7 @@ func TestUpgradeAsDeployDoes(t *testing.T) {
 	if _, err := st.SyncLeads(t.Context(), leadSite, false); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "the lead sync to move to build-b", func() bool { return w.buildOf(t, workflows.LeadSyncID(leadSite)) == "build-b" })
+	siteopstest.Eventually(t, 30*time.Second, "the lead sync to move to build-b", func() bool { return w.buildOf(t, workflows.LeadSyncID(leadSite)) == "build-b" })
 	d, err := w.client.DescribeWorkflowExecution(t.Context(), workflows.LeadSyncID(leadSite), "")
 	if err != nil {
 		t.Fatal(err)
@@ -211,7 +212,7 @@ func TestUpgradeAsDeployDoes(t *testing.T) {
 // waitStep waits until an onboarding reports step.
 func waitStep(t *testing.T, w *releaseWorld, workflowID, step string) {
 	t.Helper()
-	eventually(t, 30*time.Second, workflowID+" to reach "+step, func() bool { return w.onboardingStatus(t, workflowID).Step == step })
+	siteopstest.Eventually(t, 30*time.Second, workflowID+" to reach "+step, func() bool { return w.onboardingStatus(t, workflowID).Step == step })
 }
 
 func hasRun(runs []rollout.Run, workflowID string) bool {

@@ -36,6 +36,7 @@ import (
 	"github.com/siteops/siteops/codec"
 	"github.com/siteops/siteops/config"
 	"github.com/siteops/siteops/internal/devserver"
+	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"
@@ -626,7 +627,7 @@ func writeScreenshot(ctx context.Context, t *testing.T, path string) {
 // waitForHTTP polls url until it answers 200, for at most within.
 func waitForHTTP(t *testing.T, within time.Duration, url string) {
 	t.Helper()
-	eventually(t, within, url+" to answer", func() bool {
+	siteopstest.Eventually(t, within, url+" to answer", func() bool {
 		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 		defer cancel()
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)

@@ -3,6 +3,7 @@ package webhookingress
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/agentsite/webhook"
+	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/store/storetest"
 	"github.com/siteops/siteops/telemetry/telemetrytest"
@@ -440,11 +442,10 @@ func TestNewSecretVerifiesAtOnceAfterItIsStored(t *testing.T) {
 // waitHeld polls until n deliveries are held.
 func waitHeld(t *testing.T, h *Handler, n int) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Second)
-	for len(h.held) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d deliveries held, want %d", len(h.held), n)
+	siteopstest.EventuallyNil(t, 2*time.Second, fmt.Sprintf("%d deliveries held", n), func() error {
+		if got := len(h.held); got < n {
+			return fmt.Errorf("%d held, want %d", got, n)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }

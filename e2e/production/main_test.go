@@ -15,12 +15,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/siteops/siteops/internal/cluster"
+	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/internal/testcerts"
 )
 
@@ -67,11 +67,8 @@ func run(m *testing.M) int {
 	}
 	defer func() { _ = temporal.Stop() }()
 	fmt.Fprintf(os.Stderr, "production: cluster with mutual TLS up in %s at %s\n", time.Since(start).Round(time.Millisecond), temporal.Address)
-	binary = filepath.Join(dir, "siteops")
-	build := exec.Command("go", "build", "-o", binary, "../../cmd/siteops")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "production: building siteops:", err)
+	if binary, err = siteopstest.Build(dir); err != nil {
+		fmt.Fprintln(os.Stderr, "production:", err)
 		return 1
 	}
 	return m.Run()

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/simulator"
 )
 
@@ -145,22 +146,10 @@ func newSimulator(t *testing.T, cfg simulator.Config) (*simulator.Simulator, str
 	return sim, srv.URL
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // ready polls url until it answers 200.
 func ready(t *testing.T, url string) {
 	t.Helper()
-	eventually(t, 30*time.Second, url, func() bool {
+	siteopstest.Eventually(t, 30*time.Second, url, func() bool {
 		resp, err := http.Get(url)
 		if err != nil {
 			return false

@@ -21,6 +21,7 @@ import (
 	"github.com/siteops/siteops/agentsite/webhook"
 	"github.com/siteops/siteops/examples"
 	"github.com/siteops/siteops/internal/ports"
+	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"
@@ -217,7 +218,7 @@ func TestScaleOut(t *testing.T) {
 	// generator is a third of the way through or half the onboardings have
 	// published, whichever comes first, so the kill lands on work in
 	// flight (checked below, not assumed).
-	eventually(t, 2*time.Minute, "the run a third of the way through", func() bool {
+	siteopstest.Eventually(t, 2*time.Minute, "the run a third of the way through", func() bool {
 		return int(sent.Load()) >= sc.genEvents/3 || int(onboarded.Load()) >= sc.onboardings/2
 	})
 	w1.kill()
@@ -260,11 +261,11 @@ func TestScaleOut(t *testing.T) {
 	if got := int(onboarded.Load()); got != sc.onboardings {
 		t.Errorf("%d of %d onboardings published", got, sc.onboardings)
 	}
-	eventually(t, 5*time.Minute, "every accepted event dispatched", func() bool {
+	siteopstest.Eventually(t, 5*time.Minute, "every accepted event dispatched", func() bool {
 		is, err := st.InboxStatus(t.Context())
 		return err == nil && is.Undispatched == 0
 	})
-	eventually(t, 5*time.Minute, "every lead sync caught up with the simulator", func() bool {
+	siteopstest.Eventually(t, 5*time.Minute, "every lead sync caught up with the simulator", func() bool {
 		for _, site := range leadSites {
 			n, err := st.CountLeads(t.Context(), site)
 			if err != nil || n != len(sim.LeadIDs(site)) {

@@ -11,6 +11,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/workflows"
@@ -133,7 +134,7 @@ func relayPhase(t *testing.T, st *store.Store, r relayReplicas, replicas, n int)
 	total := n + replicas
 
 	var last time.Time
-	eventually(t, 5*time.Minute, "the relays to dispatch every event", func() bool {
+	siteopstest.Eventually(t, 5*time.Minute, "the relays to dispatch every event", func() bool {
 		var pending int
 		var at sql.NullTime
 		err := st.DB().QueryRowContext(t.Context(), `SELECT COUNT(*) FILTER (WHERE dispatched_at IS NULL), MAX(dispatched_at) FROM inbox WHERE event_id LIKE $1`,

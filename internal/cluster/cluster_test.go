@@ -36,6 +36,7 @@ import (
 
 	"github.com/siteops/siteops/internal/cluster"
 	"github.com/siteops/siteops/internal/devserver"
+	"github.com/siteops/siteops/internal/siteopstest"
 )
 
 // start starts a cluster for t, stopped at cleanup. It skips t when
@@ -106,7 +107,7 @@ func TestCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer func() { _ = cl.TerminateWorkflow(context.Background(), run.GetID(), "", "test over") }()
-		eventually(t, 10*time.Second, func() error {
+		siteopstest.EventuallyNil(t, 10*time.Second, "visibility to find the workflow by SiteopsSiteID", func() error {
 			resp, err := cl.ListWorkflow(t.Context(), &workflowservice.ListWorkflowExecutionsRequest{Query: `SiteopsSiteID = "site_42"`})
 			if err != nil {
 				return err
@@ -369,22 +370,6 @@ func dial(t *testing.T, c *cluster.Cluster, namespace string) client.Client {
 	}
 	t.Cleanup(cl.Close)
 	return cl
-}
-
-// eventually polls f until it succeeds or d passes.
-func eventually(t *testing.T, d time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %v", d, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 // ca is a test certificate authority.

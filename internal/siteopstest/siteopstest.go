@@ -1,0 +1,73 @@
+// Package siteopstest holds what the tests of several packages share: one
+// way to wait for a condition (Eventually, EventuallyNil) and one way to
+// build the siteops binary that the end-to-end tests, the production-shape
+// tests and the benchmarks run as processes (Build).
+package siteopstest
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Poll is how often Eventually and EventuallyNil look again.
+const Poll = 20 * time.Millisecond
+
+// Eventually polls cond until it holds and fails t, naming what it waited
+// for, when within passes first.
+func Eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	EventuallyNil(t, within, what, func() error {
+		if cond() {
+			return nil
+		}
+		return errNotYet
+	})
+}
+
+// errNotYet is a condition that does not hold yet.
+var errNotYet = fmt.Errorf("not yet")
+
+// EventuallyNil polls f until it returns nil and fails t when within
+// passes first, with what it waited for and f's last error: what it got
+// instead.
+func EventuallyNil(t testing.TB, within time.Duration, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			if err == errNotYet { //nolint:errorlint // the sentinel itself, never wrapped
+				t.Fatalf("timed out after %s waiting for %s", within, what)
+			}
+			t.Fatalf("timed out after %s waiting for %s; last: %v", within, what, err)
+		}
+		time.Sleep(Poll)
+	}
+}
+
+// Build builds cmd/siteops of this module into dir and returns the
+// binary's path. Its output (a compile error) goes to the error.
+func Build(dir string) (string, error) {
+	root, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
+	if err != nil {
+		return "", fmt.Errorf("finding the module's directory (go list -m): %w", err)
+	}
+	bin := filepath.Join(dir, "siteops")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/siteops") //nolint:gosec // this module's own command, into a directory the test made
+	build.Dir = strings.TrimSpace(string(root))
+	if out, err := build.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building siteops: %w\n%s", err, out)
+	}
+	if _, err := os.Stat(bin); err != nil {
+		return "", err
+	}
+	return bin, nil
+}
