@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/siteops/siteops/internal/schemagen"
 	"github.com/siteops/siteops/schemas"
@@ -182,6 +183,40 @@ func TestTheREADMEStatesTheCataloguePolicies(t *testing.T) {
 	}
 	for name := range rows {
 		t.Errorf("the README's table has a row for %s, which is not in the catalogue", name)
+	}
+}
+
+// TestTheREADMEWorkflowsTableIsTheCatalogue checks the README's table of
+// workflows against workflows.Catalogue: one row per kind, its ID prefix
+// and its versioning behaviour (Pinned or AutoUpgrade).
+func TestTheREADMEWorkflowsTableIsTheCatalogue(t *testing.T) {
+	rows := map[string][]string{}
+	for _, row := range readmeTable(t, "workflows") {
+		if len(row) != 5 {
+			t.Fatalf("row %q: want 5 cells (type, ID, ID policy, messages, versioning)", row)
+		}
+		rows[code(t, row[0])] = row
+	}
+	for _, k := range workflows.Catalogue {
+		row, ok := rows[k.Name]
+		if !ok {
+			t.Errorf("the README's workflows table has no row for %s", k.Name)
+			continue
+		}
+		delete(rows, k.Name)
+		if id := code(t, row[1]); !strings.HasPrefix(id, k.Prefix) {
+			t.Errorf("%s: the README says ID %s; its IDs start with %s", k.Name, id, k.Prefix)
+		}
+		want := map[workflow.VersioningBehavior]string{
+			workflow.VersioningBehaviorPinned:      "Pinned",
+			workflow.VersioningBehaviorAutoUpgrade: "AutoUpgrade",
+		}[k.Versioning]
+		if got := row[4]; got != want {
+			t.Errorf("%s: the README says versioning %q; the catalogue's is %q", k.Name, got, want)
+		}
+	}
+	for name := range rows {
+		t.Errorf("the README's workflows table has a row for %s, which is not in the catalogue", name)
 	}
 }
 
