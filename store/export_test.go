@@ -1,6 +1,9 @@
 package store
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // MigrateTo moves the schema of s up or down to version, for tests of a
 // migration.
@@ -19,4 +22,11 @@ func MigrateTo(ctx context.Context, s *Store, version int64) error {
 	}
 	_, err = p.UpTo(ctx, version)
 	return err
+}
+
+// LeadRecord reads what the store holds of one lead: its record and when
+// it was last written.
+func LeadRecord(ctx context.Context, s *Store, siteID, leadID string) (raw string, lastSeen time.Time, err error) {
+	err = s.db.QueryRowContext(ctx, `SELECT raw, last_seen FROM leads WHERE site_id = $1 AND lead_id = $2`, siteID, leadID).Scan(&raw, &lastSeen)
+	return raw, lastSeen, err
 }

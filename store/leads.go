@@ -9,7 +9,12 @@ import (
 )
 
 // UpsertLeads writes one page of a site's leads in one transaction: new
-// leads are inserted, known ones get their record and last_seen refreshed.
+// leads are inserted, known ones whose record changed get it and last_seen
+// refreshed, and known ones whose record is the same are left as they are
+// (no new row version: a lead sync reads its last page again on each
+// wake-up, and rewriting its unchanged leads was most of what a lead event
+// cost the database; see docs/sizing.md). last_seen is thus when the
+// record last changed.
 // It returns how many of the page's leads were new, so that callers count
 // distinct leads stored rather than records read.
 func (s *Store) UpsertLeads(ctx context.Context, siteID string, leads []agentsite.Lead) (int, error) {
@@ -67,7 +72,8 @@ func (s *Store) upsertLeads(ctx context.Context, w leadWriter, siteID string, le
 	rows := len(ids)
 	// Only placeholders are concatenated; every value is a bound argument.
 	q := `INSERT INTO leads (site_id, lead_id, raw, first_seen, last_seen) VALUES ` + placeholders(rows, 5) + //nolint:gosec // see above
-		` ON CONFLICT (site_id, lead_id) DO UPDATE SET raw = excluded.raw, last_seen = excluded.last_seen`
+		` ON CONFLICT (site_id, lead_id) DO UPDATE SET raw = excluded.raw, last_seen = excluded.last_seen` +
+		` WHERE leads.raw IS DISTINCT FROM excluded.raw`
 	if s.dialect == Postgres {
 		// xmax is 0 on a row this statement inserted, not on one it updated.
 		return countInserted(ctx, w, q+` RETURNING (xmax = 0)`, args, siteID, rows)

@@ -29,6 +29,37 @@ func leadsOf(t *testing.T, site string, from, to int) []agentsite.Lead {
 	return out
 }
 
+// TestUpsertLeadsLeavesUnchangedRecords checks that a page read again
+// writes only the leads whose record changed: an unchanged lead keeps its
+// row (last_seen stays), a changed one gets its new record.
+func TestUpsertLeadsLeavesUnchangedRecords(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		ctx := t.Context()
+		if _, err := s.UpsertLeads(ctx, "site_1", leadsOf(t, "site_1", 0, 2)); err != nil {
+			t.Fatal(err)
+		}
+		_, before, err := store.LeadRecord(ctx, s, "site_1", "lead_0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		changed := leadsOf(t, "site_1", 0, 2)
+		var l agentsite.Lead
+		if err := json.Unmarshal([]byte(`{"id":"lead_1","site_id":"site_1","email":"new@example.com"}`), &l); err != nil {
+			t.Fatal(err)
+		}
+		changed[1] = l
+		if n, err := s.UpsertLeads(ctx, "site_1", changed); err != nil || n != 0 {
+			t.Fatalf("the page again with lead_1 changed: %d new, %v; want 0", n, err)
+		}
+		if _, after, err := store.LeadRecord(ctx, s, "site_1", "lead_0"); err != nil || !after.Equal(before) {
+			t.Errorf("unchanged lead_0: last_seen %v, was %v (%v); want it left as it was", after, before, err)
+		}
+		if raw, _, err := store.LeadRecord(ctx, s, "site_1", "lead_1"); err != nil || !strings.Contains(raw, "new@example.com") {
+			t.Errorf("changed lead_1: record %s (%v); want the new one", raw, err)
+		}
+	})
+}
+
 func TestUpsertLeads(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		ctx := t.Context()
