@@ -144,23 +144,7 @@ func TestTheREADMEMessagesMatchTheirSchemas(t *testing.T) {
 // Temporal's names, and the schema of its result (none for a workflow
 // that returns none).
 func TestTheREADMEStatesTheCataloguePolicies(t *testing.T) {
-	rows := map[string][]string{}
-	for _, row := range readmeTable(t, "id-policies") {
-		if len(row) != 6 {
-			t.Fatalf("row %q: want 6 cells (type, ID, reuse, conflict, defaults, result)", row)
-		}
-		rows[code(t, row[0])] = row
-	}
-	for _, k := range workflows.Catalogue {
-		row, ok := rows[k.Name]
-		if !ok {
-			t.Errorf("the README's table has no row for %s", k.Name)
-			continue
-		}
-		delete(rows, k.Name)
-		if id := code(t, row[1]); !strings.HasPrefix(id, k.Prefix) {
-			t.Errorf("%s: the README says ID %s; its IDs start with %s", k.Name, id, k.Prefix)
-		}
+	eachCatalogueRow(t, "id-policies", "type, ID, reuse, conflict, defaults, result", func(k workflows.Kind, row []string) {
 		reuse := strings.TrimPrefix(enumspb.WorkflowIdReusePolicy_name[int32(k.Policy.Reuse)], "WORKFLOW_ID_REUSE_POLICY_")
 		conflict := strings.TrimPrefix(enumspb.WorkflowIdConflictPolicy_name[int32(k.Policy.Conflict)], "WORKFLOW_ID_CONFLICT_POLICY_")
 		if got := code(t, row[2]); got != reuse {
@@ -180,33 +164,14 @@ func TestTheREADMEStatesTheCataloguePolicies(t *testing.T) {
 				t.Errorf("%s's result is a %s; the README links %q, which is not its schema", k.Name, fn.Out(0), result)
 			}
 		}
-	}
-	for name := range rows {
-		t.Errorf("the README's table has a row for %s, which is not in the catalogue", name)
-	}
+	})
 }
 
 // TestTheREADMEWorkflowsTableIsTheCatalogue checks the README's table of
 // workflows against workflows.Catalogue: one row per kind, its ID prefix
 // and its versioning behaviour (Pinned or AutoUpgrade).
 func TestTheREADMEWorkflowsTableIsTheCatalogue(t *testing.T) {
-	rows := map[string][]string{}
-	for _, row := range readmeTable(t, "workflows") {
-		if len(row) != 5 {
-			t.Fatalf("row %q: want 5 cells (type, ID, ID policy, messages, versioning)", row)
-		}
-		rows[code(t, row[0])] = row
-	}
-	for _, k := range workflows.Catalogue {
-		row, ok := rows[k.Name]
-		if !ok {
-			t.Errorf("the README's workflows table has no row for %s", k.Name)
-			continue
-		}
-		delete(rows, k.Name)
-		if id := code(t, row[1]); !strings.HasPrefix(id, k.Prefix) {
-			t.Errorf("%s: the README says ID %s; its IDs start with %s", k.Name, id, k.Prefix)
-		}
+	eachCatalogueRow(t, "workflows", "type, ID, ID policy, messages, versioning", func(k workflows.Kind, row []string) {
 		want := map[workflow.VersioningBehavior]string{
 			workflow.VersioningBehaviorPinned:      "Pinned",
 			workflow.VersioningBehaviorAutoUpgrade: "AutoUpgrade",
@@ -214,9 +179,38 @@ func TestTheREADMEWorkflowsTableIsTheCatalogue(t *testing.T) {
 		if got := row[4]; got != want {
 			t.Errorf("%s: the README says versioning %q; the catalogue's is %q", k.Name, got, want)
 		}
+	})
+}
+
+// eachCatalogueRow reads the README table after <!-- schemas-test: table
+// -->, whose rows have the cells columns names, the first two a workflow
+// type and its ID, and holds it to workflows.Catalogue: a row for every
+// kind and none for anything else, each ID with the kind's prefix; check
+// is called with each kind and its row.
+func eachCatalogueRow(t *testing.T, table, columns string, check func(k workflows.Kind, row []string)) {
+	t.Helper()
+	cells := len(strings.Split(columns, ", "))
+	rows := map[string][]string{}
+	for _, row := range readmeTable(t, table) {
+		if len(row) != cells {
+			t.Fatalf("row %q: want %d cells (%s)", row, cells, columns)
+		}
+		rows[code(t, row[0])] = row
+	}
+	for _, k := range workflows.Catalogue {
+		row, ok := rows[k.Name]
+		if !ok {
+			t.Errorf("the README's %s table has no row for %s", table, k.Name)
+			continue
+		}
+		delete(rows, k.Name)
+		if id := code(t, row[1]); !strings.HasPrefix(id, k.Prefix) {
+			t.Errorf("%s: the README says ID %s; its IDs start with %s", k.Name, id, k.Prefix)
+		}
+		check(k, row)
 	}
 	for name := range rows {
-		t.Errorf("the README's workflows table has a row for %s, which is not in the catalogue", name)
+		t.Errorf("the README's %s table has a row for %s, which is not in the catalogue", table, name)
 	}
 }
 
