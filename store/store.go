@@ -152,7 +152,7 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 		db.SetConnMaxIdleTime(5 * time.Minute)
 	}
 	s.db = db
-	if err := db.PingContext(ctx); err != nil {
+	if err := ping(ctx, db, dialect); err != nil {
 		_ = db.Close()
 		return nil, unreachableError{fmt.Sprintf("store: cannot reach %s: %v; check SITEOPS_DATABASE_URL", Redact(rawURL), err)}
 	}
@@ -390,4 +390,24 @@ func placeholdersFrom(first, n int) string {
 		fmt.Fprintf(&b, "$%d", first+i)
 	}
 	return b.String()
+}
+
+// ping checks that db answers. On SQLite a new connection's first
+// statements are its pragmas, and switching a new file to WAL while
+// another connection (a worker and an ingress started together) does the
+// same answers SQLITE_BUSY at once, without waiting out busy_timeout: that
+// is tried again for as long as the timeout (10 s), never past ctx.
+func ping(ctx context.Context, db *sql.DB, d Dialect) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := db.PingContext(ctx)
+		if err == nil || d != SQLite || !strings.Contains(err.Error(), "SQLITE_BUSY") || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
