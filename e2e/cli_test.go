@@ -173,6 +173,8 @@ func TestCLIWebhooksIngressAndRotation(t *testing.T) {
 	}
 	ing := exec.Command(binary, "ingress")
 	ing.Env = append(e.cliEnv(), extra...)
+	ingLog := &syncBuffer{}
+	ing.Stdout, ing.Stderr = ingLog, ingLog
 	ing.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := ing.Start(); err != nil {
 		t.Fatal(err)
@@ -251,7 +253,8 @@ func TestCLIWebhooksIngressAndRotation(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	if err != nil || !strings.Contains(out, "done") || !strings.Contains(out, "deleted") {
-		t.Fatalf("secret rotate: %v\n%s", err, out)
+		st, _ := e.siteopsWith(t, extra, "status", "secret-rotation/"+created.EndpointID)
+		t.Fatalf("secret rotate: %v\n%s\nthe rotation's status:\n%s\nthe ingress's log:\n%s", err, out, st, ingLog.String())
 	}
 	siteopstest.Eventually(t, 30*time.Second, "the store to hold every lead", func() bool {
 		n, _ := e.store.CountLeads(t.Context(), site)
