@@ -31,6 +31,8 @@ import (
 
 	"github.com/siteops/siteops/activities"
 	"github.com/siteops/siteops/agentsite"
+	"github.com/siteops/siteops/config"
+	"github.com/siteops/siteops/release"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"
 )
@@ -76,8 +78,38 @@ func ok(check, format string, args ...any) Result {
 	return Result{Check: check, Status: OK, Detail: fmt.Sprintf(format, args...)}
 }
 
-func fail(check string, err error) Result {
+// FailedWith is check failed because of err: its detail err's message on
+// one line, transient when a retry may fix it (IsTransient).
+func FailedWith(check string, err error) Result {
 	return Result{Check: check, Status: Fail, Detail: oneLine(err.Error()), Err: err, Transient: IsTransient(err)}
+}
+
+// Invalid is check failed on a setting that cannot be used: err, which
+// ends the command as a setting to fix does (config.ErrInvalid).
+func Invalid(check string, err error) Result {
+	return Result{Check: check, Status: Fail, Detail: err.Error(), Err: invalidSetting{err}}
+}
+
+// invalidSetting is an error about a setting that matches
+// config.ErrInvalid.
+type invalidSetting struct{ err error }
+
+func (e invalidSetting) Error() string        { return e.err.Error() }
+func (e invalidSetting) Unwrap() error        { return e.err }
+func (e invalidSetting) Is(target error) bool { return target == config.ErrInvalid }
+
+// BuildID checks the build id a versioned worker with these settings
+// would poll as, or says why it would refuse to start.
+func BuildID(w config.Worker) Result {
+	const check = "build id"
+	if !w.Versioning {
+		return Skipped(check, "SITEOPS_WORKER_VERSIONING=false: workers are not versioned")
+	}
+	id, source, err := release.BuildID(w.BuildID)
+	if err != nil {
+		return Invalid(check, err)
+	}
+	return ok(check, "release %d, build id %s (from %s)", release.Number, id, source)
 }
 
 // IsTransient reports whether err is the kind of failure a retry may fix:
@@ -148,15 +180,15 @@ func Temporal(ctx context.Context, c client.Client, conn, namespace string) Resu
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if _, err := c.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
-		return fail("temporal", fmt.Errorf("%s does not answer: %w", conn, err))
+		return FailedWith("temporal", fmt.Errorf("%s does not answer: %w", conn, err))
 	}
 	_, err := c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: namespace})
 	var nf *serviceerror.NamespaceNotFound
 	if errors.As(err, &nf) {
-		return fail("temporal", fmt.Errorf("%s has no namespace %s; create it with deploy/temporal-setup.sh or set TEMPORAL_NAMESPACE / --namespace: %w", conn, namespace, starter.ErrNotFound))
+		return FailedWith("temporal", fmt.Errorf("%s has no namespace %s; create it with deploy/temporal-setup.sh or set TEMPORAL_NAMESPACE / --namespace: %w", conn, namespace, starter.ErrNotFound))
 	}
 	if err != nil {
-		return fail("temporal", fmt.Errorf("%s: describing namespace %s: %w", conn, namespace, err))
+		return FailedWith("temporal", fmt.Errorf("%s: describing namespace %s: %w", conn, namespace, err))
 	}
 	return ok("temporal", "%s answers; namespace %s exists", conn, namespace)
 }
@@ -168,10 +200,10 @@ func SearchAttributes(ctx context.Context, s *starter.Starter) Result {
 	defer cancel()
 	missing, err := s.MissingSearchAttributes(ctx)
 	if err != nil {
-		return fail("search attributes", fmt.Errorf("listing them: %w", err))
+		return FailedWith("search attributes", fmt.Errorf("listing them: %w", err))
 	}
 	if len(missing) > 0 {
-		return fail("search attributes", fmt.Errorf("namespace %s lacks %s (Keyword); register them with deploy/temporal-setup.sh", s.Namespace, strings.Join(missing, ", ")))
+		return FailedWith("search attributes", fmt.Errorf("namespace %s lacks %s (Keyword); register them with deploy/temporal-setup.sh", s.Namespace, strings.Join(missing, ", ")))
 	}
 	return ok("search attributes", "%s and %s registered", starter.SearchAttrSiteID, starter.SearchAttrOperator)
 }
@@ -204,11 +236,11 @@ func apiResult(err error, scope string) (Result, bool) {
 	case errors.As(err, &apiErr) && apiErr.Status == http.StatusNotFound:
 		return Result{}, false
 	case errors.As(err, &apiErr) && apiErr.Status == http.StatusUnauthorized:
-		return fail("agent-site api", fmt.Errorf("the API refused AGENTSITE_API_KEY (401); check the key: %w", err)), true
+		return FailedWith("agent-site api", fmt.Errorf("the API refused AGENTSITE_API_KEY (401); check the key: %w", err)), true
 	case errors.As(err, &apiErr) && apiErr.Status == http.StatusForbidden:
-		return fail("agent-site api", fmt.Errorf("AGENTSITE_API_KEY lacks %s (403): %w", scope, err)), true
+		return FailedWith("agent-site api", fmt.Errorf("AGENTSITE_API_KEY lacks %s (403): %w", scope, err)), true
 	}
-	return fail("agent-site api", fmt.Errorf("cannot use the API: %w; check AGENTSITE_BASE_URL", err)), true
+	return FailedWith("agent-site api", fmt.Errorf("cannot use the API: %w; check AGENTSITE_BASE_URL", err)), true
 }
 
 // PublicURL checks SITEOPS_PUBLIC_URL, under which alone webhook
@@ -220,7 +252,7 @@ func PublicURL(publicURLs string, allowLoopback bool) Result {
 	p, err := activities.ParseReceiverPolicy(publicURLs, allowLoopback)
 	switch {
 	case err != nil:
-		return fail(check, err)
+		return FailedWith(check, err)
 	case len(p.Public) == 0 && allowLoopback:
 		return Result{Check: check, Status: Warn, Detail: "SITEOPS_PUBLIC_URL is not set: endpoints may be registered and rotated on loopback only (SITEOPS_ALLOW_LOOPBACK_RECEIVERS, test mode)"}
 	case len(p.Public) == 0:
@@ -239,14 +271,14 @@ func Database(ctx context.Context, st *store.Store, where string) Result {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if err := st.Ping(ctx); err != nil {
-		return fail("database", fmt.Errorf("%s does not answer: %w", where, err))
+		return FailedWith("database", fmt.Errorf("%s does not answer: %w", where, err))
 	}
 	version, pending, err := st.PendingMigrations(ctx)
 	if err != nil {
-		return fail("database", fmt.Errorf("%s: %w", where, err))
+		return FailedWith("database", fmt.Errorf("%s: %w", where, err))
 	}
 	if pending > 0 {
-		return fail("database", fmt.Errorf("%s is at schema version %d with %d migration(s) not applied; start the worker (`siteops worker`) or the ingress of this build, which migrate it at start: %w",
+		return FailedWith("database", fmt.Errorf("%s is at schema version %d with %d migration(s) not applied; start the worker (`siteops worker`) or the ingress of this build, which migrate it at start: %w",
 			where, version, pending, ErrNotMigrated))
 	}
 	// A later release migrated the store (its migrations only expand):
@@ -266,18 +298,18 @@ func SecretKey(ctx context.Context, st *store.Store) Result {
 	defer cancel()
 	all, err := st.Secrets(ctx)
 	if err != nil {
-		return fail("secret key", err)
+		return FailedWith("secret key", err)
 	}
 	if !st.HasSecretKey() {
 		if len(all) == 0 {
 			return Skipped("secret key", "SITEOPS_SECRET_KEY is not set and no webhook secret is stored (the key is needed to create endpoints, and by the ingress for named receivers)")
 		}
-		return fail("secret key", noSecretKeyError(fmt.Sprintf("SITEOPS_SECRET_KEY is not set, and the store holds %d active webhook secret(s) encrypted with it: %s; without it the ingress refuses every delivery to their receivers; set SITEOPS_SECRET_KEY to the key they were stored under",
+		return FailedWith("secret key", noSecretKeyError(fmt.Sprintf("SITEOPS_SECRET_KEY is not set, and the store holds %d active webhook secret(s) encrypted with it: %s; without it the ingress refuses every delivery to their receivers; set SITEOPS_SECRET_KEY to the key they were stored under",
 			len(all), describeSecrets(all))))
 	}
 	bad, err := st.UnreadableSecrets(ctx)
 	if err != nil {
-		return fail("secret key", err)
+		return FailedWith("secret key", err)
 	}
 	if len(bad) == 0 {
 		return ok("secret key", "decrypts all %d active stored secrets", len(all))
@@ -302,9 +334,9 @@ func SecretKey(ctx context.Context, st *store.Store) Result {
 	msg := fmt.Sprintf("%d of %d stored secrets cannot be read: %s", len(bad), len(all), strings.Join(problems, "; "))
 	var r Result
 	if len(damaged) == len(bad) {
-		r = fail("secret key", errors.New(msg))
+		r = FailedWith("secret key", errors.New(msg))
 	} else {
-		r = fail("secret key", fmt.Errorf("%s: %w", msg, store.ErrKeyMismatch))
+		r = FailedWith("secret key", fmt.Errorf("%s: %w", msg, store.ErrKeyMismatch))
 	}
 	// The other receivers' deliveries still verify: a process starts, and
 	// answers the unreadable secrets' deliveries with a status the sender
@@ -356,7 +388,7 @@ func Address(ctx context.Context, setting, addr string) Result {
 			return ok(check, "%s is in use by a running siteops process (it answers GET %s)", addr, url)
 		}
 	}
-	return fail(check, fmt.Errorf("%s=%s cannot be listened on (%w), and no siteops process answers GET /healthz there; free the port or choose another address", setting, addr, err))
+	return FailedWith(check, fmt.Errorf("%s=%s cannot be listened on (%w), and no siteops process answers GET /healthz there; free the port or choose another address", setting, addr, err))
 }
 
 // siteopsAnswers reports whether a siteops process answers GET /healthz on

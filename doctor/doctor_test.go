@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/siteops/siteops/agentsite"
+	"github.com/siteops/siteops/config"
+	"github.com/siteops/siteops/release"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/store/storetest"
 )
@@ -256,5 +258,21 @@ func TestPublicURL(t *testing.T) {
 		if r.Status != tc.want || !strings.Contains(r.Detail, tc.says) {
 			t.Errorf("PublicURL(%q, %v) = %s %q; want %s saying %q", tc.value, tc.loopback, r.Status, r.Detail, tc.want, tc.says)
 		}
+	}
+}
+
+// TestBuildID checks the build id a versioned worker would poll as: a
+// usable one passes, one that names no build fails as a setting to fix,
+// and without versioning there is nothing to check.
+func TestBuildID(t *testing.T) {
+	if r := BuildID(config.Worker{Versioning: true, BuildID: "v3.0.1"}); r.Status != OK || !strings.Contains(r.Detail, "build id v3.0.1 (from SITEOPS_BUILD_ID)") {
+		t.Errorf("a usable build id = %+v", r)
+	}
+	r := BuildID(config.Worker{Versioning: true, BuildID: "latest"})
+	if r.Status != Fail || !errors.Is(r.Err, config.ErrInvalid) || !errors.Is(r.Err, release.ErrBuildID) || r.Detail != r.Err.Error() {
+		t.Errorf("a build id that names no build = %+v; want a failure matching config.ErrInvalid and release.ErrBuildID", r)
+	}
+	if r := BuildID(config.Worker{BuildID: "latest"}); r.Status != Skip {
+		t.Errorf("without versioning = %+v, want skipped", r)
 	}
 }

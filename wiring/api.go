@@ -44,3 +44,13 @@ func APIClient(a config.AgentSite, logger *slog.Logger, opts ...agentsite.Option
 	}
 	return c, nil
 }
+
+// APIClientFromEnv is APIClient of the settings in the environment
+// (AGENTSITE_*, SITEOPS_API_RATE_LIMIT), for a command: nothing logged.
+func APIClientFromEnv() (*agentsite.Client, error) {
+	var a config.AgentSite
+	if err := config.Load(&a); err != nil {
+		return nil, err
+	}
+	return APIClient(a, nil)
+}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/siteops/siteops/activities"
 	"github.com/siteops/siteops/config"
 	"github.com/siteops/siteops/starter"
 )
@@ -21,7 +22,36 @@ import (
 // round), fail at once: no retry fixes them. The starter it returns
 // retries its own calls for as long (Patience, Address, Retrying). With no
 // patience it is Starter, tried once.
-func PatientStarter(ctx context.Context, t config.Temporal, db *config.Database, logger *slog.Logger, patience time.Duration, retrying func(msg string)) (*starter.Starter, func(), error) {
+//
+// The rest of its settings it reads from the environment: the database's
+// when withStore (the store of knowledge texts), and the receiver policy
+// (SITEOPS_PUBLIC_URL, SITEOPS_ALLOW_LOOPBACK_RECEIVERS) that the starter
+// applies to endpoint URLs before anything starts.
+func PatientStarter(ctx context.Context, t config.Temporal, withStore bool, logger *slog.Logger, patience time.Duration, retrying func(msg string)) (*starter.Starter, func(), error) {
+	var db *config.Database
+	if withStore {
+		db = &config.Database{}
+		if err := config.Load(db); err != nil {
+			return nil, nil, err
+		}
+	}
+	var site config.AgentSite
+	if err := config.Load(&site); err != nil {
+		return nil, nil, err
+	}
+	receivers, err := activities.ParseReceiverPolicy(site.PublicURL, site.AllowLoopback)
+	if err != nil {
+		return nil, nil, config.Invalid("%v", err)
+	}
+	s, closeAll, err := patientStarter(ctx, t, db, logger, patience, retrying)
+	if err != nil {
+		return nil, nil, err
+	}
+	s.Receivers = &receivers
+	return s, closeAll, nil
+}
+
+func patientStarter(ctx context.Context, t config.Temporal, db *config.Database, logger *slog.Logger, patience time.Duration, retrying func(msg string)) (*starter.Starter, func(), error) {
 	if patience <= 0 {
 		return Starter(ctx, t, db, logger)
 	}

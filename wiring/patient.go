@@ -42,7 +42,8 @@ func openStorePatiently(ctx context.Context, db config.Database, process string,
 		if !errors.Is(err, store.ErrUnreachable) || ctx.Err() != nil {
 			return nil, "", err
 		}
-		r := doctor.Result{Check: checkDatabase, Status: doctor.Fail, Detail: oneLine(err.Error()), Transient: true, Err: err}
+		r := doctor.FailedWith(checkDatabase, err)
+		r.Transient = true
 		checks.set(r)
 		logger.Warn("the database does not answer; the "+process+" waits for it", "detail", r.Detail, "retry_in", wait)
 		select {
@@ -69,7 +70,8 @@ func dialPatiently(ctx context.Context, o client.Options, conn Connection, proce
 			strings.Contains(err.Error(), "first record does not look like a TLS handshake") {
 			return nil, explained
 		}
-		r := doctor.Result{Check: checkTemporal, Status: doctor.Fail, Detail: oneLine(explained.Error()), Transient: true, Err: explained}
+		r := doctor.FailedWith(checkTemporal, explained)
+		r.Transient = true
 		checks.set(r)
 		logger.Warn(fmt.Sprintf("Temporal does not answer; the %s waits for it and starts its work once it does", process), "detail", r.Detail, "retry_in", wait)
 		select {
@@ -87,5 +89,3 @@ func meters(tel *telemetry.Telemetry) metric.MeterProvider {
 	}
 	return tel.MeterProvider
 }
-
-func oneLine(s string) string { return strings.ReplaceAll(strings.TrimSpace(s), "\n", "; ") }

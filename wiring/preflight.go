@@ -13,7 +13,9 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/siteops/siteops/config"
 	"github.com/siteops/siteops/doctor"
+	"github.com/siteops/siteops/starter"
 )
 
 // Preflight says what a process does with the checks of package doctor at
@@ -264,4 +266,68 @@ func checkAttr(name string) attribute.KeyValue {
 		under = true
 	}
 	return attribute.String("check", b.String())
+}
+
+// Diagnose runs every check of `siteops doctor` that the settings in the
+// environment allow, in its order; t is the Temporal settings with the
+// command's flags applied, or tErr why they cannot be read. It changes
+// nothing: the store is opened read-only and as it is (InspectStore), so
+// that what it reports is what the other commands will find.
+func Diagnose(ctx context.Context, t config.Temporal, tErr error) []doctor.Result {
+	var (
+		results []doctor.Result
+		cfg     struct {
+			config.AgentSite
+			config.Database
+			config.Ingress
+			config.Worker
+			config.Log
+		}
+	)
+	add := func(r doctor.Result) { results = append(results, r) }
+	if err := config.Load(&cfg); err != nil {
+		return []doctor.Result{doctor.Invalid("configuration", err)}
+	}
+	if err := cfg.Log.Validate(); err != nil {
+		add(doctor.Invalid("configuration", err))
+	}
+
+	if tErr != nil {
+		add(doctor.Invalid("temporal", tErr))
+		add(doctor.Skipped("search attributes", "the Temporal settings are wrong"))
+	} else if cl, conn, err := DialTemporal(ctx, t, slog.New(slog.DiscardHandler), nil); err != nil {
+		add(doctor.Result{Check: "temporal", Status: doctor.Fail, Detail: err.Error(), Err: err})
+		add(doctor.Skipped("search attributes", "Temporal is not reachable"))
+	} else {
+		add(doctor.Temporal(ctx, cl, conn.String(), conn.Namespace))
+		add(doctor.SearchAttributes(ctx, &starter.Starter{Client: cl, Namespace: conn.Namespace}))
+		cl.Close()
+	}
+
+	if cfg.BaseURL == "" && cfg.APIKey == "" {
+		add(doctor.Skipped("agent-site api", "AGENTSITE_BASE_URL and AGENTSITE_API_KEY are not set (the worker and `webhook list` need them)"))
+	} else if api, err := APIClient(cfg.AgentSite, nil); err != nil {
+		add(doctor.Invalid("agent-site api", err))
+	} else {
+		add(doctor.APIKey(ctx, api))
+	}
+	add(doctor.PublicURL(cfg.PublicURL, cfg.AllowLoopback))
+	add(doctor.BuildID(cfg.Worker))
+
+	if st, where, err := InspectStore(ctx, cfg.Database); err != nil {
+		add(doctor.Result{Check: "database", Status: doctor.Fail, Detail: err.Error(), Err: err})
+		add(doctor.Skipped("secret key", "the database cannot be read"))
+	} else {
+		db := doctor.Database(ctx, st, where)
+		add(db)
+		if db.Status == doctor.OK || db.Status == doctor.Warn {
+			add(doctor.SecretKey(ctx, st))
+		} else {
+			add(doctor.Skipped("secret key", "the database is not ready"))
+		}
+		_ = st.Close()
+	}
+	add(doctor.Address(ctx, "SITEOPS_METRICS_ADDR", cfg.MetricsAddr))
+	add(doctor.Address(ctx, "SITEOPS_INGRESS_ADDR", cfg.Addr))
+	return results
 }

@@ -80,6 +80,27 @@ func OpenExistingStore(ctx context.Context, d config.Database) (*store.Store, st
 	return st, where, nil
 }
 
+// OpenExistingStoreFromEnv is OpenExistingStore of the store the
+// environment names (SITEOPS_DATABASE_URL, SITEOPS_SECRET_KEY).
+func OpenExistingStoreFromEnv(ctx context.Context) (*store.Store, error) {
+	var d config.Database
+	if err := config.Load(&d); err != nil {
+		return nil, err
+	}
+	st, _, err := OpenExistingStore(ctx, d)
+	return st, err
+}
+
+// InspectStoreFromEnv is InspectStore of the store the environment names
+// (SITEOPS_DATABASE_URL, SITEOPS_SECRET_KEY).
+func InspectStoreFromEnv(ctx context.Context) (*store.Store, string, error) {
+	var d config.Database
+	if err := config.Load(&d); err != nil {
+		return nil, "", err
+	}
+	return InspectStore(ctx, d)
+}
+
 // InspectStore opens the store that d names as it is and read-only, for
 // commands that must change nothing (doctor, signature verify): it creates
 // no directory and no file and applies no migration. A SQLite file that

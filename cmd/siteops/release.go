@@ -11,12 +11,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/siteops/siteops/config"
-	"github.com/siteops/siteops/doctor"
 	"github.com/siteops/siteops/internal/rollout"
 	"github.com/siteops/siteops/release"
 	"github.com/siteops/siteops/starter"
-	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/wiring"
 )
 
@@ -188,7 +185,7 @@ recently said which release they run.`,
 				if err != nil {
 					return err
 				}
-				ss := readStoreStatus(cmd.Context())
+				ss := rollout.ReadStoreStatus(cmd.Context(), wiring.InspectStoreFromEnv, time.Now())
 				return c.show(cmd, map[string]any{"release": release.Number, "temporal": st, "store": ss}, func(w io.Writer) error {
 					printStatus(w, st, time.Now())
 					printStoreStatus(w, ss, time.Now())
@@ -222,98 +219,14 @@ func printStatus(w io.Writer, st rollout.Status, now time.Time) {
 		_, _ = fmt.Fprintln(w, "  none")
 	}
 	for _, g := range st.Runs {
-		_, _ = fmt.Fprintf(w, "  %-16s %-12s %-22s %5d  oldest %s (%s)\n", buildOrUnversioned(g.BuildID), orDash(g.Behavior), g.Type, g.Count, g.Example, now.Sub(g.Oldest).Truncate(time.Second))
+		_, _ = fmt.Fprintf(w, "  %-16s %-12s %-22s %5d  oldest %s (%s)\n", buildOrUnversioned(g.BuildID), dash(g.Behavior), g.Type, g.Count, g.Example, now.Sub(g.Oldest).Truncate(time.Second))
 	}
 	if st.Truncated {
 		_, _ = fmt.Fprintln(w, "  (more runs are open than were counted)")
 	}
 }
 
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
-// buildIDLine says which build and release this binary is, for `siteops
-// version`: the build id a versioned worker would poll as, or why it would
-// refuse to start.
-func buildIDLine() string {
-	id, source, err := release.BuildID(os.Getenv("SITEOPS_BUILD_ID"))
-	if err != nil {
-		return fmt.Sprintf("release %d, no build id: %v", release.Number, err)
-	}
-	return fmt.Sprintf("release %d, build id %s (from %s)", release.Number, id, source)
-}
-
-// versionJSON is `siteops version -o json`.
-func versionJSON() map[string]any {
-	out := map[string]any{"version": buildVersion(), "release": release.Number}
-	id, source, err := release.BuildID(os.Getenv("SITEOPS_BUILD_ID"))
-	if err != nil {
-		out["build_id_error"] = err.Error()
-	} else {
-		out["build_id"], out["build_id_source"] = id, source
-	}
-	return out
-}
-
-// storeStatus is what `release status` says of the store.
-type storeStatus struct {
-	Where     string              `json:"where,omitempty"`
-	Error     string              `json:"error,omitempty"`
-	Schema    int64               `json:"schema_version"`
-	Pending   int                 `json:"pending_migrations"`
-	Ahead     []int64             `json:"migrations_of_a_later_release,omitempty"`
-	Finalized int                 `json:"finalized_release"`
-	Plan      *store.ContractPlan `json:"contract_steps_left,omitempty"`
-	Processes []store.Process     `json:"processes"`
-}
-
-// readStoreStatus reads the store as it is (read only); a store it cannot
-// read is reported, not fatal: the rollout's Temporal side stands alone.
-func readStoreStatus(ctx context.Context) storeStatus {
-	var ss storeStatus
-	var db config.Database
-	if err := config.Load(&db); err != nil {
-		ss.Error = err.Error()
-		return ss
-	}
-	st, where, err := wiring.InspectStore(ctx, db)
-	ss.Where = where
-	if err != nil {
-		ss.Error = err.Error()
-		return ss
-	}
-	defer func() { _ = st.Close() }()
-	fail := func(err error) storeStatus { ss.Error = err.Error(); return ss }
-	if ss.Schema, ss.Pending, err = st.PendingMigrations(ctx); err != nil {
-		return fail(err)
-	}
-	if ss.Ahead, err = st.AheadMigrations(ctx); err != nil {
-		return fail(err)
-	}
-	if ss.Finalized, err = st.FinalizedRelease(ctx); err != nil {
-		return fail(err)
-	}
-	if ss.Pending > 0 {
-		return ss // the registry may not exist yet
-	}
-	if ss.Finalized < release.Number {
-		plan, err := st.Plan(ctx)
-		if err != nil {
-			return fail(err)
-		}
-		ss.Plan = &plan
-	}
-	if ss.Processes, err = st.Processes(ctx, time.Now().Add(-rollout.Gone)); err != nil {
-		return fail(err)
-	}
-	return ss
-}
-
-func printStoreStatus(w io.Writer, ss storeStatus, now time.Time) {
+func printStoreStatus(w io.Writer, ss rollout.StoreStatus, now time.Time) {
 	if ss.Error != "" {
 		_, _ = fmt.Fprintf(w, "store %s: %s\n", ss.Where, ss.Error)
 		return
@@ -335,7 +248,7 @@ func printStoreStatus(w io.Writer, ss storeStatus, now time.Time) {
 		_, _ = fmt.Fprintf(w, "no release finalized yet; release %d's contract steps wait for siteops release finalize\n", release.Number)
 	}
 	if p := ss.Plan; p != nil && ss.Finalized < release.Number {
-		_, _ = fmt.Fprintf(w, "contract steps left: %s\n", describePlan(*p))
+		_, _ = fmt.Fprintf(w, "contract steps left: %s\n", rollout.DescribePlan(*p))
 	}
 	_, _ = fmt.Fprintf(w, "processes seen in the last %s:\n", rollout.Gone)
 	if len(ss.Processes) == 0 {
@@ -344,11 +257,6 @@ func printStoreStatus(w io.Writer, ss storeStatus, now time.Time) {
 	for _, p := range ss.Processes {
 		_, _ = fmt.Fprintf(w, "  %-8s release %d  build %-24s %s  seen %s ago\n", p.Role, p.Release, buildOrUnversioned(p.BuildID), p.Host, now.Sub(p.SeenAt).Truncate(time.Second))
 	}
-}
-
-// describePlan words the contract steps left.
-func describePlan(p store.ContractPlan) string {
-	return fmt.Sprintf("re-seal %d secret(s) stored in the first format (%d active), date %d knowledge text(s) stored without used_at", p.LegacySecrets, p.LegacyActive, p.UnusedTexts)
 }
 
 func (c *cli) releaseFinalizeCmd() *cobra.Command {
@@ -374,7 +282,7 @@ Exits 1 when a check fails, 2 without --yes.`,
 		Example: "  siteops release finalize\n  siteops release finalize --yes",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, err := openStore(cmd)
+			st, err := wiring.OpenExistingStoreFromEnv(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -423,7 +331,7 @@ func printFinalize(w io.Writer, rep rollout.FinalizeReport) {
 			_, _ = fmt.Fprintf(w, "  - %s\n", u)
 		}
 	}
-	_, _ = fmt.Fprintf(w, "contract steps: %s\n", describePlan(rep.Plan))
+	_, _ = fmt.Fprintf(w, "contract steps: %s\n", rollout.DescribePlan(rep.Plan))
 	if r := rep.Result; r != nil {
 		msg := fmt.Sprintf("finalized release %d: re-sealed %d secret(s), dated %d knowledge text(s)", r.Release, r.Resealed, r.TextsDated)
 		if r.UnreadableRetired > 0 {
@@ -495,17 +403,4 @@ ingress back too.`,
 	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "how long to wait for the older build's workers to poll")
 	_ = cmd.MarkFlagRequired("to-build-id")
 	return cmd
-}
-
-// buildIDCheck is doctor's word on the build id a versioned worker with
-// these settings would poll as, or why it would refuse to start.
-func buildIDCheck(w config.Worker) doctor.Result {
-	if !w.Versioning {
-		return doctor.Skipped("build id", "SITEOPS_WORKER_VERSIONING=false: workers are not versioned")
-	}
-	id, source, err := release.BuildID(w.BuildID)
-	if err != nil {
-		return doctor.Result{Check: "build id", Status: doctor.Fail, Detail: err.Error(), Err: usageError{err}}
-	}
-	return doctor.Result{Check: "build id", Status: doctor.OK, Detail: fmt.Sprintf("release %d, build id %s (from %s)", release.Number, id, source)}
 }

@@ -3,11 +3,13 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/siteops/siteops/internal/rollout"
 	"github.com/siteops/siteops/release"
 )
 
@@ -125,7 +127,12 @@ func (c *cli) versionCmd() *cobra.Command {
 		Short: "Print the siteops version",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return c.say(cmd, versionJSON(), "siteops %s\n%s", buildVersion(), buildIDLine())
+			b := rollout.ThisBuild(buildVersion(), os.Getenv("SITEOPS_BUILD_ID"))
+			line := fmt.Sprintf("release %d, build id %s (from %s)", b.Release, b.BuildID, b.BuildIDSource)
+			if b.BuildIDError != "" {
+				line = fmt.Sprintf("release %d, no build id: %s", b.Release, b.BuildIDError)
+			}
+			return c.say(cmd, b, "siteops %s\n%s", b.Version, line)
 		},
 	}
 }

@@ -6,8 +6,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/siteops/siteops/activities"
-	"github.com/siteops/siteops/config"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/wiring"
 )
@@ -58,28 +56,12 @@ func (c *cli) drive(cmd *cobra.Command, tf *temporalFlags, withStore bool, patie
 	if err != nil {
 		return err
 	}
-	var db *config.Database
-	if withStore {
-		db = &config.Database{}
-		if err := config.Load(db); err != nil {
-			return err
-		}
-	}
-	var site config.AgentSite
-	if err := config.Load(&site); err != nil {
-		return err
-	}
-	receivers, err := activities.ParseReceiverPolicy(site.PublicURL, site.AllowLoopback)
-	if err != nil {
-		return config.Invalid("%v", err)
-	}
 	stderr := cmd.ErrOrStderr()
-	s, closeAll, err := wiring.PatientStarter(cmd.Context(), t, db, quietLogger(stderr), patience, retrying)
+	s, closeAll, err := wiring.PatientStarter(cmd.Context(), t, withStore, quietLogger(stderr), patience, retrying)
 	if err != nil {
 		return err
 	}
 	defer closeAll()
 	s.Warn = func(msg string) { c.warn(stderr, msg) }
-	s.Receivers = &receivers
 	return f(s)
 }
