@@ -230,3 +230,31 @@ func (s *Starter) DecideRotation(ctx context.Context, oldEndpointID, action, ope
 	}
 	return st, nil
 }
+
+// RotationOutcome says in one line how the finished rotation id ended,
+// and only what is true: a secret from SITEOPS_WEBHOOK_SECRETS never
+// retires by itself.
+func RotationOutcome(id string, st workflows.SecretRotationStatus) string {
+	kept := fmt.Sprintf("the old endpoint %s and its secret stay as they were: deliveries signed with it are accepted, and nothing retires it", st.OldEndpointID)
+	switch st.Step {
+	case workflows.RotationAborted:
+		by := st.DecidedBy
+		if by == workflows.DecidedByTimeout {
+			by = "the decision timeout (nobody decided)"
+		}
+		return fmt.Sprintf("%s aborted by %s: new endpoint %s deleted and its secret retired; %s", id, by, st.NewEndpointID, kept)
+	case workflows.RotationRolledBack:
+		return fmt.Sprintf("%s rolled back (%s); %s", id, st.CleanUp, kept)
+	case workflows.RotationDone:
+	default:
+		return fmt.Sprintf("%s: %s", id, st.Step)
+	}
+	line := fmt.Sprintf("%s %s: new endpoint %s (fingerprint %s); old endpoint %s deleted", id, st.Step, st.NewEndpointID, st.NewFingerprint, st.OldEndpointID)
+	if st.NewEndpointReused {
+		line += " (the new endpoint was created by an earlier run and reused)"
+	}
+	if st.OldSecretStored {
+		return line + ", its secret retires at " + st.OldRetiresAt.Format(time.RFC3339)
+	}
+	return line + "; its secret is not stored here (it comes from SITEOPS_WEBHOOK_SECRETS) and stays accepted on /webhooks until you remove it there after the grace period"
+}

@@ -2,6 +2,7 @@ package webhookingress
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -123,13 +124,22 @@ func rememberedBy(r store.Replayed) string {
 
 // ReplaysPendingError is a wait for replayed events that ended before the
 // relay had handled them all; they stay queued. Err is why the wait ended
-// (the context's error).
+// (the context's error), and Timeout the wait's bound (0: none).
 type ReplaysPendingError struct {
 	Left, Total int
 	Err         error
+	Timeout     time.Duration
 }
 
+// Error says what goes on without the wait, and where to follow it: an
+// interrupted wait is worded as the CLI's other interrupted waits are.
 func (e *ReplaysPendingError) Error() string {
+	switch {
+	case errors.Is(e.Err, context.Canceled):
+		return fmt.Sprintf("stopped waiting; %d of %d replayed event(s) stay queued and the relay of a running siteops ingress dispatches them — siteops events list --pending", e.Left, e.Total)
+	case errors.Is(e.Err, context.DeadlineExceeded) && e.Timeout > 0:
+		return fmt.Sprintf("%d of %d replayed event(s) not dispatched after %s (--timeout): is siteops ingress running against this store? They stay queued", e.Left, e.Total, e.Timeout)
+	}
 	return fmt.Sprintf("%d of %d replayed event(s) not dispatched yet (%v); they stay queued", e.Left, e.Total, e.Err)
 }
 
@@ -137,9 +147,14 @@ func (e *ReplaysPendingError) Unwrap() error { return e.Err }
 
 // AwaitReplays reads the inbox every interval until the relay has handled
 // each replayed event, or tried it after the replay and failed, and fills
-// in what became of it. When ctx ends first it returns a
-// *ReplaysPendingError.
-func AwaitReplays(ctx context.Context, st EventStore, replays []Replay, interval time.Duration) error {
+// in what became of it. When ctx ends first, or timeout (0: no limit), it
+// returns a *ReplaysPendingError.
+func AwaitReplays(ctx context.Context, st EventStore, replays []Replay, interval, timeout time.Duration) error {
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -165,7 +180,7 @@ func AwaitReplays(ctx context.Context, st EventStore, replays []Replay, interval
 		}
 		select {
 		case <-ctx.Done():
-			return &ReplaysPendingError{Left: left, Total: len(replays), Err: ctx.Err()}
+			return &ReplaysPendingError{Left: left, Total: len(replays), Err: ctx.Err(), Timeout: timeout}
 		case <-t.C:
 		}
 	}

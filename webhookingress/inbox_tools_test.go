@@ -13,8 +13,8 @@ import (
 // TestReplayAndAwait replays an event that had no workflow to go to, as
 // `siteops events replay --wait` does: a dry run changes nothing, an id
 // the inbox does not hold replays nothing, the replay says what it can
-// change, a wait that ends before the relay dispatched it says how many
-// stay queued, and once the relay has handled it the wait fills in what
+// change, a wait that times out or is interrupted before the relay
+// dispatched it says how many stay queued and what goes on, and once the relay has handled it the wait fills in what
 // became of it.
 func TestReplayAndAwait(t *testing.T) {
 	f := newRelayFixture(t, store.SQLite, 0)
@@ -45,15 +45,23 @@ func TestReplayAndAwait(t *testing.T) {
 		t.Errorf("replayed %+v; want previous status %s, replay 1, type knowledge.ready and a note about the missing workflow", r, store.OutcomeNoTarget)
 	}
 
-	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-	defer cancel()
 	var pending *ReplaysPendingError
-	if err := AwaitReplays(short, f.st, res.Replayed, 10*time.Millisecond); !errors.As(err, &pending) || pending.Left != 1 || pending.Total != 1 || !errors.Is(err, context.DeadlineExceeded) {
+	err = AwaitReplays(ctx, f.st, res.Replayed, 10*time.Millisecond, 50*time.Millisecond)
+	if !errors.As(err, &pending) || pending.Left != 1 || pending.Total != 1 || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a wait that ends before the relay dispatched = %v, want *ReplaysPendingError for 1 of 1, matching the deadline", err)
+	}
+	if want := "1 of 1 replayed event(s) not dispatched after 50ms (--timeout): is siteops ingress running against this store? They stay queued"; err.Error() != want {
+		t.Errorf("a wait that timed out says %q, want %q", err, want)
+	}
+	stopped, stop := context.WithCancel(ctx)
+	stop()
+	err = AwaitReplays(stopped, f.st, res.Replayed, 10*time.Millisecond, 0)
+	if want := "stopped waiting; 1 of 1 replayed event(s) stay queued and the relay of a running siteops ingress dispatches them — siteops events list --pending"; err == nil || err.Error() != want || !errors.Is(err, context.Canceled) {
+		t.Errorf("an interrupted wait = %v, want %q, matching context.Canceled", err, want)
 	}
 
 	f.dispatchAll(t)
-	if err := AwaitReplays(ctx, f.st, res.Replayed, 10*time.Millisecond); err != nil {
+	if err := AwaitReplays(ctx, f.st, res.Replayed, 10*time.Millisecond, 0); err != nil {
 		t.Fatalf("a wait after the relay dispatched = %v, want nil", err)
 	}
 	if got := res.Replayed[0].Status; got != store.OutcomeNoTarget {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/webhookingress"
+	"github.com/siteops/siteops/wiring"
 )
 
 const eventsHelp = `They read and change only the store (SITEOPS_DATABASE_URL, the one the
@@ -72,7 +72,7 @@ keeps pending events and dead letters whatever their age.
 				return usageError{fmt.Errorf("--limit %d: give 1 to 1000", limit)}
 			}
 			f.Limit, f.Page = limit, page
-			st, err := openStore(cmd)
+			st, err := wiring.OpenExistingStoreFromEnv(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -185,7 +185,7 @@ the workflow (and run) it reached. Exit 3 when the inbox does not hold it
 		Example: "  siteops events show evt_01JD4R2\n  siteops events show verified:we_2 -o json",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := openStore(cmd)
+			st, err := wiring.OpenExistingStoreFromEnv(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -321,7 +321,7 @@ outcome.
 			if err != nil {
 				return err
 			}
-			st, err := openStore(cmd)
+			st, err := wiring.OpenExistingStoreFromEnv(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -332,7 +332,7 @@ outcome.
 			}
 			var waitErr error
 			if wait && !dryRun && len(res.Replayed) > 0 {
-				waitErr = awaitReplays(cmd, st, &wf, res.Replayed)
+				waitErr = webhookingress.AwaitReplays(cmd.Context(), st, res.Replayed, 200*time.Millisecond, wf.timeout)
 			}
 			// Only a wait that ended with every event handled says the
 			// relay dispatched them; the error says what a cut one means.
@@ -383,38 +383,6 @@ func writeReplays(w io.Writer, res webhookingress.ReplayResult, waited bool, lim
 		_, _ = fmt.Fprintf(w, "more events matched than --limit %d: only the newest %d were taken; raise --limit for the rest\n", limit, limit)
 	}
 }
-
-// awaitReplays waits, within --timeout, until the relay has handled the
-// replayed events, and words a wait that ended first.
-func awaitReplays(cmd *cobra.Command, st webhookingress.EventStore, wf *waitFlags, replays []webhookingress.Replay) error {
-	ctx, cancel := wf.context(cmd.Context())
-	defer cancel()
-	err := webhookingress.AwaitReplays(ctx, st, replays, 200*time.Millisecond)
-	var pending *webhookingress.ReplaysPendingError
-	switch {
-	case !errors.As(err, &pending):
-		return err
-	case errors.Is(pending.Err, context.Canceled):
-		return &replayWaitStopped{left: pending.Left, total: pending.Total, cause: pending.Err}
-	}
-	return fmt.Errorf("%d of %d replayed event(s) not dispatched after %s (--timeout): is siteops ingress running against this store? They stay queued", pending.Left, pending.Total, wf.timeout)
-}
-
-// replayWaitStopped is a wait for replayed events that an interrupt ended,
-// worded as the other interrupted waits are: what goes on without the
-// command, and where to follow it. It matches the interrupt's cause
-// (exit 130).
-type replayWaitStopped struct {
-	left, total int
-	cause       error
-}
-
-func (e *replayWaitStopped) Error() string {
-	return fmt.Sprintf("stopped waiting; %d of %d replayed event(s) stay queued and the relay of a running siteops ingress dispatches them — siteops events list --pending",
-		e.left, e.total)
-}
-
-func (e *replayWaitStopped) Unwrap() error { return e.cause }
 
 // memories lists what each workflow the relay signals remembers of the
 // event ids it saw, as the route table says, one "  - " line each.

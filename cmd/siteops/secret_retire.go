@@ -2,12 +2,13 @@ package main
 
 import (
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"
+	"github.com/siteops/siteops/wiring"
 )
 
 func (c *cli) secretRetireCmd() *cobra.Command {
@@ -38,45 +39,20 @@ is not stored and cannot be retired here: remove it from that variable.`,
 				}
 				when = t
 			}
-			st, err := openStore(cmd)
+			st, err := wiring.OpenExistingStoreFromEnv(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer func() { _ = st.Close() }()
-			if !st.HasSecretKey() {
-				return usageError{store.ErrNoSecretKey}
-			}
-			if fingerprint != "" {
-				found, err := st.SecretsByFingerprint(cmd.Context(), fingerprint)
-				if err != nil {
-					return err
-				}
-				switch len(found) {
-				case 0:
-					return fmt.Errorf("no stored secret has fingerprint %s (a secret from SITEOPS_WEBHOOK_SECRETS is not stored: remove it from there): %w", fingerprint, store.ErrNotFound)
-				case 1:
-					endpoint = found[0].EndpointID
-				default:
-					return usageError{store.ErrAmbiguous}
-				}
-			}
-			info, err := st.Retire(cmd.Context(), endpoint, when)
-			if errors.Is(err, store.ErrNotFound) {
-				return fmt.Errorf("no secret is stored for endpoint %s (a secret from SITEOPS_WEBHOOK_SECRETS is not stored: remove it from there): %w", endpoint, store.ErrNotFound)
-			}
+			r, err := starter.RetireSecret(cmd.Context(), st, endpoint, fingerprint, when)
 			if err != nil {
 				return err
 			}
-			end := *info.RetiredAt
-			if info.RetireAfter != nil && info.RetireAfter.Before(end) {
-				end = *info.RetireAfter
-			}
 			verb := "retires at"
-			if !end.After(time.Now()) {
+			if !r.At.After(time.Now()) {
 				verb = "retired at"
 			}
-			return c.say(cmd, map[string]any{"endpoint_id": info.EndpointID, "receiver": info.Receiver, "fingerprint": info.Fingerprint, "retired_at": end},
-				"secret of endpoint %s (receiver %s, fingerprint %s) %s %s", info.EndpointID, store.ReceiverName(info.Receiver), info.Fingerprint, verb, end.Format(time.RFC3339))
+			return c.say(cmd, r, "secret of endpoint %s (receiver %s, fingerprint %s) %s %s", r.EndpointID, store.ReceiverName(r.Receiver), r.Fingerprint, verb, r.At.Format(time.RFC3339))
 		},
 	}
 	cmd.Flags().StringVar(&endpoint, "endpoint", "", "id of the endpoint whose secret retires")

@@ -1,19 +1,18 @@
 package main
 
 import (
-	"errors"
+	"context"
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/agentsite/webhook"
 	"github.com/siteops/siteops/config"
 	"github.com/siteops/siteops/store"
+	"github.com/siteops/siteops/webhookingress"
 	"github.com/siteops/siteops/wiring"
 )
 
@@ -46,7 +45,7 @@ func (c *cli) signCmd() *cobra.Command {
 		Short: "Print the svc-signature header for a body, signed with the first secret",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			secrets, err := secretsFromEnv()
+			secrets, err := envSecrets()
 			if err != nil {
 				return err
 			}
@@ -58,7 +57,7 @@ func (c *cli) signCmd() *cobra.Command {
 			if at != 0 {
 				ts = time.Unix(at, 0)
 			}
-			header := webhook.Sign(secrets[0], ts, body)
+			header := webhook.Sign(secrets.Secrets[0], ts, body)
 			return c.say(cmd, map[string]string{"svc-signature": header}, "%s", header)
 		},
 	}
@@ -80,12 +79,12 @@ that ingress receiver ("default" for POST /webhooks), exactly as the ingress
 verifies it. Only fingerprints are printed, never secrets.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var secrets, names []string
+			var secrets webhookingress.CaptureSecrets
 			var err error
 			if cmd.Flags().Changed("receiver") {
-				secrets, names, err = storedSecrets(cmd, receiver)
+				secrets, err = storedSecrets(cmd.Context(), receiver)
 			} else {
-				secrets, err = secretsFromEnv()
+				secrets, err = envSecrets()
 			}
 			if err != nil {
 				return err
@@ -94,25 +93,15 @@ verifies it. Only fingerprints are printed, never secrets.`,
 			if err != nil {
 				return err
 			}
-			idx, err := webhook.Verify(body, header, secrets, time.Now(), window)
-			switch {
-			case errors.Is(err, webhook.ErrNoValidSignature):
-				holder := secretsEnv + " holds"
-				if names != nil {
-					holder = fmt.Sprintf("the secrets stored for receiver %s hold", store.ReceiverName(receiver))
-				}
-				return fmt.Errorf("%w; check that the body is byte for byte what was received (no proxy re-encoding), and that %s this endpoint's secret", err, holder)
-			case errors.Is(err, webhook.ErrTimestampOutsideWindow):
-				return fmt.Errorf("%w; a replayed delivery, or a clock to fix (use --window to widen the check for an old capture)", err)
-			case err != nil:
+			res, err := webhookingress.CheckCapture(body, header, secrets, time.Now(), window)
+			if err != nil {
 				return err
 			}
-			fp := agentsite.NewSigningSecret(secrets[idx]).Fingerprint()
-			out, which := map[string]any{"valid": true, "secret": idx + 1, "of": len(secrets), "fingerprint": fp}, ""
-			if names != nil {
-				out["endpoint_id"], which = names[idx], ", endpoint "+names[idx]
+			which := ""
+			if res.EndpointID != "" {
+				which = ", endpoint " + res.EndpointID
 			}
-			return c.say(cmd, out, "valid: signed with secret %d of %d (fingerprint %s%s)", idx+1, len(secrets), fp, which)
+			return c.say(cmd, res, "valid: signed with secret %d of %d (fingerprint %s%s)", res.Secret, res.Of, res.Fingerprint, which)
 		},
 	}
 	cmd.Flags().StringVar(&bodyPath, "body", "", "file with the exact raw body (- for standard input)")
@@ -124,17 +113,14 @@ verifies it. Only fingerprints are printed, never secrets.`,
 	return cmd
 }
 
-func secretsFromEnv() ([]string, error) {
-	var secrets []string
-	for s := range strings.SplitSeq(os.Getenv(secretsEnv), ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			secrets = append(secrets, s)
-		}
-	}
+// envSecrets are the secrets of SITEOPS_WEBHOOK_SECRETS, read as the
+// ingress reads them.
+func envSecrets() (webhookingress.CaptureSecrets, error) {
+	secrets := wiring.SplitSecrets(os.Getenv(secretsEnv))
 	if len(secrets) == 0 {
-		return nil, fmt.Errorf("%s is empty; set it to the endpoint's whsec_ secret (comma-separate several)", secretsEnv)
+		return webhookingress.CaptureSecrets{}, fmt.Errorf("%s is empty; set it to the endpoint's whsec_ secret (comma-separate several)", secretsEnv)
 	}
-	return secrets, nil
+	return webhookingress.CaptureSecrets{Secrets: secrets}, nil
 }
 
 func readBody(cmd *cobra.Command, path string) ([]byte, error) {
@@ -148,41 +134,22 @@ func readBody(cmd *cobra.Command, path string) ([]byte, error) {
 	return b, nil
 }
 
-// storedSecrets reads the active secrets stored for an ingress receiver and
-// the endpoint each belongs to.
-// It opens the store read-only: a check creates no database and migrates
+// storedSecrets are the active secrets stored for an ingress receiver. It
+// opens the store read-only: a check creates no database and migrates
 // none.
-func storedSecrets(cmd *cobra.Command, receiver string) (secrets, endpoints []string, err error) {
-	if receiver == store.ReceiverName("") {
-		receiver = ""
-	}
+func storedSecrets(ctx context.Context, receiver string) (webhookingress.CaptureSecrets, error) {
 	var db config.Database
 	if err := config.Load(&db); err != nil {
-		return nil, nil, err
+		return webhookingress.CaptureSecrets{}, err
 	}
 	if db.SecretKey == "" {
-		return nil, nil, usageError{fmt.Errorf("SITEOPS_SECRET_KEY is not set, and the secrets stored for receiver %s are encrypted with it: set it to the key the worker and the ingress use, or verify with %s instead of --receiver",
+		return webhookingress.CaptureSecrets{}, usageError{fmt.Errorf("SITEOPS_SECRET_KEY is not set, and the secrets stored for receiver %s are encrypted with it: set it to the key the worker and the ingress use, or verify with %s instead of --receiver",
 			store.ReceiverName(receiver), secretsEnv)}
 	}
-	st, _, err := wiring.InspectStore(cmd.Context(), db)
+	st, _, err := wiring.InspectStore(ctx, db)
 	if err != nil {
-		return nil, nil, err
+		return webhookingress.CaptureSecrets{}, err
 	}
 	defer func() { _ = st.Close() }()
-	set, err := st.ActiveSecrets(cmd.Context(), receiver)
-	if err != nil {
-		return nil, nil, err
-	}
-	for i, sec := range set.Secrets {
-		secrets = append(secrets, sec.Reveal())
-		endpoints = append(endpoints, set.Infos[i].EndpointID)
-	}
-	if len(secrets) == 0 {
-		msg := fmt.Sprintf("no active secret is stored for receiver %s", store.ReceiverName(receiver))
-		if len(set.Unreadable) > 0 {
-			msg += fmt.Sprintf(" that decrypts with SITEOPS_SECRET_KEY (%d do not; see `siteops doctor`)", len(set.Unreadable))
-		}
-		return nil, nil, fmt.Errorf("%s: %w", msg, store.ErrNotFound)
-	}
-	return secrets, endpoints, nil
+	return webhookingress.StoredCaptureSecrets(ctx, st, receiver)
 }

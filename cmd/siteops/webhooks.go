@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -12,8 +11,6 @@ import (
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
 
-	"github.com/siteops/siteops/agentsite"
-	"github.com/siteops/siteops/config"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/wiring"
@@ -70,11 +67,13 @@ same URL and events on purpose, give it a --label.`,
 					return wf.explain(err)
 				}
 				st := reg.Status
-				state, what, usable := starter.SecretStored, "secret stored", true
+				state, what := starter.SecretStored, "secret stored"
 				if reg.Already {
 					// The earlier run's result says what was stored then;
 					// the store says what holds now.
-					state, what, usable = storedSecretNow(cmd, st.EndpointID, st.Fingerprint)
+					var at *time.Time
+					state, at, err = starter.StoredSecretNow(ctx, wiring.InspectStoreFromEnv, st.EndpointID, st.Fingerprint, time.Now())
+					what = registeredBefore(state, at, err)
 				}
 				if err := c.say(cmd, map[string]any{"workflow_id": reg.WorkflowID, "endpoint_id": st.EndpointID, "url": st.URL,
 					"events": st.Events, "receiver": receiver, "fingerprint": st.Fingerprint, "already_registered": reg.Already, "secret": state},
@@ -82,7 +81,7 @@ same URL and events on purpose, give it a --label.`,
 					st.EndpointID, st.URL, store.ReceiverName(receiver), strings.Join(st.Events, ", "), what, st.Fingerprint); err != nil {
 					return err
 				}
-				if !usable {
+				if !state.Accepted() {
 					return reported{exitFailed}
 				}
 				return nil
@@ -100,73 +99,23 @@ same URL and events on purpose, give it a --label.`,
 	return cmd
 }
 
-// storedSecretNow says what the store holds now of the secret of an
-// endpoint an earlier run of the same request registered: its state, the
-// words for it, and whether deliveries signed with it are accepted (or may
-// be: "unknown" when the store cannot be read here). It reads the store as
-// it is (wiring.InspectStore).
-func storedSecretNow(cmd *cobra.Command, endpointID, fingerprint string) (starter.SecretState, string, bool) {
+// registeredBefore words what the store holds now of the secret of an
+// endpoint that an earlier run of the same request registered, and
+// whether deliveries signed with it are accepted (starter.StoredSecretNow).
+func registeredBefore(state starter.SecretState, at *time.Time, err error) string {
 	const earlier = "already registered by an earlier run of this request (no second endpoint)"
-	unknown := func(err error) (starter.SecretState, string, bool) {
-		return "unknown", earlier + "; whether its secret is still stored cannot be told here (" + err.Error() + "): see `siteops webhook list`", true
-	}
-	var db config.Database
-	if err := config.Load(&db); err != nil {
-		return unknown(err)
-	}
-	st, _, err := wiring.InspectStore(cmd.Context(), db)
-	if err != nil {
-		return unknown(err)
-	}
-	defer func() { _ = st.Close() }()
-	state, at, err := starter.StoredSecret(cmd.Context(), st, endpointID, fingerprint, time.Now())
-	if err != nil {
-		return unknown(err)
-	}
 	switch state {
+	case starter.SecretUnknown:
+		return earlier + "; whether its secret is still stored cannot be told here (" + err.Error() + "): see `siteops webhook list`"
 	case starter.SecretRetiring:
-		return state, earlier + "; its secret is stored but retires at " + at.UTC().Format(time.RFC3339) + ", when deliveries signed with it start to be refused", true
+		return earlier + "; its secret is stored but retires at " + at.UTC().Format(time.RFC3339) + ", when deliveries signed with it start to be refused"
 	case starter.SecretRetired:
-		return state, earlier + ", but its secret was retired at " + at.UTC().Format(time.RFC3339) +
-			" (the endpoint was deleted, a rotation replaced it, or `siteops secret retire` ran): deliveries signed with it are refused; register a new endpoint with --label, and delete this one if it still exists", false
+		return earlier + ", but its secret was retired at " + at.UTC().Format(time.RFC3339) +
+			" (the endpoint was deleted, a rotation replaced it, or `siteops secret retire` ran): deliveries signed with it are refused; register a new endpoint with --label, and delete this one if it still exists"
 	case starter.SecretNotStored:
-		return state, earlier + ", but its secret is no longer in the store: deliveries signed with it are refused; register a new endpoint with --label, and delete this one if it still exists", false
+		return earlier + ", but its secret is no longer in the store: deliveries signed with it are refused; register a new endpoint with --label, and delete this one if it still exists"
 	}
-	return state, earlier + "; its secret is stored", true
-}
-
-// apiClient reads the API settings from the environment and builds the
-// client.
-func apiClient() (*agentsite.Client, error) {
-	var cfg config.AgentSite
-	if err := config.Load(&cfg); err != nil {
-		return nil, err
-	}
-	return wiring.APIClient(cfg, nil)
-}
-
-// openStore opens the store from the environment as the worker and the
-// ingress left it: only they create and migrate it, so that a command run
-// with the wrong settings says so instead of working on a new, empty
-// store (wiring.OpenExistingStore).
-func openStore(cmd *cobra.Command) (*store.Store, error) {
-	var db config.Database
-	if err := config.Load(&db); err != nil {
-		return nil, err
-	}
-	st, _, err := wiring.OpenExistingStore(cmd.Context(), db)
-	return st, err
-}
-
-// endpointJSON is an endpoint as `webhook list -o json` shows it.
-type endpointJSON struct {
-	agentsite.WebhookEndpoint
-	// Secret is what the store holds of its secret: stored, unreadable
-	// (does not decrypt with SITEOPS_SECRET_KEY), retired (no longer
-	// accepted), not-stored, or unknown (no SITEOPS_SECRET_KEY here).
-	Secret      string `json:"secret"`
-	Receiver    string `json:"receiver,omitempty"`
-	Fingerprint string `json:"fingerprint,omitempty"`
+	return earlier + "; its secret is stored"
 }
 
 func (c *cli) webhookListCmd() *cobra.Command {
@@ -180,62 +129,14 @@ SITEOPS_SECRET_KEY: deliveries signed with it are refused until the key is
 fixed or 'siteops secret rekey' runs), or not stored. Never the secrets.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			api, err := apiClient()
+			api, err := wiring.APIClientFromEnv()
 			if err != nil {
 				return err
 			}
-			eps, err := api.ListWebhookEndpoints(cmd.Context())
-			if err != nil {
-				return err
-			}
-			secrets := map[string]store.SecretInfo{}
-			unreadable, retired := map[string]bool{}, map[string]bool{}
-			known := false
 			// A listing reads the store as it is and creates none.
-			var db config.Database
-			if err := config.Load(&db); err != nil {
+			out, err := starter.ListEndpoints(cmd.Context(), api, wiring.InspectStoreFromEnv)
+			if err != nil {
 				return err
-			}
-			if st, _, err := wiring.InspectStore(cmd.Context(), db); err == nil {
-				if st.HasSecretKey() {
-					all, err1 := st.Secrets(cmd.Context())
-					bad, err2 := st.UnreadableSecrets(cmd.Context())
-					gone, err3 := st.RetiredSecrets(cmd.Context())
-					if err1 == nil && err2 == nil && err3 == nil {
-						known = true
-						for _, s := range gone {
-							secrets[s.EndpointID] = s
-							retired[s.EndpointID] = true
-						}
-						for _, s := range all {
-							secrets[s.EndpointID] = s
-						}
-						for _, s := range bad {
-							unreadable[s.EndpointID] = true
-						}
-					}
-				}
-				_ = st.Close()
-			}
-			out := make([]endpointJSON, len(eps))
-			for i, e := range eps {
-				out[i] = endpointJSON{WebhookEndpoint: e, Secret: "unknown"}
-				if known {
-					info, ok := secrets[e.ID]
-					switch {
-					case unreadable[e.ID]:
-						out[i].Secret = "unreadable"
-					case retired[e.ID]:
-						out[i].Secret = "retired"
-					case ok:
-						out[i].Secret = "stored"
-					default:
-						out[i].Secret = "not-stored"
-					}
-					if ok {
-						out[i].Receiver, out[i].Fingerprint = store.ReceiverName(info.Receiver), info.Fingerprint
-					}
-				}
 			}
 			return c.show(cmd, out, func(w io.Writer) error { writeEndpoints(w, out); return nil })
 		},
@@ -244,7 +145,7 @@ fixed or 'siteops secret rekey' runs), or not stored. Never the secrets.`,
 }
 
 // writeEndpoints words the account's endpoints and their secrets.
-func writeEndpoints(w io.Writer, out []endpointJSON) {
+func writeEndpoints(w io.Writer, out []starter.Endpoint) {
 	for _, e := range out {
 		last := "no delivery yet"
 		if d := e.LastDelivery; d != nil {
@@ -252,13 +153,13 @@ func writeEndpoints(w io.Writer, out []endpointJSON) {
 		}
 		_, _ = fmt.Fprintf(w, "%s  %s  %s  [%s]  %s\n", e.ID, e.Status, e.URL, strings.Join(e.Events, ","), last)
 		switch e.Secret {
-		case "stored":
+		case starter.SecretStored:
 			_, _ = fmt.Fprintf(w, "    secret stored for receiver %s, fingerprint %s\n", e.Receiver, e.Fingerprint)
-		case "unreadable":
+		case starter.SecretUnreadable:
 			_, _ = fmt.Fprintf(w, "    secret UNREADABLE: it does not decrypt with SITEOPS_SECRET_KEY; set the key it was stored with or run `siteops secret rekey`\n")
-		case "retired":
+		case starter.SecretRetired:
 			_, _ = fmt.Fprintf(w, "    secret RETIRED (receiver %s, fingerprint %s): deliveries signed with it are refused; delete the endpoint\n", e.Receiver, e.Fingerprint)
-		case "not-stored":
+		case starter.SecretNotStored:
 			_, _ = fmt.Fprintf(w, "    secret not stored here (from SITEOPS_WEBHOOK_SECRETS, or created elsewhere)\n")
 		}
 		if e.LastError != nil {
@@ -319,7 +220,7 @@ after a run was terminated takes over the endpoint that run created.`,
 				if err := s.Wait(ctx, run, &st); err != nil {
 					return wf.explain(err)
 				}
-				return c.say(cmd, st, "%s", rotationOutcome(run.GetID(), st))
+				return c.say(cmd, st, "%s", starter.RotationOutcome(run.GetID(), st))
 			})
 		},
 	}
@@ -336,34 +237,6 @@ after a run was terminated takes over the endpoint that run created.`,
 	_ = cmd.MarkFlagRequired("endpoint")
 	_ = cmd.MarkFlagRequired("url")
 	return cmd
-}
-
-// rotationOutcome says in one line how a finished rotation ended, and
-// only what is true: a secret from SITEOPS_WEBHOOK_SECRETS never retires
-// by itself.
-func rotationOutcome(id string, st workflows.SecretRotationStatus) string {
-	kept := fmt.Sprintf("the old endpoint %s and its secret stay as they were: deliveries signed with it are accepted, and nothing retires it", st.OldEndpointID)
-	switch st.Step {
-	case workflows.RotationAborted:
-		by := st.DecidedBy
-		if by == workflows.DecidedByTimeout {
-			by = "the decision timeout (nobody decided)"
-		}
-		return fmt.Sprintf("%s aborted by %s: new endpoint %s deleted and its secret retired; %s", id, by, st.NewEndpointID, kept)
-	case workflows.RotationRolledBack:
-		return fmt.Sprintf("%s rolled back (%s); %s", id, st.CleanUp, kept)
-	case workflows.RotationDone:
-	default:
-		return fmt.Sprintf("%s: %s", id, st.Step)
-	}
-	line := fmt.Sprintf("%s %s: new endpoint %s (fingerprint %s); old endpoint %s deleted", id, st.Step, st.NewEndpointID, st.NewFingerprint, st.OldEndpointID)
-	if st.NewEndpointReused {
-		line += " (the new endpoint was created by an earlier run and reused)"
-	}
-	if st.OldSecretStored {
-		return line + ", its secret retires at " + st.OldRetiresAt.Format(time.RFC3339)
-	}
-	return line + "; its secret is not stored here (it comes from SITEOPS_WEBHOOK_SECRETS) and stays accepted on /webhooks until you remove it there after the grace period"
 }
 
 func (c *cli) secretDecideCmd(action string) *cobra.Command {
@@ -388,7 +261,7 @@ func (c *cli) secretDecideCmd(action string) *cobra.Command {
 				}
 				// The update answers once the rotation has ended: say how,
 				// and when the old secret stops being accepted.
-				return c.say(cmd, st, "%s", rotationOutcome(workflows.SecretRotationID(endpoint), st))
+				return c.say(cmd, st, "%s", starter.RotationOutcome(workflows.SecretRotationID(endpoint), st))
 			})
 		},
 	}
@@ -427,28 +300,21 @@ ingress restart with the new key.`,
 				}
 				old = k
 			}
-			st, err := openStore(cmd)
+			st, err := wiring.OpenExistingStoreFromEnv(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer func() { _ = st.Close() }()
-			if !st.HasSecretKey() {
-				return usageError{errors.New("SITEOPS_SECRET_KEY is not set; set it to the new key")}
-			}
-			n, err := st.Rekey(cmd.Context(), old)
-			if err != nil {
-				return err
-			}
-			left, err := st.UnreadableSecrets(cmd.Context())
+			res, err := starter.Rekey(cmd.Context(), st, old)
 			if err != nil {
 				return err
 			}
 			// The JSON result counts the secrets left unreadable; the text
 			// ends in the error.
-			return c.show(cmd, map[string]any{"reencrypted": n, "still_unreadable": len(left)}, func(w io.Writer) error {
-				_, _ = fmt.Fprintf(w, "re-encrypted %d secret(s) under SITEOPS_SECRET_KEY\n", n)
-				if len(left) > 0 {
-					return fmt.Errorf("%d active secret(s) still do not decrypt with SITEOPS_SECRET_KEY (they were stored under a third key): %w", len(left), store.ErrKeyMismatch)
+			return c.show(cmd, res, func(w io.Writer) error {
+				_, _ = fmt.Fprintf(w, "re-encrypted %d secret(s) under SITEOPS_SECRET_KEY\n", res.Reencrypted)
+				if res.StillUnreadable > 0 {
+					return fmt.Errorf("%d active secret(s) still do not decrypt with SITEOPS_SECRET_KEY (they were stored under a third key): %w", res.StillUnreadable, store.ErrKeyMismatch)
 				}
 				return nil
 			})
