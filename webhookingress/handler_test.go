@@ -323,10 +323,11 @@ func FuzzHandler(f *testing.F) {
 // answered at once; and no more than MaxHeld deliveries wait at a time.
 func TestDeliveryHeldWhileTheReceiverExpectsASecret(t *testing.T) {
 	// An answer "at once" may wait for the next read of the list of
-	// receivers (Recheck, 50 ms); a held one waits for the secret (300 ms).
+	// receivers (Recheck, 50 ms); a held one waits for the secret.
 	const fast = 150 * time.Millisecond
 	st := storetest.Open(t, store.SQLite)
-	h := NewHandler(Options{Inbox: st, Secrets: st, PendingWait: 2 * time.Second, MaxHeld: 2})
+	reads := &ingresstest.CountingStore{Store: st}
+	h := NewHandler(Options{Inbox: st, Secrets: reads, PendingWait: 2 * time.Second, MaxHeld: 2})
 	f := &fixture{h: h, st: st}
 	ctx := t.Context()
 	timed := func(d delivery) (int, time.Duration) {
@@ -378,9 +379,17 @@ func TestDeliveryHeldWhileTheReceiverExpectsASecret(t *testing.T) {
 		t.Errorf("a delivery beyond MaxHeld = %d after %s; want an answer at once", code, took)
 	}
 
-	// The secret is stored 300 ms after the legitimate delivery came: it
-	// is accepted right then, and the forged one is refused right then.
-	time.Sleep(time.Until(legitStart.Add(300 * time.Millisecond)))
+	// The secret is stored once the held deliveries have read the list of
+	// receivers again, twice, and found no secret that verifies them: the
+	// legitimate one is accepted right then, and the forged one refused
+	// right then.
+	before := reads.Lists.Load()
+	siteopstest.EventuallyNil(t, 2*time.Second, "the held deliveries to read the list again and stay held", func() error {
+		if got, held := reads.Lists.Load()-before, len(h.held); got < 2 || held != 2 {
+			return fmt.Errorf("%d reads of the list since, %d held; want 2 reads and 2 held", got, held)
+		}
+		return nil
+	})
 	stored := time.Now()
 	if err := st.PutSecret(ctx, "we_4", "v4", agentsite.NewSigningSecret("whsec_v4")); err != nil {
 		t.Fatal(err)
