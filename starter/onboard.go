@@ -54,6 +54,34 @@ type Onboarding struct {
 	Done    *workflows.OnboardingResult
 }
 
+// Onboarded is an onboarding's result as `siteops onboard` gives it: the
+// result, the workflow, and whether this run made it.
+type Onboarded struct {
+	workflows.OnboardingResult
+	WorkflowID string `json:"workflow_id"`
+	// Outcome is OutcomeOnboarded, or OutcomeAlreadyOnboarded when the
+	// same spec had been onboarded before.
+	Outcome string `json:"outcome"`
+}
+
+// The outcomes of an onboarding, as Onboarded.Outcome says them.
+const (
+	OutcomeOnboarded        = "onboarded"
+	OutcomeAlreadyOnboarded = "already_onboarded"
+)
+
+// OnboardingSummary says in words what an onboarding made: the site, its
+// status, its knowledge sources and FAQs.
+func OnboardingSummary(res workflows.OnboardingResult) string {
+	orNone := func(ids []string) string {
+		if s := strings.Join(ids, ", "); s != "" {
+			return s
+		}
+		return "none"
+	}
+	return fmt.Sprintf("site %s is %s (knowledge %s; FAQs %s)", res.SiteID, res.Status, orNone(res.KnowledgeIDs), orNone(res.FAQIDs))
+}
+
 // Onboard validates the input, stores the texts, and starts
 // onboarding/<slug>. Onboarding the same spec again is not an error: it
 // joins the running onboarding or reports the result of the one that

@@ -1,6 +1,8 @@
 package starter
 
 import (
+	"errors"
+
 	"github.com/siteops/siteops/schemas"
 	"github.com/siteops/siteops/workflows"
 )
@@ -15,6 +17,23 @@ import (
 func CheckSpec(s Spec) (Prepared, []workflows.Problem) {
 	p, problems := Prepare(s)
 	return p, append(problems, s.schemaProblems(problems)...)
+}
+
+// ReadSpec loads the spec at path (LoadSpec; "-" is standard input) and
+// checks it (CheckSpec): what `siteops onboard` starts from. The problems
+// are those of a spec that cannot be read as an onboarding or that breaks
+// a rule; the error is one that cannot be read at all.
+func ReadSpec(path string) (Prepared, []workflows.Problem, error) {
+	s, err := LoadSpec(path)
+	var specErr *SpecError
+	if errors.As(err, &specErr) {
+		return Prepared{}, specErr.Problems, nil
+	}
+	if err != nil {
+		return Prepared{}, nil, err
+	}
+	p, problems := CheckSpec(s)
+	return p, problems, nil
 }
 
 // schemaProblems checks the spec's document against the published schema

@@ -1,6 +1,8 @@
 package starter
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -53,4 +55,31 @@ func TestCheckSpecAppliesTheSchema(t *testing.T) {
 
 func placed(p workflows.Problem) string {
 	return strings.TrimPrefix(p.In(""), ":")
+}
+
+// TestReadSpec reads and checks a spec file: a valid one is prepared, one
+// that breaks rules or cannot be read as an onboarding gives its problems,
+// and one that cannot be read at all is the error.
+func TestReadSpec(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, doc string) string {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(doc), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	valid := write("valid.yaml", "site:\n  title: Acme\n  slug: acme\n  type: business\n  template: minimal\nagent:\n  display_name: Ava\n")
+	if p, problems, err := ReadSpec(valid); err != nil || len(problems) > 0 || p.Input.Site.Slug != "acme" {
+		t.Errorf("ReadSpec(valid) = %+v, %v, %v; want acme prepared", p.Input.Site, problems, err)
+	}
+	for name, doc := range map[string]string{"rules.yaml": "site: {slug: x}\n", "typo.yaml": "site: {title: X}\nagnet: {}\n"} {
+		if _, problems, err := ReadSpec(write(name, doc)); err != nil || len(problems) == 0 {
+			t.Errorf("ReadSpec(%s) = %v, %v; want its problems", name, problems, err)
+		}
+	}
+	if _, problems, err := ReadSpec(filepath.Join(dir, "missing.yaml")); err == nil || problems != nil {
+		t.Errorf("ReadSpec(missing) = %v, %v; want the error", problems, err)
+	}
 }

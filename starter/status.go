@@ -187,3 +187,29 @@ func (s *Starter) failure(f *failurepb.Failure) Failure {
 // statusName names a workflow's state as the Web UI does: Running,
 // Completed, Failed, TimedOut, Canceled, Terminated, ContinuedAsNew.
 func statusName(st enumspb.WorkflowExecutionStatus) string { return st.String() }
+
+// ResultSummary words a completed run's result, read from its history,
+// for when no worker answered the status query (nil without a result).
+// Every kind's result is its status type except the onboarding's
+// (workflows.OnboardingResult); a lead sync has none.
+func (st Status) ResultSummary() []string {
+	if st.Result == nil {
+		return nil
+	}
+	if st.Type == workflows.OnboardingWorkflowName {
+		var res workflows.OnboardingResult
+		if json.Unmarshal(st.Result, &res) == nil {
+			return []string{"result (from history): " + OnboardingSummary(res)}
+		}
+	} else if k, ok := workflows.KindNamed(st.Type); ok {
+		detail := k.NewStatus()
+		if json.Unmarshal(st.Result, detail) == nil {
+			lines := detail.Summary()
+			if len(lines) > 0 {
+				lines[0] = "result (from history): " + lines[0]
+			}
+			return lines
+		}
+	}
+	return []string{"result (from history): " + string(st.Result)}
+}

@@ -148,8 +148,8 @@ const (
 // must be safe to repeat: a request whose workflow or update ID derives
 // from the request, so that a try whose answer was lost is joined, not
 // applied twice. The starter's own methods use it where that holds;
-// callers may wrap others that do (RotateSecret, RegisterEndpoint). With
-// no Patience it runs call once and returns its error as it is.
+// callers may wrap other calls that do. With no Patience it runs call once
+// and returns its error as it is.
 func (s *Starter) Patiently(ctx context.Context, what string, call func() error) error {
 	if s.Patience <= 0 {
 		return call()

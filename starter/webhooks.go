@@ -135,9 +135,20 @@ func (s *Starter) checkReceiver(rawURL string) error {
 // secret, encrypted, through the EndpointRegistration workflow, and waits
 // for it. The workflow ID and the idempotency key derive from the request,
 // so repeating a request whose answer was lost creates no second endpoint:
-// it joins the running registration or reports the finished one. The
-// secret is never returned, only its fingerprint.
+// it joins the running registration or reports the finished one; so it
+// is tried again while Temporal is unavailable (Patiently). The secret is
+// never returned, only its fingerprint.
 func (s *Starter) RegisterEndpoint(ctx context.Context, req EndpointRequest) (Registration, error) {
+	var reg Registration
+	err := s.Patiently(ctx, "registering the endpoint", func() error {
+		var err error
+		reg, err = s.registerEndpoint(ctx, req)
+		return err
+	})
+	return reg, err
+}
+
+func (s *Starter) registerEndpoint(ctx context.Context, req EndpointRequest) (Registration, error) {
 	if err := s.checkReceiver(req.URL); err != nil {
 		return Registration{}, err
 	}
@@ -186,8 +197,20 @@ type RotationRequest struct {
 // RotateSecret starts secret-rotation/<old endpoint>. Its idempotency
 // keys derive from the workflow ID and the request, so starting it again
 // after a run that was terminated or failed takes over the endpoint that
-// run created instead of creating another.
+// run created instead of creating another; a second start while it runs
+// joins it (its ID policy), so it is tried again while Temporal is
+// unavailable (Patiently).
 func (s *Starter) RotateSecret(ctx context.Context, req RotationRequest) (client.WorkflowRun, error) {
+	var run client.WorkflowRun
+	err := s.Patiently(ctx, "starting "+workflows.SecretRotationID(req.OldEndpointID), func() error {
+		var err error
+		run, err = s.rotateSecret(ctx, req)
+		return err
+	})
+	return run, err
+}
+
+func (s *Starter) rotateSecret(ctx context.Context, req RotationRequest) (client.WorkflowRun, error) {
 	if err := s.checkReceiver(req.NewURL); err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/siteops/siteops/config"
 	"github.com/siteops/siteops/doctor"
 )
 
@@ -114,4 +115,37 @@ func TestPreflightRefusesOnlyWhatNoRetryFixes(t *testing.T) {
 			t.Errorf("/readyz = %d %s; want 503 with the cause", rec.Code, rec.Body)
 		}
 	})
+}
+
+// TestProbe asks the process beside it where the process's own variables
+// say it listens: a 200 answer passes, another answer fails naming it, and
+// an address that cannot be asked is a setting to fix.
+func TestProbe(t *testing.T) {
+	status := http.StatusOK
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/healthz" {
+			http.NotFound(w, r)
+			return
+		}
+		w.WriteHeader(status)
+	}))
+	defer srv.Close()
+	t.Setenv("SITEOPS_METRICS_ADDR", strings.TrimPrefix(srv.URL, "http://"))
+	if err := Probe(t.Context(), "worker"); err != nil {
+		t.Errorf("probing a healthy worker = %v", err)
+	}
+	status = http.StatusServiceUnavailable
+	if err := Probe(t.Context(), "worker"); err == nil || !strings.Contains(err.Error(), "answered GET "+srv.URL+"/healthz with 503") {
+		t.Errorf("probing an unhealthy worker = %v, want the answer named", err)
+	}
+	for role, env := range map[string][2]string{
+		"worker":  {"SITEOPS_METRICS_ADDR", ""},
+		"ingress": {"SITEOPS_INGRESS_ADMIN_ADDR", "nonsense"},
+		"bogus":   {"SITEOPS_METRICS_ADDR", ":9090"},
+	} {
+		t.Setenv(env[0], env[1])
+		if err := Probe(t.Context(), role); !errors.Is(err, config.ErrInvalid) {
+			t.Errorf("probe %s with %s=%q = %v, want a setting to fix", role, env[0], env[1], err)
+		}
+	}
 }

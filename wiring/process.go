@@ -2,8 +2,11 @@ package wiring
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -316,4 +319,63 @@ func registryBuildID(dep *worker.Deployment) string {
 		return ""
 	}
 	return id
+}
+
+// Probe asks the worker or the ingress (role) running beside it, as a
+// container health check does, whether it is healthy: the ingress's GET
+// /readyz on SITEOPS_INGRESS_ADMIN_ADDR (ready: the store answers), the
+// worker's GET /healthz on SITEOPS_METRICS_ADDR. It reads the variables
+// the process reads, so it asks where the process listens; an address
+// without a host is asked on 127.0.0.1. Anything but a 200 answer within
+// ctx is the error, saying what answered; an address that cannot be asked
+// is a setting to fix (config.ErrInvalid).
+func Probe(ctx context.Context, role string) error {
+	url, err := probeURL(role)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return config.Invalid("%v", err)
+	}
+	resp, err := (&http.Client{}).Do(req)
+	if err != nil {
+		return fmt.Errorf("the %s does not answer GET %s: %w", role, url, err)
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("the %s answered GET %s with %s", role, url, resp.Status)
+	}
+	return nil
+}
+
+// probeURL is the health endpoint of role's process, from the variables
+// that process reads.
+func probeURL(role string) (string, error) {
+	var addr, setting, path, example string
+	switch role {
+	case "ingress":
+		var in config.Ingress
+		if err := config.Load(&in); err != nil {
+			return "", err
+		}
+		addr, setting, path, example = in.AdminAddr, "SITEOPS_INGRESS_ADMIN_ADDR", "/readyz", ":9091"
+	case "worker":
+		var w config.Worker
+		if err := config.Load(&w); err != nil {
+			return "", err
+		}
+		addr, setting, path, example = w.MetricsAddr, "SITEOPS_METRICS_ADDR", "/healthz", ":9090"
+	default:
+		return "", config.Invalid("siteops probe %q: probe worker or ingress", role)
+	}
+	if addr == "" {
+		return "", config.Invalid("%s is empty, so the %s serves no %s to probe; set it, e.g. %s", setting, role, path, example)
+	}
+	url, err := doctor.LocalURL(addr, path)
+	if err != nil {
+		return "", config.Invalid("%s=%q is not HOST:PORT (%v); set it, e.g. %s", setting, addr, err, example)
+	}
+	return url, nil
 }

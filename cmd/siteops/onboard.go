@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -44,15 +43,10 @@ before it starts anything.`,
 			if file == "-" {
 				name = "<stdin>"
 			}
-			spec, err := starter.LoadSpec(file)
-			var specErr *starter.SpecError
-			if errors.As(err, &specErr) {
-				return c.problems(cmd, name, specErr.Problems)
-			}
+			prepared, problems, err := starter.ReadSpec(file)
 			if err != nil {
 				return usageError{err}
 			}
-			prepared, problems := starter.CheckSpec(spec)
 			if len(problems) > 0 {
 				return c.problems(cmd, name, problems)
 			}
@@ -68,7 +62,7 @@ before it starts anything.`,
 					return err
 				}
 				if o.Done != nil {
-					return c.onboarded(cmd, id, *o.Done, "already onboarded")
+					return c.onboarded(cmd, starter.Onboarded{OnboardingResult: *o.Done, WorkflowID: id, Outcome: starter.OutcomeAlreadyOnboarded})
 				}
 				verb := "started"
 				if !o.Started {
@@ -83,7 +77,7 @@ before it starts anything.`,
 				if err := s.Wait(cmd.Context(), o.Run, &res); err != nil {
 					return wf.explain(err)
 				}
-				return c.onboarded(cmd, id, res, "onboarded")
+				return c.onboarded(cmd, starter.Onboarded{OnboardingResult: res, WorkflowID: id, Outcome: starter.OutcomeOnboarded})
 			})
 		},
 	}
@@ -111,25 +105,6 @@ func (c *cli) problems(cmd *cobra.Command, name string, problems []workflows.Pro
 	return reported{code: exitUsage}
 }
 
-// onboardedJSON is an onboarding's result as -o json prints it: the
-// result's fields, the workflow and whether this run made it.
-type onboardedJSON struct {
-	workflows.OnboardingResult
-	WorkflowID string `json:"workflow_id"`
-	// Outcome is onboarded, or already_onboarded when the same spec had
-	// been onboarded before.
-	Outcome string `json:"outcome"`
-}
-
-func (c *cli) onboarded(cmd *cobra.Command, id string, res workflows.OnboardingResult, what string) error {
-	return c.say(cmd, onboardedJSON{OnboardingResult: res, WorkflowID: id, Outcome: strings.ReplaceAll(what, " ", "_")},
-		"%s: %s; site %s is %s (knowledge %s; FAQs %s)", id, what, res.SiteID, res.Status,
-		orNone(strings.Join(res.KnowledgeIDs, ", ")), orNone(strings.Join(res.FAQIDs, ", ")))
-}
-
-func orNone(s string) string {
-	if s == "" {
-		return "none"
-	}
-	return s
+func (c *cli) onboarded(cmd *cobra.Command, o starter.Onboarded) error {
+	return c.say(cmd, o, "%s: %s; %s", o.WorkflowID, strings.ReplaceAll(o.Outcome, "_", " "), starter.OnboardingSummary(o.OnboardingResult))
 }

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -63,8 +61,8 @@ func writeStatus(w io.Writer, st starter.Status) {
 	if st.DetailMissing != "" {
 		_, _ = fmt.Fprintf(w, "no status from the workflow: %s\n", st.DetailMissing)
 	}
-	if st.Result != nil && st.Detail == nil {
-		for _, line := range resultSummary(st.Type, st.Result) {
+	if st.Detail == nil {
+		for _, line := range st.ResultSummary() {
 			_, _ = fmt.Fprintln(w, line)
 		}
 	}
@@ -81,28 +79,4 @@ func writeStatus(w io.Writer, st starter.Status) {
 			_, _ = fmt.Fprintf(w, "  last failure: %s\n", p.LastFailure)
 		}
 	}
-}
-
-// resultSummary words a completed run's result, read from its history,
-// for when no worker answers the status query. Every kind's result is its
-// status type except the onboarding's (OnboardingResult); a lead sync has
-// none.
-func resultSummary(typ string, raw json.RawMessage) []string {
-	if typ == workflows.OnboardingWorkflowName {
-		var res workflows.OnboardingResult
-		if json.Unmarshal(raw, &res) == nil {
-			return []string{fmt.Sprintf("result (from history): site %s is %s (knowledge %s; FAQs %s)", res.SiteID, res.Status,
-				orNone(strings.Join(res.KnowledgeIDs, ", ")), orNone(strings.Join(res.FAQIDs, ", ")))}
-		}
-	} else if k, ok := workflows.KindNamed(typ); ok {
-		st := k.NewStatus()
-		if json.Unmarshal(raw, st) == nil {
-			lines := st.Summary()
-			if len(lines) > 0 {
-				lines[0] = "result (from history): " + lines[0]
-			}
-			return lines
-		}
-	}
-	return []string{"result (from history): " + string(raw)}
 }

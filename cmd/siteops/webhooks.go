@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"go.temporal.io/sdk/client"
 
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"
@@ -55,14 +54,7 @@ same URL and events on purpose, give it a --label.`,
 			}
 			return c.withTemporal(cmd, &tf, false, wf.timeout, func(s *starter.Starter) error {
 				ctx := cmd.Context() // bounded by --timeout (withTemporal)
-				var reg starter.Registration
-				// The registration's workflow ID derives from the request: a
-				// try whose answer was lost is joined, not repeated.
-				err := s.Patiently(ctx, "registering the endpoint", func() error {
-					var err error
-					reg, err = s.RegisterEndpoint(ctx, starter.EndpointRequest{URL: rawURL, Events: events, Receiver: receiver, Label: label, Operator: defaultOperator()})
-					return err
-				})
+				reg, err := s.RegisterEndpoint(ctx, starter.EndpointRequest{URL: rawURL, Events: events, Receiver: receiver, Label: label, Operator: defaultOperator()})
 				if err != nil {
 					return wf.explain(err)
 				}
@@ -200,15 +192,8 @@ after a run was terminated takes over the endpoint that run created.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return c.withTemporal(cmd, &tf, false, wf.timeout, func(s *starter.Starter) error {
 				ctx := cmd.Context() // bounded by --timeout (withTemporal)
-				var run client.WorkflowRun
-				// A second start while the rotation runs joins it (its ID
-				// policy), so a try whose answer was lost is not repeated.
-				err := s.Patiently(ctx, "starting "+workflows.SecretRotationID(endpoint), func() error {
-					var err error
-					run, err = s.RotateSecret(ctx, starter.RotationRequest{
-						OldEndpointID: endpoint, NewURL: rawURL, Receiver: receiver, VerifyTimeout: verify, DecisionTimeout: decide, GracePeriod: grace, Operator: operator,
-					})
-					return err
+				run, err := s.RotateSecret(ctx, starter.RotationRequest{
+					OldEndpointID: endpoint, NewURL: rawURL, Receiver: receiver, VerifyTimeout: verify, DecisionTimeout: decide, GracePeriod: grace, Operator: operator,
 				})
 				if err != nil {
 					return err
