@@ -94,7 +94,7 @@ func exitCode(err error) int {
 		return exitInterrupted
 	case errors.Is(err, context.Canceled):
 		return exitInterrupted
-	case errors.As(err, &usage), errors.As(err, &invalid), errors.As(err, &conflict), errors.As(err, &rejected), errors.As(err, &policy), errors.As(err, &valErr), errors.Is(err, errInvalidInput), errors.Is(err, config.ErrInvalid), errors.Is(err, store.ErrBadURL), errors.Is(err, store.ErrAmbiguous),
+	case errors.As(err, &usage), errors.As(err, &invalid), errors.As(err, &conflict), errors.As(err, &rejected), errors.As(err, &policy), errors.As(err, &valErr), errors.Is(err, config.ErrInvalid), errors.Is(err, store.ErrBadURL), errors.Is(err, store.ErrAmbiguous),
 		errors.Is(err, store.ErrNoSecretKey): // SITEOPS_SECRET_KEY unset where it is needed: a setting to give
 		return exitUsage
 	case errors.As(err, &failed):
@@ -129,6 +129,3 @@ func exitForFailure(f starter.Failure) int {
 	}
 	return exitFailed
 }
-
-// errInvalidInput marks input refused before anything was sent.
-var errInvalidInput = errors.New("invalid input")

@@ -69,14 +69,6 @@ func (w *waitFlags) register(cmd *cobra.Command, def time.Duration) {
 	cmd.Flags().DurationVar(&w.timeout, "timeout", def, help)
 }
 
-// context bounds ctx by the timeout.
-func (w *waitFlags) context(ctx context.Context) (context.Context, context.CancelFunc) {
-	if w.timeout <= 0 {
-		return context.WithCancel(ctx)
-	}
-	return context.WithTimeout(ctx, w.timeout)
-}
-
 // explain words a wait that ended early.
 func (w *waitFlags) explain(err error) error {
 	var stopped *starter.ErrStoppedWaiting
