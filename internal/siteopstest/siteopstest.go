@@ -1,7 +1,9 @@
 // Package siteopstest holds what the tests of several packages share: one
 // way to wait for a condition (Eventually, EventuallyNil) and one way to
 // build the siteops binary that the end-to-end tests, the production-shape
-// tests and the benchmarks run as processes (Build).
+// tests and the benchmarks run as processes (Build). The world those tests
+// run in — simulator, store, Temporal client, the worker as the binary runs
+// it — is package testenv beneath it.
 package siteopstest
 
 import (

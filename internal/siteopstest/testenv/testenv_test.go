@@ -1,0 +1,39 @@
+package testenv
+
+import (
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/siteops/siteops/config"
+	"github.com/siteops/siteops/simulator"
+)
+
+// TestWorkerDefaultsAreTheBinarys holds WorkerDefaults to the defaults
+// config.Load gives `siteops worker` when no variable is set, but for the
+// settings a test process runs differently.
+func TestWorkerDefaultsAreTheBinarys(t *testing.T) {
+	for _, kv := range os.Environ() {
+		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, "SITEOPS_") {
+			t.Setenv(name, "") // restored after the test
+			_ = os.Unsetenv(name)
+		}
+	}
+	var want config.Worker
+	if err := config.Load(&want); err != nil {
+		t.Fatal(err)
+	}
+	want.MetricsAddr, want.Versioning, want.SecretReconcileEvery = "", false, NoReconcile
+	want.DeploymentName = ""
+	if got := WorkerDefaults(); !reflect.DeepEqual(got, want) {
+		t.Errorf("WorkerDefaults() = %+v\nwant %+v (config's defaults, without metrics, versioning or a reconciliation in the test)", got, want)
+	}
+}
+
+func TestEndToEndKeepsWhatIsSet(t *testing.T) {
+	got := EndToEnd(simulator.Config{TimeScale: 7, Seed: 3})
+	if got.TimeScale != 7 || got.Seed != 3 || got.KnowledgeDelay == 0 || !got.AllowLoopbackReceivers {
+		t.Errorf("EndToEnd = %+v; want TimeScale 7 and Seed 3 kept, a KnowledgeDelay and loopback receivers filled in", got)
+	}
+}
