@@ -2,6 +2,7 @@ package wiring
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"github.com/siteops/siteops/config"
 	"github.com/siteops/siteops/doctor"
 	"github.com/siteops/siteops/store"
+	"github.com/siteops/siteops/webhookingress"
 )
 
 // ErrNoStore marks a database that does not exist yet: nothing has created
@@ -99,6 +101,46 @@ func InspectStoreFromEnv(ctx context.Context) (*store.Store, string, error) {
 		return nil, "", err
 	}
 	return InspectStore(ctx, d)
+}
+
+// OldSecretKeyEnv holds the previous SITEOPS_SECRET_KEY, for `siteops
+// secret rekey`.
+const OldSecretKeyEnv = "SITEOPS_OLD_SECRET_KEY" //nolint:gosec // the name of a variable, not a credential
+
+// OldSecretKeyFromEnv is the previous SITEOPS_SECRET_KEY
+// (OldSecretKeyEnv), nil when it is not set.
+func OldSecretKeyFromEnv() ([]byte, error) {
+	raw := os.Getenv(OldSecretKeyEnv)
+	if raw == "" {
+		return nil, nil
+	}
+	k, err := base64.StdEncoding.DecodeString(strings.TrimSpace(raw))
+	if err != nil || len(k) != 32 {
+		return nil, config.Invalid("%s must be 32 bytes in base64, like SITEOPS_SECRET_KEY", OldSecretKeyEnv)
+	}
+	return k, nil
+}
+
+// ReceiverSecretsFromEnv are the active secrets stored for an ingress
+// receiver (webhookingress.StoredCaptureSecrets) in the store the
+// environment names, opened as it is and read-only (InspectStore): a check
+// creates no database and migrates none. They are encrypted with
+// SITEOPS_SECRET_KEY: without it there is a setting to give.
+func ReceiverSecretsFromEnv(ctx context.Context, receiver string) (webhookingress.CaptureSecrets, error) {
+	var d config.Database
+	if err := config.Load(&d); err != nil {
+		return webhookingress.CaptureSecrets{}, err
+	}
+	if d.SecretKey == "" {
+		return webhookingress.CaptureSecrets{}, config.Invalid("SITEOPS_SECRET_KEY is not set, and the secrets stored for receiver %s are encrypted with it: set it to the key the worker and the ingress use, or verify with SITEOPS_WEBHOOK_SECRETS instead of --receiver",
+			store.ReceiverName(receiver))
+	}
+	st, _, err := InspectStore(ctx, d)
+	if err != nil {
+		return webhookingress.CaptureSecrets{}, err
+	}
+	defer func() { _ = st.Close() }()
+	return webhookingress.StoredCaptureSecrets(ctx, st, receiver)
 }
 
 // InspectStore opens the store that d names as it is and read-only, for

@@ -2,6 +2,7 @@ package wiring
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"log/slog"
 	neturl "net/url"
@@ -268,4 +269,50 @@ func withPassword(t *testing.T, raw, password string) string {
 	}
 	u.User = neturl.UserPassword(u.User.Username(), password)
 	return u.String()
+}
+
+// TestReceiverSecretsFromEnv reads the secrets stored for a receiver in
+// the store the environment names: without SITEOPS_SECRET_KEY it is a
+// setting to give, without a store ErrNoStore, and with both the secrets
+// and their endpoints.
+func TestReceiverSecretsFromEnv(t *testing.T) {
+	url := storetest.SQLiteURL(t)
+	t.Setenv("SITEOPS_DATABASE_URL", url)
+	t.Setenv("SITEOPS_SECRET_KEY", "")
+	if _, err := ReceiverSecretsFromEnv(t.Context(), "default"); !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "receiver default") {
+		t.Errorf("without SITEOPS_SECRET_KEY = %v, want a setting to give, naming the receiver", err)
+	}
+	t.Setenv("SITEOPS_SECRET_KEY", base64.StdEncoding.EncodeToString(storetest.TestKey))
+	if _, err := ReceiverSecretsFromEnv(t.Context(), "default"); !errors.Is(err, ErrNoStore) {
+		t.Errorf("without a store = %v, want ErrNoStore", err)
+	}
+	st, _, err := OpenStore(t.Context(), config.Database{URL: url, SecretKey: base64.StdEncoding.EncodeToString(storetest.TestKey)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutSecret(t.Context(), "we_1", "", agentsite.NewSigningSecret("whsec_one")); err != nil {
+		t.Fatal(err)
+	}
+	_ = st.Close()
+	got, err := ReceiverSecretsFromEnv(t.Context(), "default")
+	if err != nil || len(got.Secrets) != 1 || got.Secrets[0] != "whsec_one" || got.Endpoints[0] != "we_1" {
+		t.Errorf("ReceiverSecretsFromEnv = %v (endpoints %v); want we_1's secret", err, got.Endpoints)
+	}
+}
+
+// TestOldSecretKeyFromEnv reads SITEOPS_OLD_SECRET_KEY: none when unset,
+// 32 bytes in base64 when set, else a setting to fix.
+func TestOldSecretKeyFromEnv(t *testing.T) {
+	t.Setenv(OldSecretKeyEnv, "")
+	if k, err := OldSecretKeyFromEnv(); k != nil || err != nil {
+		t.Errorf("unset = %v, %v; want none", k, err)
+	}
+	t.Setenv(OldSecretKeyEnv, " "+base64.StdEncoding.EncodeToString(storetest.TestKey)+"\n")
+	if k, err := OldSecretKeyFromEnv(); err != nil || string(k) != string(storetest.TestKey) {
+		t.Errorf("a key = %v, %v; want it decoded", k, err)
+	}
+	t.Setenv(OldSecretKeyEnv, base64.StdEncoding.EncodeToString([]byte("short")))
+	if _, err := OldSecretKeyFromEnv(); !errors.Is(err, config.ErrInvalid) {
+		t.Errorf("a short key = %v, want a setting to fix", err)
+	}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"os"
@@ -10,8 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/siteops/siteops/agentsite/webhook"
-	"github.com/siteops/siteops/config"
-	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/webhookingress"
 	"github.com/siteops/siteops/wiring"
 )
@@ -82,7 +79,7 @@ verifies it. Only fingerprints are printed, never secrets.`,
 			var secrets webhookingress.CaptureSecrets
 			var err error
 			if cmd.Flags().Changed("receiver") {
-				secrets, err = storedSecrets(cmd.Context(), receiver)
+				secrets, err = wiring.ReceiverSecretsFromEnv(cmd.Context(), receiver)
 			} else {
 				secrets, err = envSecrets()
 			}
@@ -132,24 +129,4 @@ func readBody(cmd *cobra.Command, path string) ([]byte, error) {
 		return nil, fmt.Errorf("reading the body: %w", err)
 	}
 	return b, nil
-}
-
-// storedSecrets are the active secrets stored for an ingress receiver. It
-// opens the store read-only: a check creates no database and migrates
-// none.
-func storedSecrets(ctx context.Context, receiver string) (webhookingress.CaptureSecrets, error) {
-	var db config.Database
-	if err := config.Load(&db); err != nil {
-		return webhookingress.CaptureSecrets{}, err
-	}
-	if db.SecretKey == "" {
-		return webhookingress.CaptureSecrets{}, usageError{fmt.Errorf("SITEOPS_SECRET_KEY is not set, and the secrets stored for receiver %s are encrypted with it: set it to the key the worker and the ingress use, or verify with %s instead of --receiver",
-			store.ReceiverName(receiver), secretsEnv)}
-	}
-	st, _, err := wiring.InspectStore(ctx, db)
-	if err != nil {
-		return webhookingress.CaptureSecrets{}, err
-	}
-	defer func() { _ = st.Close() }()
-	return webhookingress.StoredCaptureSecrets(ctx, st, receiver)
 }

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"encoding/base64"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
@@ -258,18 +256,15 @@ func (c *cli) secretDecideCmd(action string) *cobra.Command {
 	return cmd
 }
 
-// oldKeyEnv holds the previous SITEOPS_SECRET_KEY for `secret rekey`.
-const oldKeyEnv = "SITEOPS_OLD_SECRET_KEY" //nolint:gosec // the name of a variable, not a credential
-
 func (c *cli) secretRekeyCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "rekey",
 		Short: "Re-encrypt the stored signing secrets from SITEOPS_OLD_SECRET_KEY to SITEOPS_SECRET_KEY",
 		Long: `Re-encrypt every stored signing secret that decrypts with the previous key
-(` + oldKeyEnv + `) under the current one (SITEOPS_SECRET_KEY), in one
+(` + wiring.OldSecretKeyEnv + `) under the current one (SITEOPS_SECRET_KEY), in one
 transaction, in the current format: a key derived for this purpose alone
 (HKDF), bound to the endpoint, its receiver and its retirement, with the
-key's id beside it. Without ` + oldKeyEnv + ` it only brings secrets stored in
+key's id beside it. Without ` + wiring.OldSecretKeyEnv + ` it only brings secrets stored in
 the first format (bound to the endpoint id alone) to the current one; the
 worker's reconciliation does that too. Secrets already in the current format
 under the current key are left alone, so it is safe to run twice. Keys come
@@ -277,13 +272,9 @@ from the environment, never from flags. Run it before the worker and the
 ingress restart with the new key.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var old []byte
-			if raw := os.Getenv(oldKeyEnv); raw != "" {
-				k, err := base64.StdEncoding.DecodeString(strings.TrimSpace(raw))
-				if err != nil || len(k) != 32 {
-					return usageError{fmt.Errorf("%s must be 32 bytes in base64, like SITEOPS_SECRET_KEY", oldKeyEnv)}
-				}
-				old = k
+			old, err := wiring.OldSecretKeyFromEnv()
+			if err != nil {
+				return err
 			}
 			st, err := wiring.OpenExistingStoreFromEnv(cmd.Context())
 			if err != nil {
