@@ -24,10 +24,13 @@ import (
 )
 
 // NoReconcile is the period of the secret reconciliation's schedule that
-// StartWorker asks for unless told otherwise: a year, so that no
-// reconciliation runs during a test that did not ask for one (it would
-// retire the stored secrets of endpoints the simulator does not have).
-const NoReconcile = 365 * 24 * time.Hour
+// StartWorker asks for unless told otherwise, so that no reconciliation
+// runs during a test that did not ask for one (it would retire the stored
+// secrets of endpoints the simulator does not have). A schedule's times
+// are counted from 1970 in whole periods: with 50 years the next is in
+// 2069 (a year would be every December), and three periods, the run
+// timeout the worker gives a reconciliation, still fit a time.Duration.
+const NoReconcile = 50 * 365 * 24 * time.Hour
 
 // PollWithin bounds how long StartWorker waits for its worker to poll.
 const PollWithin = 90 * time.Second
