@@ -46,15 +46,15 @@ func TestBurstKeepsLeadSyncHistoriesSmall(t *testing.T) {
 	e.register(t, in, "/webhooks/main", "lead.created")
 	site := e.site(t, "burst")
 	start := time.Now()
-	if _, err := e.sim.CreateLeads(site, n); err != nil {
+	if _, err := e.Sim.CreateLeads(site, n); err != nil {
 		t.Fatal(err)
 	}
 	siteopstest.Eventually(t, 5*time.Minute, fmt.Sprintf("%d deliveries dispatched", n), func() bool {
-		st, _ := e.store.InboxStatus(t.Context())
+		st, _ := e.Store.InboxStatus(t.Context())
 		return st.Total >= n && st.Undispatched == 0
 	})
 	siteopstest.Eventually(t, 2*time.Minute, "the lead sync to count every event and store every lead", func() bool {
-		p, err := e.starter.LeadProgress(t.Context(), site)
+		p, err := e.Starter.LeadProgress(t.Context(), site)
 		return err == nil && p.Events == n && p.Leads == n && p.CaughtUp && !p.Syncing
 	})
 	t.Logf("%d events through the ingress to the lead sync in %s", n, time.Since(start).Round(time.Millisecond))
@@ -65,12 +65,12 @@ func TestBurstKeepsLeadSyncHistoriesSmall(t *testing.T) {
 	if largest >= 2000 {
 		t.Errorf("the largest lead-sync history holds %d events, want under 2,000", largest)
 	}
-	p, _ := e.starter.LeadProgress(t.Context(), site)
+	p, _ := e.Starter.LeadProgress(t.Context(), site)
 	if p.Events != n {
 		t.Errorf("the lead sync counted %d distinct events, want %d", p.Events, n)
 	}
-	_ = e.client.CancelWorkflow(t.Context(), workflows.LeadSyncID(site), "")
-	_ = e.client.GetWorkflow(t.Context(), workflows.LeadSyncID(site), "").Get(t.Context(), nil)
+	_ = e.Client.CancelWorkflow(t.Context(), workflows.LeadSyncID(site), "")
+	_ = e.Client.GetWorkflow(t.Context(), workflows.LeadSyncID(site), "").Get(t.Context(), nil)
 	recordHistory(t, e, workflows.LeadSyncID(site), "lead_sync_burst")
 }
 
@@ -82,14 +82,14 @@ func leadSyncRuns(t *testing.T, e *env, site string) []int {
 	var lengths []int
 	var token []byte
 	for {
-		resp, err := e.client.ListWorkflow(t.Context(), &workflowservice.ListWorkflowExecutionsRequest{
-			Namespace: e.ns, Query: fmt.Sprintf("WorkflowId = '%s'", id), NextPageToken: token,
+		resp, err := e.Client.ListWorkflow(t.Context(), &workflowservice.ListWorkflowExecutionsRequest{
+			Namespace: e.Namespace, Query: fmt.Sprintf("WorkflowId = '%s'", id), NextPageToken: token,
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, info := range resp.GetExecutions() {
-			d, err := e.client.DescribeWorkflowExecution(t.Context(), id, info.GetExecution().GetRunId())
+			d, err := e.Client.DescribeWorkflowExecution(t.Context(), id, info.GetExecution().GetRunId())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -114,22 +114,22 @@ func TestWaitedForEventsPassBulkOnes(t *testing.T) {
 	const backlog = 5000
 	e := newEnv(t, store.SQLite, simulator.Config{})
 	// An onboarding that waits for knowledge.ready (no worker: it waits).
-	run, err := e.client.ExecuteWorkflow(t.Context(), client.StartWorkflowOptions{ID: "onboarding/waiting", TaskQueue: taskQueue},
+	run, err := e.Client.ExecuteWorkflow(t.Context(), client.StartWorkflowOptions{ID: "onboarding/waiting", TaskQueue: taskQueue},
 		workflows.OnboardingWorkflowName, workflows.OnboardingInput{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.store.SetSiteWorkflow(t.Context(), "site_waiting", run.GetID()); err != nil {
+	if err := e.Store.SetSiteWorkflow(t.Context(), "site_waiting", run.GetID()); err != nil {
 		t.Fatal(err)
 	}
-	relay := webhookingress.NewRelay(webhookingress.RelayOptions{Store: e.store, Temporal: e.client, TaskQueue: taskQueue, Idle: 200 * time.Millisecond})
+	relay := webhookingress.NewRelay(webhookingress.RelayOptions{Store: e.Store, Temporal: e.Client, TaskQueue: taskQueue, Idle: 200 * time.Millisecond})
 	bulk := 0
 	// fill tops the bulk lane up to half as much again as the backlog, in
 	// one transaction, so that at least the backlog is still pending while
 	// a try runs.
 	fill := func() {
-		st, _ := e.store.InboxStatus(t.Context())
-		tx, err := e.store.DB().BeginTx(t.Context(), nil)
+		st, _ := e.Store.InboxStatus(t.Context())
+		tx, err := e.Store.DB().BeginTx(t.Context(), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -155,18 +155,18 @@ func TestWaitedForEventsPassBulkOnes(t *testing.T) {
 	var took []time.Duration
 	for i := range 20 {
 		fill()
-		if st, _ := e.store.InboxStatus(t.Context()); st.Undispatched < backlog {
+		if st, _ := e.Store.InboxStatus(t.Context()); st.Undispatched < backlog {
 			t.Fatalf("only %d events pending", st.Undispatched)
 		}
 		id := fmt.Sprintf("evt_ready_%02d", i)
 		body := fmt.Sprintf(`{"id":%q,"type":"knowledge.ready","created_at":"2026-11-22T09:00:00.000Z","data":{"site_id":"site_waiting","knowledge_id":"kn_%d"}}`, id, i)
 		start := time.Now()
-		if _, err := e.store.RecordEvent(t.Context(), store.InboxEvent{EventID: id, EventType: "knowledge.ready", Lane: webhookingress.LaneFor("knowledge.ready"), EndpointID: "env", ReceivedAt: start, Body: []byte(body)}); err != nil {
+		if _, err := e.Store.RecordEvent(t.Context(), store.InboxEvent{EventID: id, EventType: "knowledge.ready", Lane: webhookingress.LaneFor("knowledge.ready"), EndpointID: "env", ReceivedAt: start, Body: []byte(body)}); err != nil {
 			t.Fatal(err)
 		}
 		relay.Wake(store.LanePriority)
 		for {
-			out, _, _ := e.store.InboxOutcome(t.Context(), id)
+			out, _, _ := e.Store.InboxOutcome(t.Context(), id)
 			if out != "" {
 				if out != store.OutcomeSignalled {
 					t.Fatalf("%s: outcome %q", id, out)
@@ -189,7 +189,7 @@ func TestWaitedForEventsPassBulkOnes(t *testing.T) {
 	if took[19] > bound {
 		t.Errorf("the slowest knowledge.ready of 20 took %s, want under %s", took[19], bound)
 	}
-	_ = e.client.TerminateWorkflow(t.Context(), run.GetID(), "", "test over")
+	_ = e.Client.TerminateWorkflow(t.Context(), run.GetID(), "", "test over")
 }
 
 // TestLeadSyncCutShortCarriesItsProgress fills a lead sync's history with
@@ -213,14 +213,14 @@ func TestLeadSyncCutShortCarriesItsProgress(t *testing.T) {
 	e := newEnv(t, store.SQLite, simulator.Config{})
 	e.startWorker(t)
 	site := e.site(t, "cut")
-	if _, err := e.sim.CreateLeads(site, leads); err != nil {
+	if _, err := e.Sim.CreateLeads(site, leads); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.sim.SetFaults(simulator.Faults{Latency: simulator.Duration(200 * time.Millisecond)}); err != nil {
+	if err := e.Sim.SetFaults(simulator.Faults{Latency: simulator.Duration(200 * time.Millisecond)}); err != nil {
 		t.Fatal(err)
 	}
 	id := workflows.LeadSyncID(site)
-	run, err := e.client.ExecuteWorkflow(t.Context(), client.StartWorkflowOptions{ID: id, TaskQueue: taskQueue}, workflows.LeadSyncWorkflowName,
+	run, err := e.Client.ExecuteWorkflow(t.Context(), client.StartWorkflowOptions{ID: id, TaskQueue: taskQueue}, workflows.LeadSyncWorkflowName,
 		workflows.LeadSyncInput{SiteID: site, PageLimit: pageSize, PagesPerRun: 1000, PollInterval: workflows.Duration(time.Hour)})
 	if err != nil {
 		t.Fatal(err)
@@ -232,7 +232,7 @@ func TestLeadSyncCutShortCarriesItsProgress(t *testing.T) {
 	sent := 0
 	for ; ; sent++ {
 		if sent%50 == 0 {
-			d, err := e.client.DescribeWorkflowExecution(t.Context(), id, first)
+			d, err := e.Client.DescribeWorkflowExecution(t.Context(), id, first)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -241,14 +241,14 @@ func TestLeadSyncCutShortCarriesItsProgress(t *testing.T) {
 				break
 			}
 		}
-		if err := e.client.SignalWorkflow(t.Context(), id, "", workflows.SignalLeadsCreated,
+		if err := e.Client.SignalWorkflow(t.Context(), id, "", workflows.SignalLeadsCreated,
 			workflows.LeadsCreatedSignal{EventIDs: []string{fmt.Sprintf("evt_cut_%05d", sent)}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	var status enumspb.WorkflowExecutionStatus
 	siteopstest.Eventually(t, 2*time.Minute, "the first run to end", func() bool {
-		d, err := e.client.DescribeWorkflowExecution(t.Context(), id, first)
+		d, err := e.Client.DescribeWorkflowExecution(t.Context(), id, first)
 		status = d.GetWorkflowExecutionInfo().GetStatus()
 		return err == nil && status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
 	})
@@ -263,13 +263,13 @@ func TestLeadSyncCutShortCarriesItsProgress(t *testing.T) {
 	// The store holds the position of the sync under the key handed on:
 	// the next run goes on from there (it may have stored more pages by
 	// now).
-	pos, err := e.store.LeadSyncPosition(t.Context(), site, cut.Key)
+	pos, err := e.Store.LeadSyncPosition(t.Context(), site, cut.Key)
 	if err != nil || pos.Pages == 0 || pos.Pages < cut.Pages {
 		t.Fatalf("the store's position of the cut sync: %+v, %v; want at least the %d pages the cut run counted", pos, err, cut.Pages)
 	}
 	t.Logf("%d signals; the sync was cut after %d of %d pages", sent, cut.Pages, leads/pageSize)
 	siteopstest.Eventually(t, 2*time.Minute, "the next run to finish the sync and count every event", func() bool {
-		p, err = e.starter.LeadProgress(t.Context(), site)
+		p, err = e.Starter.LeadProgress(t.Context(), site)
 		return err == nil && p.CaughtUp && !p.Syncing && p.Events == sent
 	})
 	assertStoreEqualsSim(t, e, site)
@@ -282,7 +282,7 @@ func TestLeadSyncCutShortCarriesItsProgress(t *testing.T) {
 	// stored, so read again by the next run). A next run that read again
 	// pages the cut sync had stored would show here, whatever it counted.
 	lists := 0
-	for _, r := range e.sim.Requests() {
+	for _, r := range e.Sim.Requests() {
 		if r.Method == http.MethodGet && r.Path == "/api/v1/sites/"+site+"/leads" && r.Status == http.StatusOK {
 			lists++
 		}
@@ -293,7 +293,7 @@ func TestLeadSyncCutShortCarriesItsProgress(t *testing.T) {
 	if runs := leadSyncRuns(t, e, site); slices.Max(runs) >= 2000 {
 		t.Errorf("history lengths %v; want each under 2,000", runs)
 	}
-	_ = e.client.CancelWorkflow(t.Context(), id, "")
+	_ = e.Client.CancelWorkflow(t.Context(), id, "")
 	recordRunHistory(t, e, id, first, "lead_sync_cut_short")
 }
 
@@ -301,7 +301,7 @@ func TestLeadSyncCutShortCarriesItsProgress(t *testing.T) {
 // it did not.
 func continuedWith(t *testing.T, e *env, workflowID, runID string, next any) bool {
 	t.Helper()
-	it := e.client.GetWorkflowHistory(t.Context(), workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT)
+	it := e.Client.GetWorkflowHistory(t.Context(), workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT)
 	for it.HasNext() {
 		ev, err := it.Next()
 		if err != nil {

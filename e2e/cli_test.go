@@ -16,23 +16,17 @@ import (
 	"testing"
 	"time"
 
-	sdkworker "go.temporal.io/sdk/worker"
-
-	"github.com/siteops/siteops/activities"
-	"github.com/siteops/siteops/config"
 	"github.com/siteops/siteops/internal/devserver"
 	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/store/storetest"
-	"github.com/siteops/siteops/wiring"
-	"github.com/siteops/siteops/worker"
 	"github.com/siteops/siteops/workflows"
 )
 
 func (e *env) cliEnv() []string {
-	return append(os.Environ(), "TEMPORAL_ADDRESS="+server.Address, "TEMPORAL_NAMESPACE="+e.ns,
-		"SITEOPS_TASK_QUEUE="+taskQueue, "SITEOPS_DATABASE_URL="+e.dbURL, "SITEOPS_OPERATOR=oncall-e2e",
+	return append(os.Environ(), "TEMPORAL_ADDRESS="+server.Address, "TEMPORAL_NAMESPACE="+e.Namespace,
+		"SITEOPS_TASK_QUEUE="+taskQueue, "SITEOPS_DATABASE_URL="+e.DBURL, "SITEOPS_OPERATOR=oncall-e2e",
 		"SITEOPS_ALLOW_LOOPBACK_RECEIVERS=true") // the simulator's test mode: endpoints on loopback
 }
 
@@ -76,14 +70,14 @@ func TestCLIPlaybooks(t *testing.T) {
 		t.Errorf("a second onboard of the same spec: %v\n%s", err, out)
 	}
 
-	if _, err := e.sim.CreateLeads(site, 1234); err != nil {
+	if _, err := e.Sim.CreateLeads(site, 1234); err != nil {
 		t.Fatal(err)
 	}
 	out, err = e.siteops(t, "leads", "sync", "--site", site, "--follow")
 	if err != nil || !strings.Contains(out, "caught up: 1234 leads") {
 		t.Fatalf("leads sync --follow: %v\n%s", err, out)
 	}
-	if n, _ := e.store.CountLeads(t.Context(), site); n != 1234 {
+	if n, _ := e.Store.CountLeads(t.Context(), site); n != 1234 {
 		t.Errorf("store holds %d leads", n)
 	}
 
@@ -169,7 +163,7 @@ func TestCLIWebhooksIngressAndRotation(t *testing.T) {
 		"SITEOPS_SECRET_KEY=" + base64.StdEncoding.EncodeToString(storetest.TestKey),
 		"SITEOPS_INGRESS_ADDR=127.0.0.1:" + strconv.Itoa(port),
 		"SITEOPS_INGRESS_ADMIN_ADDR=127.0.0.1:" + strconv.Itoa(adminPort),
-		"AGENTSITE_BASE_URL=" + e.simURL, "AGENTSITE_API_KEY=" + apiKey, "SITEOPS_ALLOW_LOOPBACK_RECEIVERS=true",
+		"AGENTSITE_BASE_URL=" + e.SimURL, "AGENTSITE_API_KEY=" + apiKey, "SITEOPS_ALLOW_LOOPBACK_RECEIVERS=true",
 	}
 	ing := exec.Command(binary, "ingress")
 	ing.Env = append(e.cliEnv(), extra...)
@@ -205,11 +199,11 @@ func TestCLIWebhooksIngressAndRotation(t *testing.T) {
 		t.Fatal("webhook create printed the secret")
 	}
 	site := e.site(t, "cli-hooks")
-	if _, err := e.sim.CreateLeads(site, 5); err != nil {
+	if _, err := e.Sim.CreateLeads(site, 5); err != nil {
 		t.Fatal(err)
 	}
 	siteopstest.Eventually(t, 30*time.Second, "the ingress process to relay the leads", func() bool {
-		n, _ := e.store.CountLeads(t.Context(), site)
+		n, _ := e.Store.CountLeads(t.Context(), site)
 		return n == 5
 	})
 	out, err = e.siteopsWith(t, extra, "webhook", "list")
@@ -245,7 +239,7 @@ func TestCLIWebhooksIngressAndRotation(t *testing.T) {
 			case <-stop:
 				return
 			case <-time.After(10 * time.Millisecond):
-				_, _ = e.sim.CreateLeads(site, 1)
+				_, _ = e.Sim.CreateLeads(site, 1)
 			}
 		}
 	})
@@ -257,10 +251,10 @@ func TestCLIWebhooksIngressAndRotation(t *testing.T) {
 		t.Fatalf("secret rotate: %v\n%s\nthe rotation's status:\n%s\nthe ingress's log:\n%s", err, out, st, ingLog.String())
 	}
 	siteopstest.Eventually(t, 30*time.Second, "the store to hold every lead", func() bool {
-		n, _ := e.store.CountLeads(t.Context(), site)
-		return n == len(e.sim.LeadIDs(site))
+		n, _ := e.Store.CountLeads(t.Context(), site)
+		return n == len(e.Sim.LeadIDs(site))
 	})
-	for _, d := range e.sim.Deliveries() {
+	for _, d := range e.Sim.Deliveries() {
 		if d.Outcome != "succeeded" {
 			t.Errorf("a delivery was refused during the rotation: %+v", d)
 			break
@@ -273,7 +267,7 @@ func TestCLIWebhooksIngressAndRotation(t *testing.T) {
 	if out, err := e.siteopsWith(t, extra, "secret", "proceed", "--endpoint", "we_404"); err == nil || !strings.Contains(out, "no rotation") {
 		t.Errorf("deciding an unknown rotation: %v\n%s", err, out)
 	}
-	_ = e.client.CancelWorkflow(t.Context(), workflows.LeadSyncID(site), "")
+	_ = e.Client.CancelWorkflow(t.Context(), workflows.LeadSyncID(site), "")
 }
 
 // TestCLIStatusWithoutAWorker asks for the status of workflows no worker
@@ -283,23 +277,15 @@ func TestCLIWebhooksIngressAndRotation(t *testing.T) {
 // the state and a completed run's result.
 func TestCLIStatusWithoutAWorker(t *testing.T) {
 	e := newEnv(t, store.SQLite, simulator.Config{})
-	api, err := wiring.APIClient(config.AgentSite{BaseURL: e.simURL, APIKey: apiKey, AllowLoopback: true}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := sdkworker.New(e.client, taskQueue, sdkworker.Options{})
-	worker.Register(w, loopbackReceivers(activities.New(api, e.store)))
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
+	w := e.startWorker(t)
 	out, err := e.siteops(t, "onboard", "-f", "../examples/bayside-dental.json", "--wait", "-o", "json")
-	w.Stop()
+	_ = w.Stop() // an error fails the test at its end
 	var res workflows.OnboardingResult
 	if err != nil || json.Unmarshal([]byte(out), &res) != nil || res.SiteID == "" {
 		t.Fatalf("onboard: %v\n%s", err, out)
 	}
 	// A lead sync started now runs, but no worker ever picks it up.
-	if _, err := e.starter.SyncLeads(t.Context(), "site_nobody", false); err != nil {
+	if _, err := e.Starter.SyncLeads(t.Context(), "site_nobody", false); err != nil {
 		t.Fatal(err)
 	}
 

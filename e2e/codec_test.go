@@ -15,18 +15,15 @@ import (
 
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
-	sdkworker "go.temporal.io/sdk/worker"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/siteops/siteops/activities"
-	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/codec"
 	"github.com/siteops/siteops/config"
+	"github.com/siteops/siteops/internal/siteopstest/testenv"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/wiring"
-	"github.com/siteops/siteops/worker"
 	"github.com/siteops/siteops/workflows"
 )
 
@@ -38,20 +35,14 @@ func TestPayloadEncryption(t *testing.T) {
 	e := newEnv(t, store.SQLite, simulator.Config{})
 	rawKey := []byte("payload-key-for-e2e-0123456789ab")
 	key := base64.StdEncoding.EncodeToString(rawKey)
-	tc := config.Temporal{Address: server.Address, Namespace: e.ns, TaskQueue: taskQueue, PayloadKey: key}
+	tc := config.Temporal{Address: server.Address, Namespace: e.Namespace, TaskQueue: taskQueue, PayloadKey: key}
 	c, _, err := wiring.DialTemporal(t.Context(), tc, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	api, _ := agentsite.NewClient(e.simURL, apiKey)
-	w := sdkworker.New(c, taskQueue, sdkworker.Options{})
-	worker.Register(w, loopbackReceivers(activities.New(api, e.store)))
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
-	s := &starter.Starter{Client: c, Texts: e.store, TaskQueue: taskQueue}
+	e.StartWorker(t, testenv.WorkerOptions{PayloadKey: key})
+	s := &starter.Starter{Client: c, Texts: e.Store, TaskQueue: taskQueue}
 	o, err := s.Onboard(t.Context(), prepare(t, "../examples/bayside-dental.json", "bayside"))
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +52,7 @@ func TestPayloadEncryption(t *testing.T) {
 		t.Fatalf("result %+v, %v", res, err)
 	}
 	// The plain client (no key) sees ciphertext only.
-	it := e.client.GetWorkflowHistory(t.Context(), o.WorkflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	it := e.Client.GetWorkflowHistory(t.Context(), o.WorkflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	var raw strings.Builder
 	var input *commonpb.Payload
 	for it.HasNext() {
@@ -90,10 +81,10 @@ func TestPayloadEncryption(t *testing.T) {
 	if input == nil {
 		t.Fatal("the history has no workflow input")
 	}
-	if got := string(input.GetMetadata()["encryption-namespace"]); got != e.ns {
-		t.Errorf("the input is bound to namespace %q, want %q", got, e.ns)
+	if got := string(input.GetMetadata()["encryption-namespace"]); got != e.Namespace {
+		t.Errorf("the input is bound to namespace %q, want %q", got, e.Namespace)
 	}
-	for ns, wantErr := range map[string]bool{e.ns: false, "another-namespace": true} {
+	for ns, wantErr := range map[string]bool{e.Namespace: false, "another-namespace": true} {
 		c, err := codec.New(rawKey, codec.WithNamespace(ns))
 		if err != nil {
 			t.Fatal(err)
@@ -116,22 +107,16 @@ func TestCodecKeyRotationThroughTemporal(t *testing.T) {
 	rawA, rawB := []byte("payload-key-A-for-e2e-0123456789"), []byte("payload-key-B-for-e2e-0123456789")
 	keyA, keyB := base64.StdEncoding.EncodeToString(rawA), base64.StdEncoding.EncodeToString(rawB)
 	dial := func(ring string) *starter.Starter {
-		tc := config.Temporal{Address: server.Address, Namespace: e.ns, TaskQueue: taskQueue, PayloadKey: ring}
+		tc := config.Temporal{Address: server.Address, Namespace: e.Namespace, TaskQueue: taskQueue, PayloadKey: ring}
 		c, _, err := wiring.DialTemporal(t.Context(), tc, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(c.Close)
-		return &starter.Starter{Client: c, Texts: e.store, TaskQueue: taskQueue}
+		return &starter.Starter{Client: c, Texts: e.Store, TaskQueue: taskQueue}
 	}
-	rotated := dial(keyB + "," + keyA)
-	api, _ := agentsite.NewClient(e.simURL, apiKey)
-	w := sdkworker.New(rotated.Client, taskQueue, sdkworker.Options{})
-	worker.Register(w, loopbackReceivers(activities.New(api, e.store)))
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
+	e.StartWorker(t, testenv.WorkerOptions{PayloadKey: keyB + "," + keyA})
+	rotated := dial(keyB + "," + keyA) // a client of the worker's ring
 
 	o, err := dial(keyA+","+keyB).Onboard(t.Context(), prepare(t, "../examples/bayside-dental.json", "rotation"))
 	if err != nil {
@@ -143,7 +128,7 @@ func TestCodecKeyRotationThroughTemporal(t *testing.T) {
 	}
 
 	var input, result *commonpb.Payload
-	it := e.client.GetWorkflowHistory(t.Context(), o.WorkflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	it := e.Client.GetWorkflowHistory(t.Context(), o.WorkflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
 		ev, err := it.Next()
 		if err != nil {
@@ -169,10 +154,10 @@ func TestCodecKeyRotationThroughTemporal(t *testing.T) {
 		}
 	}
 	if err := rotated.Client.GetWorkflow(t.Context(), o.WorkflowID, "").Get(t.Context(), &res); err != nil {
-		t.Errorf("the worker's client with the ring B,A reads the result: %v", err)
+		t.Errorf("a client with the worker's ring B,A reading the result: %v; want it read", err)
 	}
 
-	onlyB, err := codec.NewRing([][]byte{rawB}, codec.WithNamespace(e.ns))
+	onlyB, err := codec.NewRing([][]byte{rawB}, codec.WithNamespace(e.Namespace))
 	if err != nil {
 		t.Fatal(err)
 	}

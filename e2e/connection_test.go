@@ -27,7 +27,7 @@ func TestAPIKeyReachesTheServer(t *testing.T) {
 	proxy := startAuthProxy(t, certs.ServerCert, certs.ServerKey, server.Address)
 	const key = "tmprl_e2e_api_key_7f3c9a" //nolint:gosec // a made-up key for the test
 	conn := []string{"TEMPORAL_ADDRESS=" + proxy.addr, "TEMPORAL_API_KEY=" + key, "TEMPORAL_TLS_SERVER_CA_CERT_PATH=" + certs.CA,
-		"AGENTSITE_BASE_URL=" + e.simURL, "AGENTSITE_API_KEY=" + apiKey}
+		"AGENTSITE_BASE_URL=" + e.SimURL, "AGENTSITE_API_KEY=" + apiKey}
 
 	workerLog := &syncBuffer{}
 	w := exec.Command(binary, "worker")
@@ -77,7 +77,7 @@ func TestConnectionErrorsNameTheSetting(t *testing.T) {
 	}
 	proxy := startAuthProxy(t, certs.ServerCert, certs.ServerKey, server.Address)
 	profile := filepath.Join(dir, "temporal.toml")
-	toml := "[profile.staging]\naddress = \"" + server.Address + "\"\nnamespace = \"" + e.ns + "\"\n"
+	toml := "[profile.staging]\naddress = \"" + server.Address + "\"\nnamespace = \"" + e.Namespace + "\"\n"
 	if err := os.WriteFile(profile, []byte(toml), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -25,11 +25,11 @@ func TestIngressStartsBesideADamagedSecret(t *testing.T) {
 			e := newEnv(t, d, simulator.Config{})
 			const good, bad = "whsec_still_fine", "whsec_restored_from_elsewhere" //nolint:gosec // made up for the test
 			for id, s := range map[string][2]string{"we_good": {"good", good}, "we_bad": {"bad", bad}} {
-				if err := e.store.PutSecret(t.Context(), id, s[0], agentsite.NewSigningSecret(s[1])); err != nil {
+				if err := e.Store.PutSecret(t.Context(), id, s[0], agentsite.NewSigningSecret(s[1])); err != nil {
 					t.Fatal(err)
 				}
 			}
-			if _, err := e.store.DB().ExecContext(t.Context(), `UPDATE webhook_secrets SET key_id = 'k2-0123456789ab' WHERE endpoint_id = $1`, "we_bad"); err != nil {
+			if _, err := e.Store.DB().ExecContext(t.Context(), `UPDATE webhook_secrets SET key_id = 'k2-0123456789ab' WHERE endpoint_id = $1`, "we_bad"); err != nil {
 				t.Fatal(err)
 			}
 			url, admin, log := e.startIngressProcessFlags(t, nil, "SITEOPS_SECRET_KEY="+testSecretKey())

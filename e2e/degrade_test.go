@@ -18,6 +18,7 @@ import (
 	"github.com/siteops/siteops/internal/devserver"
 	"github.com/siteops/siteops/internal/ports"
 	"github.com/siteops/siteops/internal/siteopstest"
+	"github.com/siteops/siteops/internal/siteopstest/testenv"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"
@@ -101,7 +102,7 @@ func TestWorkerStartsThroughTransientAPIFaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := append(e.cliEnv(), "AGENTSITE_BASE_URL="+e.simURL, "AGENTSITE_API_KEY="+apiKey, "SITEOPS_METRICS_ADDR=127.0.0.1:"+strconv.Itoa(metrics),
+	env := append(e.cliEnv(), "AGENTSITE_BASE_URL="+e.SimURL, "AGENTSITE_API_KEY="+apiKey, "SITEOPS_METRICS_ADDR=127.0.0.1:"+strconv.Itoa(metrics),
 		"SITEOPS_SECRET_KEY="+testSecretKey(), "SITEOPS_WORKER_VERSIONING=false")
 	w := startProcess(t, env, "worker")
 	siteopstest.Eventually(t, 90*time.Second, "the worker to start through the faults", func() bool {
@@ -145,7 +146,7 @@ func TestProcessesWaitForALateTemporal(t *testing.T) {
 	}
 	address := "127.0.0.1:" + strconv.Itoa(port)
 	const secret = "whsec_late_temporal" //nolint:gosec // made up for the test
-	vars := append(e.cliEnv(), "TEMPORAL_ADDRESS="+address, "TEMPORAL_NAMESPACE=default", "AGENTSITE_BASE_URL="+e.simURL, "AGENTSITE_API_KEY="+apiKey,
+	vars := append(e.cliEnv(), "TEMPORAL_ADDRESS="+address, "TEMPORAL_NAMESPACE=default", "AGENTSITE_BASE_URL="+e.SimURL, "AGENTSITE_API_KEY="+apiKey,
 		"SITEOPS_SECRET_KEY="+testSecretKey(), "SITEOPS_WORKER_VERSIONING=false", "SITEOPS_WEBHOOK_SECRETS="+secret)
 	metrics := "http://127.0.0.1:" + strconv.Itoa(ps[0])
 	w := startProcess(t, append(vars[:len(vars):len(vars)], "SITEOPS_METRICS_ADDR=127.0.0.1:"+strconv.Itoa(ps[0])), "worker")
@@ -191,14 +192,15 @@ func TestProcessesWaitForALateTemporal(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	late := &env{ns: "default", sim: e.sim, simURL: e.simURL, store: e.store, dbURL: e.dbURL, client: c,
-		starter: &starter.Starter{Client: c, Texts: e.store, TaskQueue: taskQueue, Namespace: "default"}}
+	late := &env{&testenv.Env{Sim: e.Sim, SimURL: e.SimURL, APIKey: apiKey, Store: e.Store, DBURL: e.DBURL,
+		Address: address, Namespace: "default", TaskQueue: taskQueue, Client: c,
+		Starter: &starter.Starter{Client: c, Texts: e.Store, TaskQueue: taskQueue, Namespace: "default"}}}
 	if res := late.onboard(t, prepare(t, "../examples/acme-anvils.yaml", "late-temporal"), 2*time.Minute); res.Status != "published" {
 		t.Errorf("onboarding once Temporal came up = %+v", res)
 	}
 	siteopstest.Eventually(t, 60*time.Second, "the relay to dispatch the delivery it accepted while Temporal was down", func() bool {
 		in.alive(t, "the ingress")
-		out, _, _ := e.store.InboxOutcome(t.Context(), "evt_late_1")
+		out, _, _ := e.Store.InboxOutcome(t.Context(), "evt_late_1")
 		return out == store.OutcomeSignalled
 	})
 	_ = c.TerminateWorkflow(context.WithoutCancel(t.Context()), workflows.LeadSyncID("site_x"), "", "test over")

@@ -35,19 +35,19 @@ import (
 // stored response.
 func TestWorkerKilledMidEmbedPatch(t *testing.T) {
 	e := newEnv(t, store.SQLite, simulator.Config{Faults: simulator.Faults{Latency: simulator.Duration(1500 * time.Millisecond)}})
-	api, _ := agentsite.NewClient(e.simURL, apiKey)
+	api, _ := agentsite.NewClient(e.SimURL, apiKey)
 	cs, err := api.CreateSite(t.Context(), "embed-crash", agentsite.NewSite{Title: "E", Slug: "embed-crash", Type: "business", Template: "minimal"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	site := cs.Site.ID
 	env := append(os.Environ(),
-		"TEMPORAL_ADDRESS="+server.Address, "TEMPORAL_NAMESPACE="+e.ns, "SITEOPS_TASK_QUEUE="+taskQueue,
-		"AGENTSITE_BASE_URL="+e.simURL, "AGENTSITE_API_KEY="+apiKey, "SITEOPS_DATABASE_URL="+e.dbURL,
+		"TEMPORAL_ADDRESS="+server.Address, "TEMPORAL_NAMESPACE="+e.Namespace, "SITEOPS_TASK_QUEUE="+taskQueue,
+		"AGENTSITE_BASE_URL="+e.SimURL, "AGENTSITE_API_KEY="+apiKey, "SITEOPS_DATABASE_URL="+e.DBURL,
 		"SITEOPS_METRICS_ADDR=", "SITEOPS_OPERATOR=alice")
 	startWorker := func() *exec.Cmd {
 		t.Helper()
-		before := len(e.sim.Requests())
+		before := len(e.Sim.Requests())
 		cmd := exec.Command(binary, "worker")
 		cmd.Env = env
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -57,7 +57,7 @@ func TestWorkerKilledMidEmbedPatch(t *testing.T) {
 		t.Cleanup(func() { _ = cmd.Process.Kill(); _, _ = cmd.Process.Wait() })
 		// The worker checks the API key (two reads) before it polls: no
 		// request of theirs is in flight when a PATCH is awaited.
-		siteopstest.Eventually(t, 30*time.Second, "the worker's start-up checks", func() bool { return len(e.sim.Requests()) >= before+2 })
+		siteopstest.Eventually(t, 30*time.Second, "the worker's start-up checks", func() bool { return len(e.Sim.Requests()) >= before+2 })
 		return cmd
 	}
 	// killMidPatch waits until the PATCH whose key ends in step is in
@@ -65,7 +65,7 @@ func TestWorkerKilledMidEmbedPatch(t *testing.T) {
 	killMidPatch := func(w *exec.Cmd, step string) {
 		t.Helper()
 		siteopstest.Eventually(t, time.Minute, "the "+step+" PATCH in flight", func() bool {
-			return e.sim.InFlight() > 0 && len(patchesFor(e, step)) == 0
+			return e.Sim.InFlight() > 0 && len(patchesFor(e, step)) == 0
 		})
 		if err := w.Process.Kill(); err != nil {
 			t.Fatal(err)
@@ -126,7 +126,7 @@ func TestWorkerKilledMidEmbedPatch(t *testing.T) {
 			t.Errorf("%s: %d applied PATCHes under %d keys (%+v); want one applied under one key", step, applied, len(keys), patchesFor(e, step))
 		}
 	}
-	if s := e.sim.Sites()[0]; !s.EmbedEnabled {
+	if s := e.Sim.Sites()[0]; !s.EmbedEnabled {
 		t.Errorf("the embed is off after embed on: %+v", s)
 	}
 }
@@ -159,12 +159,12 @@ func (f failingRestore) UpdateAgent(ctx context.Context, key, siteID string, u a
 // refused (*RejectedError).
 func TestEmbedRestoreRefusedByTheAPI(t *testing.T) {
 	e := newEnv(t, store.SQLite, simulator.Config{})
-	client, err := wiring.APIClient(config.AgentSite{BaseURL: e.simURL, APIKey: apiKey}, nil)
+	client, err := wiring.APIClient(config.AgentSite{BaseURL: e.SimURL, APIKey: apiKey}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := sdkworker.New(e.client, taskQueue, sdkworker.Options{})
-	worker.Register(w, activities.New(failingRestore{client}, e.store))
+	w := sdkworker.New(e.Client, taskQueue, sdkworker.Options{})
+	worker.Register(w, activities.New(failingRestore{client}, e.Store))
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -173,10 +173,10 @@ func TestEmbedRestoreRefusedByTheAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.starter.EmbedOff(ctxWithin(t, time.Minute), cs.Site.ID, "alice", "r"); err != nil {
+	if _, err := e.Starter.EmbedOff(ctxWithin(t, time.Minute), cs.Site.ID, "alice", "r"); err != nil {
 		t.Fatal(err)
 	}
-	_, err = e.starter.EmbedOn(ctxWithin(t, time.Minute), cs.Site.ID, nil, "bob")
+	_, err = e.Starter.EmbedOn(ctxWithin(t, time.Minute), cs.Site.ID, nil, "bob")
 	var rejected *starter.RejectedError
 	var failed *starter.WorkflowFailedError
 	if errors.As(err, &rejected) || !errors.As(err, &failed) || failed.Cause.Type != activities.ErrTypeForbidden || !strings.Contains(failed.Cause.Message, "agents:write") {
@@ -189,14 +189,14 @@ func TestEmbedRestoreRefusedByTheAPI(t *testing.T) {
 // refused, so EmbedOff warns and opens the incident without them.
 func TestEmbedOffWithoutSearchAttributes(t *testing.T) {
 	e := newEnv(t, store.SQLite, simulator.Config{})
-	bare := "e2e-bare-embed-" + strings.ReplaceAll(e.ns, "e2e-", "")
-	if _, err := e.client.WorkflowService().RegisterNamespace(t.Context(), &workflowservice.RegisterNamespaceRequest{
+	bare := "e2e-bare-embed-" + strings.ReplaceAll(e.Namespace, "e2e-", "")
+	if _, err := e.Client.WorkflowService().RegisterNamespace(t.Context(), &workflowservice.RegisterNamespaceRequest{
 		Namespace: bare, WorkflowExecutionRetentionPeriod: durationpb.New(24 * time.Hour),
 	}); err != nil {
 		t.Fatal(err)
 	}
 	env := append(os.Environ(), "TEMPORAL_ADDRESS="+server.Address, "TEMPORAL_NAMESPACE="+bare, "SITEOPS_TASK_QUEUE="+taskQueue,
-		"AGENTSITE_BASE_URL="+e.simURL, "AGENTSITE_API_KEY="+apiKey, "SITEOPS_DATABASE_URL="+e.dbURL,
+		"AGENTSITE_BASE_URL="+e.SimURL, "AGENTSITE_API_KEY="+apiKey, "SITEOPS_DATABASE_URL="+e.DBURL,
 		"SITEOPS_METRICS_ADDR=", "SITEOPS_OPERATOR=alice")
 	// The worker refuses a namespace without the search attributes unless
 	// told to start anyway.
@@ -207,7 +207,7 @@ func TestEmbedOffWithoutSearchAttributes(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = w.Process.Kill(); _, _ = w.Process.Wait() })
-	api, _ := agentsite.NewClient(e.simURL, apiKey)
+	api, _ := agentsite.NewClient(e.SimURL, apiKey)
 	cs, err := api.CreateSite(t.Context(), "embed-bare", agentsite.NewSite{Title: "E", Slug: "embed-bare", Type: "business", Template: "minimal"})
 	if err != nil {
 		t.Fatal(err)

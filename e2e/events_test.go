@@ -17,6 +17,7 @@ import (
 
 	"github.com/siteops/siteops/agentsite/webhook"
 	"github.com/siteops/siteops/internal/siteopstest"
+	"github.com/siteops/siteops/internal/siteopstest/testenv"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/store/storetest"
@@ -122,7 +123,7 @@ func (e *env) siteopsJSON(t *testing.T, v any, args ...string) {
 func (e *env) waitOutcome(t *testing.T, id, want string) {
 	t.Helper()
 	siteopstest.Eventually(t, 30*time.Second, id+" to be "+want, func() bool {
-		got, _, _ := e.store.InboxOutcome(t.Context(), id)
+		got, _, _ := e.Store.InboxOutcome(t.Context(), id)
 		return got == want
 	})
 }
@@ -196,14 +197,14 @@ func TestEventsReplayAfterALateStart(t *testing.T) {
 			p := prepare(t, "../examples/bayside-dental.json", "bayside")
 			p.Input.WaitForKnowledge = true
 			p.Input.KnowledgeTimeout = workflows.Duration(2 * time.Minute)
-			o, err := e.starter.Onboard(t.Context(), p)
+			o, err := e.Starter.Onboard(t.Context(), p)
 			if err != nil {
 				t.Fatal(err)
 			}
 			// Its wait is level-triggered: it reads the events the inbox
 			// already holds and needs no replay.
 			var res workflows.OnboardingResult
-			if err := e.starter.Wait(ctxWithin(t, time.Minute), o.Run, &res); err != nil {
+			if err := e.Starter.Wait(ctxWithin(t, time.Minute), o.Run, &res); err != nil {
 				t.Fatalf("the onboarding that started late: %v", err)
 			}
 			if res.Status != "published" || res.KnowledgeReady != 2 || res.KnowledgeTimedOut || !slices.Equal(slices.Sorted(slices.Values(res.KnowledgeIDs)), []string{kn1, kn2}) {
@@ -223,7 +224,7 @@ func TestEventsReplayAfterALateStart(t *testing.T) {
 			// A replay of an event the lead sync already had: it says so,
 			// and the lead sync counts a duplicate.
 			siteopstest.Eventually(t, 30*time.Second, "the lead sync to count evt_l1", func() bool {
-				p, err := e.starter.LeadProgress(t.Context(), leadSite)
+				p, err := e.Starter.LeadProgress(t.Context(), leadSite)
 				return err == nil && p.Events == 1
 			})
 			text, code = e.run(t, nil, "events", "replay", "evt_l1", "--wait")
@@ -232,17 +233,17 @@ func TestEventsReplayAfterALateStart(t *testing.T) {
 				t.Errorf("events replay evt_l1: exit %d\n%s", code, text)
 			}
 			siteopstest.Eventually(t, 30*time.Second, "the lead sync to count the replay as a duplicate", func() bool {
-				p, err := e.starter.LeadProgress(t.Context(), leadSite)
+				p, err := e.Starter.LeadProgress(t.Context(), leadSite)
 				return err == nil && p.DuplicateEvents == 1 && p.Events == 1
 			})
 
 			// The lead sync is terminated; leads come that it does not see.
 			// A replay starts it again (SignalWithStart): the new run has
 			// not seen the event and syncs.
-			if err := e.client.TerminateWorkflow(t.Context(), workflows.LeadSyncID(leadSite), "", "events e2e: stopped"); err != nil {
+			if err := e.Client.TerminateWorkflow(t.Context(), workflows.LeadSyncID(leadSite), "", "events e2e: stopped"); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := e.sim.CreateLeads(leadSite, 3); err != nil {
+			if _, err := e.Sim.CreateLeads(leadSite, 3); err != nil {
 				t.Fatal(err)
 			}
 			var again replayResult
@@ -251,7 +252,7 @@ func TestEventsReplayAfterALateStart(t *testing.T) {
 				t.Fatalf("second replay = %+v", again)
 			}
 			siteopstest.Eventually(t, 30*time.Second, "the new lead sync to store the 3 leads", func() bool {
-				n, _ := e.store.CountLeads(t.Context(), leadSite)
+				n, _ := e.Store.CountLeads(t.Context(), leadSite)
 				return n == 3
 			})
 			var l1 eventShow
@@ -266,7 +267,7 @@ func TestEventsReplayAfterALateStart(t *testing.T) {
 				l1.Workflow == nil || l1.Workflow.RunID != runs[2] {
 				t.Errorf("evt_l1's history = %+v; want attempts in one run, the replay's in the run it started", l1)
 			}
-			_ = e.client.TerminateWorkflow(t.Context(), workflows.LeadSyncID(leadSite), "", "test over")
+			_ = e.Client.TerminateWorkflow(t.Context(), workflows.LeadSyncID(leadSite), "", "test over")
 
 			// Mistakes: exit 3 for an id the inbox does not hold (and no
 			// replay at all), 2 for bad flags.
@@ -290,7 +291,7 @@ func TestEventsReplayAfterALateStart(t *testing.T) {
 					t.Errorf("siteops %s: exit %d, want %d with %q\n%s", strings.Join(tc.args, " "), code, tc.code, tc.want, out)
 				}
 			}
-			if d, _ := e.store.Event(t.Context(), "evt_k1"); d.Replays != 1 {
+			if d, _ := e.Store.Event(t.Context(), "evt_k1"); d.Replays != 1 {
 				t.Errorf("a refused replay changed evt_k1: %d replays", d.Replays)
 			}
 		})
@@ -347,7 +348,7 @@ func TestEventsDeadLettersAndPaging(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = st.Close() })
-			e := &env{ns: "default", store: st, dbURL: dbURL}
+			e := &env{&testenv.Env{Namespace: "default", Store: st, DBURL: dbURL}}
 			const n = 120
 			// Received two hours ago: older than the retention the ingress
 			// is started with at the end.

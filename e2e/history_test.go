@@ -31,7 +31,7 @@ func recordRunHistory(t *testing.T, e *env, workflowID, runID, name string) {
 	if release == "" {
 		return
 	}
-	it := e.client.GetWorkflowHistory(t.Context(), workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	it := e.Client.GetWorkflowHistory(t.Context(), workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	var h historypb.History
 	for it.HasNext() {
 		ev, err := it.Next()

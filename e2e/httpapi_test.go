@@ -6,10 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"strconv"
@@ -18,16 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"go.temporal.io/sdk/client"
-	tlog "go.temporal.io/sdk/log"
-
 	"github.com/siteops/siteops/internal/devserver"
 	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/nexus/api"
-	"github.com/siteops/siteops/simulator"
-	"github.com/siteops/siteops/starter"
-	"github.com/siteops/siteops/store"
-	"github.com/siteops/siteops/store/storetest"
 	"github.com/siteops/siteops/workflows"
 )
 
@@ -69,8 +59,7 @@ func TestHTTPAPICurlCommands(t *testing.T) {
 	const ns = "siteops-http"
 	ds := startHTTPDevServer(t, ns)
 	e := envOn(t, ds.address, ns)
-	e.startWorker(t)
-	e.startNexus(t)
+	e.startWorker(t) // it serves the Nexus service too
 	_, endpointID := createEndpoint(t, ds.address, ns)
 	vars := []string{"TEMPORAL_HTTP=" + ds.httpURL, "SITEOPS_ENDPOINT=" + endpointID}
 	id := workflows.OnboardingID("harbor-books")
@@ -86,7 +75,7 @@ func TestHTTPAPICurlCommands(t *testing.T) {
 		!strings.HasPrefix(refused.Message, "the onboarding breaks 1 rule(s): site.title: is required") {
 		t.Errorf("an invalid input answered %d %s (%v); the docs promise 400 with the rules", code, body, err)
 	}
-	if _, err := e.client.DescribeWorkflowExecution(t.Context(), id, ""); err == nil {
+	if _, err := e.Client.DescribeWorkflowExecution(t.Context(), id, ""); err == nil {
 		t.Errorf("an invalid input started %s", id)
 	}
 
@@ -112,7 +101,7 @@ func TestHTTPAPICurlCommands(t *testing.T) {
 	if len(in.Knowledge) != 1 || in.Knowledge[0].Text != "" || in.Knowledge[0].TextHash == "" {
 		t.Errorf("the onboarding's knowledge = %+v, want a hash", in.Knowledge)
 	}
-	if _, err := e.store.KnowledgeText(t.Context(), in.Knowledge[0].TextHash); err != nil {
+	if _, err := e.Store.KnowledgeText(t.Context(), in.Knowledge[0].TextHash); err != nil {
 		t.Errorf("the text is not in the store: %v", err)
 	}
 	// Starting it again answers at once with the finished onboarding's
@@ -207,7 +196,8 @@ type httpDevServer struct {
 }
 
 // startHTTPDevServer starts a dev server of its own whose HTTP API listens
-// on a known port (the shared one's is random) with namespace ns.
+// on a known port (the shared one's is random) with namespace ns, which
+// has siteops' search attributes (the worker checks them at start).
 func startHTTPDevServer(t *testing.T, ns string) httpDevServer {
 	t.Helper()
 	cli, err := devserver.FindCLI()
@@ -222,9 +212,13 @@ func startHTTPDevServer(t *testing.T, ns string) httpDevServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(cli, "server", "start-dev", "--ip", "127.0.0.1", "--port", strconv.Itoa(port), //nolint:gosec // the pinned CLI
+	args := []string{"server", "start-dev", "--ip", "127.0.0.1", "--port", strconv.Itoa(port),
 		"--http-port", strconv.Itoa(httpPort), "--headless", "--log-level", "error", "--namespace", ns,
-		"--dynamic-config-value", "history.transferProcessorMaxPollRPS=1000")
+		"--dynamic-config-value", "history.transferProcessorMaxPollRPS=1000"}
+	for name, kind := range devserver.SearchAttributes {
+		args = append(args, "--search-attribute", name+"="+kind)
+	}
+	cmd := exec.Command(cli, args...) //nolint:gosec // the pinned CLI
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	var log bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &log, &log
@@ -261,29 +255,4 @@ func startHTTPDevServer(t *testing.T, ns string) httpDevServer {
 		return resp.StatusCode == http.StatusOK
 	})
 	return s
-}
-
-// envOn is newEnv on another server: a simulator, a store and a client of
-// namespace ns at address.
-func envOn(t *testing.T, address, ns string) *env {
-	t.Helper()
-	sim, err := simulator.New(simulator.Config{Keys: map[string][]string{apiKey: {simulator.ScopeAll}}, TimeScale: 100, KnowledgeDelay: time.Hour, AllowLoopbackReceivers: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(sim.Handler())
-	t.Cleanup(func() { srv.Close(); sim.Close() })
-	dbURL := storetest.SQLiteURL(t)
-	st, err := store.Open(t.Context(), dbURL, store.WithSecretKey(storetest.TestKey))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	c, err := client.Dial(client.Options{HostPort: address, Namespace: ns, Logger: tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return &env{ns: ns, sim: sim, simURL: srv.URL, store: st, dbURL: dbURL, client: c,
-		starter: &starter.Starter{Client: c, Texts: st, TaskQueue: taskQueue, Namespace: ns}}
 }

@@ -33,8 +33,8 @@ func (e *env) startIngress(t *testing.T) *ingress {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	m := webhookingress.NewMetrics(reg)
-	relay := webhookingress.NewRelay(webhookingress.RelayOptions{Store: e.store, Temporal: e.client, TaskQueue: taskQueue, Metrics: m, Idle: 50 * time.Millisecond, MaxBackoff: time.Second})
-	h := webhookingress.NewHandler(webhookingress.Options{Inbox: e.store, Secrets: e.store, Metrics: m, Recorded: relay.Wake, SecretRefresh: 200 * time.Millisecond})
+	relay := webhookingress.NewRelay(webhookingress.RelayOptions{Store: e.Store, Temporal: e.Client, TaskQueue: taskQueue, Metrics: m, Idle: 50 * time.Millisecond, MaxBackoff: time.Second})
+	h := webhookingress.NewHandler(webhookingress.Options{Inbox: e.Store, Secrets: e.Store, Metrics: m, Recorded: relay.Wake, SecretRefresh: 200 * time.Millisecond})
 	srv := httptest.NewServer(h)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -48,7 +48,7 @@ func (e *env) startIngress(t *testing.T) *ingress {
 // (the worker must run).
 func (e *env) register(t *testing.T, in *ingress, path string, events ...string) string {
 	t.Helper()
-	reg, err := e.starter.RegisterEndpoint(ctxWithin(t, time.Minute), starter.EndpointRequest{URL: in.url + path, Events: events})
+	reg, err := e.Starter.RegisterEndpoint(ctxWithin(t, time.Minute), starter.EndpointRequest{URL: in.url + path, Events: events})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func (e *env) register(t *testing.T, in *ingress, path string, events ...string)
 
 func (e *env) site(t *testing.T, slug string) string {
 	t.Helper()
-	api, _ := agentsite.NewClient(e.simURL, apiKey)
+	api, _ := agentsite.NewClient(e.SimURL, apiKey)
 	cs, err := api.CreateSite(t.Context(), "site-"+slug, agentsite.NewSite{Title: slug, Slug: slug, Type: "business", Template: "minimal"})
 	if err != nil {
 		t.Fatal(err)
@@ -73,15 +73,15 @@ func TestLeadCreatedWakesTheLeadSync(t *testing.T) {
 			in := e.startIngress(t)
 			e.register(t, in, "/webhooks/main", "lead.created")
 			site := e.site(t, "acme")
-			if _, err := e.sim.CreateLeads(site, 50); err != nil {
+			if _, err := e.Sim.CreateLeads(site, 50); err != nil {
 				t.Fatal(err)
 			}
 			siteopstest.Eventually(t, time.Minute, "the webhooks to bring all 50 leads into the store", func() bool {
-				n, _ := e.store.CountLeads(t.Context(), site)
+				n, _ := e.Store.CountLeads(t.Context(), site)
 				return n == 50
 			})
 			siteopstest.Eventually(t, 30*time.Second, "every event dispatched", func() bool {
-				st, _ := e.store.InboxStatus(t.Context())
+				st, _ := e.Store.InboxStatus(t.Context())
 				return st.Undispatched == 0 && st.Total >= 50
 			})
 			// The relay counts a batch just after it records it: the
@@ -98,11 +98,11 @@ func TestLeadCreatedWakesTheLeadSync(t *testing.T) {
 				t.Errorf("%v lead.created events signalled, want 50", n)
 			}
 			siteopstest.Eventually(t, 30*time.Second, "the lead sync to count 50 events", func() bool {
-				p, err := e.starter.LeadProgress(t.Context(), site)
+				p, err := e.Starter.LeadProgress(t.Context(), site)
 				return err == nil && p.Events == 50 && p.DuplicateEvents == 0
 			})
 			assertStoreEqualsSim(t, e, site)
-			_ = e.client.CancelWorkflow(t.Context(), workflows.LeadSyncID(site), "")
+			_ = e.Client.CancelWorkflow(t.Context(), workflows.LeadSyncID(site), "")
 		})
 	}
 }
@@ -123,16 +123,16 @@ func TestDuplicateAndReorderedDeliveriesHaveOneEffectEach(t *testing.T) {
 	if res.Status != "published" || res.KnowledgeReady != 2 || res.KnowledgeTimedOut {
 		t.Errorf("result = %+v", res)
 	}
-	if _, err := e.sim.CreateLeads(res.SiteID, 40); err != nil {
+	if _, err := e.Sim.CreateLeads(res.SiteID, 40); err != nil {
 		t.Fatal(err)
 	}
 	siteopstest.Eventually(t, time.Minute, "all leads in the store", func() bool {
-		n, _ := e.store.CountLeads(t.Context(), res.SiteID)
+		n, _ := e.Store.CountLeads(t.Context(), res.SiteID)
 		return n == 40
 	})
 	// Every event was delivered twice, out of order; each was recorded once.
 	emitted := 0
-	for _, ev := range e.sim.Events() {
+	for _, ev := range e.Sim.Events() {
 		if ev.Type == webhook.LeadCreated || ev.Type == webhook.KnowledgeReady || ev.Type == webhook.SitePublished {
 			emitted++
 		}
@@ -144,13 +144,13 @@ func TestDuplicateAndReorderedDeliveriesHaveOneEffectEach(t *testing.T) {
 		t.Errorf("%v events accepted, %d emitted", n, emitted)
 	}
 	siteopstest.Eventually(t, 30*time.Second, "the lead sync to see every event once", func() bool {
-		pr, err := e.starter.LeadProgress(t.Context(), res.SiteID)
+		pr, err := e.Starter.LeadProgress(t.Context(), res.SiteID)
 		return err == nil && pr.Events == 40 && pr.DuplicateEvents == 0
 	})
 	assertStoreEqualsSim(t, e, res.SiteID)
-	st, _ := e.starter.Status(t.Context(), "onboarding/acme-anvils")
+	st, _ := e.Starter.Status(t.Context(), "onboarding/acme-anvils")
 	t.Logf("onboarding status after the events: %+v", st.Detail)
-	_ = e.client.CancelWorkflow(t.Context(), workflows.LeadSyncID(res.SiteID), "")
+	_ = e.Client.CancelWorkflow(t.Context(), workflows.LeadSyncID(res.SiteID), "")
 }
 
 func TestRotationUnderContinuousDeliveries(t *testing.T) {
@@ -171,7 +171,7 @@ func TestRotationUnderContinuousDeliveries(t *testing.T) {
 			case <-stop:
 				return
 			case <-tick.C:
-				if _, err := e.sim.CreateLeads(site, 1); err != nil {
+				if _, err := e.Sim.CreateLeads(site, 1); err != nil {
 					t.Error(err)
 					return
 				}
@@ -179,12 +179,12 @@ func TestRotationUnderContinuousDeliveries(t *testing.T) {
 		}
 	})
 	time.Sleep(300 * time.Millisecond) // deliveries flowing on the old endpoint before the rotation
-	run, err := e.starter.RotateSecret(t.Context(), starter.RotationRequest{OldEndpointID: old, NewURL: in.url + "/webhooks/v2", VerifyTimeout: time.Minute, GracePeriod: time.Hour})
+	run, err := e.Starter.RotateSecret(t.Context(), starter.RotationRequest{OldEndpointID: old, NewURL: in.url + "/webhooks/v2", VerifyTimeout: time.Minute, GracePeriod: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var st workflows.SecretRotationStatus
-	if err := e.starter.Wait(ctxWithin(t, time.Minute), run, &st); err != nil {
+	if err := e.Starter.Wait(ctxWithin(t, time.Minute), run, &st); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(300 * time.Millisecond) // deliveries flowing on the new endpoint after it
@@ -198,17 +198,17 @@ func TestRotationUnderContinuousDeliveries(t *testing.T) {
 	// Every lead.created event emitted reached the inbox, and no valid
 	// delivery was refused.
 	var want []string
-	for _, ev := range e.sim.Events() {
+	for _, ev := range e.Sim.Events() {
 		if ev.Type == webhook.LeadCreated {
 			want = append(want, ev.ID)
 		}
 	}
 	siteopstest.Eventually(t, 30*time.Second, "every event in the inbox and dispatched", func() bool {
-		s, _ := e.store.InboxStatus(t.Context())
+		s, _ := e.Store.InboxStatus(t.Context())
 		return s.Undispatched == 0 && s.Total >= len(want)
 	})
 	for _, id := range want {
-		if _, _, err := e.store.InboxOutcome(t.Context(), id); err != nil {
+		if _, _, err := e.Store.InboxOutcome(t.Context(), id); err != nil {
 			t.Fatalf("event %s was lost: %v", id, err)
 		}
 	}
@@ -217,24 +217,24 @@ func TestRotationUnderContinuousDeliveries(t *testing.T) {
 			t.Errorf("%v deliveries rejected for %s", n, reason)
 		}
 	}
-	for _, d := range e.sim.Deliveries() {
+	for _, d := range e.Sim.Deliveries() {
 		if d.Outcome != "succeeded" {
 			t.Errorf("a delivery failed: %+v", d)
 			break
 		}
 	}
 	// The old endpoint is gone, the new one delivers.
-	api, _ := agentsite.NewClient(e.simURL, apiKey)
+	api, _ := agentsite.NewClient(e.SimURL, apiKey)
 	eps, err := api.ListWebhookEndpoints(t.Context())
 	if err != nil || len(eps) != 1 || eps[0].ID != st.NewEndpointID || !strings.HasSuffix(eps[0].URL, "/webhooks/v2") {
 		t.Errorf("endpoints after the rotation = %+v, %v", eps, err)
 	}
 	t.Logf("rotation verified by %s; %d lead.created events, all recorded", st.VerifiedEventID, len(want))
 	siteopstest.Eventually(t, time.Minute, "the store to hold every lead", func() bool {
-		ids, _ := e.store.LeadIDs(t.Context(), site)
-		simIDs := e.sim.LeadIDs(site)
+		ids, _ := e.Store.LeadIDs(t.Context(), site)
+		simIDs := e.Sim.LeadIDs(site)
 		slices.Sort(simIDs)
 		return slices.Equal(ids, simIDs)
 	})
-	_ = e.client.CancelWorkflow(t.Context(), workflows.LeadSyncID(site), "")
+	_ = e.Client.CancelWorkflow(t.Context(), workflows.LeadSyncID(site), "")
 }

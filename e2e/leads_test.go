@@ -17,44 +17,44 @@ func TestTenThousandLeadSync(t *testing.T) {
 		t.Run(string(d), func(t *testing.T) {
 			e := newEnv(t, d, simulator.Config{})
 			e.startWorker(t)
-			api, _ := agentsite.NewClient(e.simURL, apiKey)
+			api, _ := agentsite.NewClient(e.SimURL, apiKey)
 			cs, err := api.CreateSite(t.Context(), "leads-site", agentsite.NewSite{Title: "Leads", Slug: "leads", Type: "business", Template: "minimal"})
 			if err != nil {
 				t.Fatal(err)
 			}
 			site := cs.Site.ID
-			if _, err := e.sim.CreateLeads(site, 10_000); err != nil {
+			if _, err := e.Sim.CreateLeads(site, 10_000); err != nil {
 				t.Fatal(err)
 			}
 			start := time.Now()
-			if _, err := e.starter.SyncLeads(t.Context(), site, false); err != nil {
+			if _, err := e.Starter.SyncLeads(t.Context(), site, false); err != nil {
 				t.Fatal(err)
 			}
 			var p workflows.LeadSyncProgress
 			siteopstest.Eventually(t, 2*time.Minute, "the sync to catch up", func() bool {
-				p, err = e.starter.LeadProgress(t.Context(), site)
+				p, err = e.Starter.LeadProgress(t.Context(), site)
 				return err == nil && p.CaughtUp && !p.Syncing && p.Leads >= 10_000
 			})
 			t.Logf("%s: 10,000 leads in %d pages synced in %s", d, p.Pages, time.Since(start).Round(time.Millisecond))
 			assertStoreEqualsSim(t, e, site)
 
 			// A lead.created trigger (as the relay sends) picks up new leads.
-			if _, err := e.sim.CreateLeads(site, 300); err != nil {
+			if _, err := e.Sim.CreateLeads(site, 300); err != nil {
 				t.Fatal(err)
 			}
-			if err := e.client.SignalWorkflow(t.Context(), workflows.LeadSyncID(site), "", workflows.SignalLeadCreated, workflows.LeadCreatedSignal{EventID: "evt_e2e_1"}); err != nil {
+			if err := e.Client.SignalWorkflow(t.Context(), workflows.LeadSyncID(site), "", workflows.SignalLeadCreated, workflows.LeadCreatedSignal{EventID: "evt_e2e_1"}); err != nil {
 				t.Fatal(err)
 			}
 			siteopstest.Eventually(t, time.Minute, "the second sync", func() bool {
-				n, _ := e.store.CountLeads(t.Context(), site)
+				n, _ := e.Store.CountLeads(t.Context(), site)
 				return n == 10_300
 			})
 			assertStoreEqualsSim(t, e, site)
-			if err := e.client.CancelWorkflow(t.Context(), workflows.LeadSyncID(site), ""); err != nil {
+			if err := e.Client.CancelWorkflow(t.Context(), workflows.LeadSyncID(site), ""); err != nil {
 				t.Fatal(err)
 			}
 			if d == store.SQLite {
-				_ = e.client.GetWorkflow(t.Context(), workflows.LeadSyncID(site), "").Get(t.Context(), nil)
+				_ = e.Client.GetWorkflow(t.Context(), workflows.LeadSyncID(site), "").Get(t.Context(), nil)
 				recordHistory(t, e, workflows.LeadSyncID(site), "lead_sync")
 			}
 		})
@@ -63,8 +63,8 @@ func TestTenThousandLeadSync(t *testing.T) {
 
 func assertStoreEqualsSim(t *testing.T, e *env, site string) {
 	t.Helper()
-	want := e.sim.LeadIDs(site)
-	got, err := e.store.LeadIDs(t.Context(), site)
+	want := e.Sim.LeadIDs(site)
+	got, err := e.Store.LeadIDs(t.Context(), site)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -51,7 +51,7 @@ func TestWorkerMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(binary, "worker")
-	cmd.Env = append(e.cliEnv(), "AGENTSITE_BASE_URL="+e.simURL, "AGENTSITE_API_KEY="+apiKey, "SITEOPS_METRICS_ADDR=127.0.0.1:"+strconv.Itoa(port))
+	cmd.Env = append(e.cliEnv(), "AGENTSITE_BASE_URL="+e.SimURL, "AGENTSITE_API_KEY="+apiKey, "SITEOPS_METRICS_ADDR=127.0.0.1:"+strconv.Itoa(port))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -59,14 +59,14 @@ func TestWorkerMetrics(t *testing.T) {
 	t.Cleanup(func() { _ = cmd.Process.Signal(syscall.SIGTERM); _, _ = cmd.Process.Wait() })
 
 	site := e.site(t, "metrics")
-	if _, err := e.sim.CreateLeads(site, 30); err != nil {
+	if _, err := e.Sim.CreateLeads(site, 30); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.starter.SyncLeads(t.Context(), site, false); err != nil {
+	if _, err := e.Starter.SyncLeads(t.Context(), site, false); err != nil {
 		t.Fatal(err)
 	}
 	siteopstest.Eventually(t, 30*time.Second, "the sync", func() bool {
-		n, _ := e.store.CountLeads(t.Context(), site)
+		n, _ := e.Store.CountLeads(t.Context(), site)
 		return n == 30
 	})
 	var body string
@@ -102,5 +102,5 @@ func TestWorkerMetrics(t *testing.T) {
 		"siteops_agentsite_requests_total":            "counter",
 		"siteops_agentsite_breaker_state":             "gauge",
 	})
-	_ = e.client.CancelWorkflow(t.Context(), workflows.LeadSyncID(site), "")
+	_ = e.Client.CancelWorkflow(t.Context(), workflows.LeadSyncID(site), "")
 }

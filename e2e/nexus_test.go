@@ -28,37 +28,15 @@ import (
 	"github.com/siteops/siteops/codec"
 	"github.com/siteops/siteops/internal/devserver"
 	"github.com/siteops/siteops/internal/siteopstest"
-	sitenexus "github.com/siteops/siteops/nexus"
 	"github.com/siteops/siteops/nexus/api"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/store"
-	"github.com/siteops/siteops/worker"
 	"github.com/siteops/siteops/workflows"
 )
 
 // callerNamespace is where the callers of siteops' Nexus service run: a
 // namespace of the dev server that no siteops worker polls.
 const callerNamespace = "default"
-
-// startNexus runs siteops' Nexus service on the env's task queue in a
-// worker of its own, as worker.Run registers it beside the workflows (Options.Nexus).
-func (e *env) startNexus(t *testing.T) {
-	t.Helper()
-	e.startNexusWith(t, sitenexus.Options{Texts: e.store})
-}
-
-// startNexusWith is startNexus with the service's options.
-func (e *env) startNexusWith(t *testing.T, o sitenexus.Options) {
-	t.Helper()
-	w, err := worker.NewNexusWorker(e.client, taskQueue, sdkworker.Options{}, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
-}
 
 var endpoints atomic.Int32
 
@@ -235,9 +213,8 @@ func nexusSpec(slug string) api.OnboardInput {
 // finished onboarding, a different one is refused with a typed error.
 func TestNexusOnboardingFromAnotherNamespace(t *testing.T) {
 	e := newEnv(t, store.SQLite, simulator.Config{})
-	e.startWorker(t)
-	e.startNexus(t)
-	endpoint, _ := createEndpoint(t, server.Address, e.ns)
+	e.startWorker(t) // it serves the Nexus service too
+	endpoint, _ := createEndpoint(t, server.Address, e.Namespace)
 	c := newCaller(t, server.Address)
 
 	text := longText(150_000)
@@ -250,14 +227,14 @@ func TestNexusOnboardingFromAnotherNamespace(t *testing.T) {
 	if res.Status != "published" || len(res.KnowledgeIDs) != 2 || len(res.FAQIDs) != 1 {
 		t.Errorf("result = %+v", res)
 	}
-	if sites := e.sim.Sites(); len(sites) != 1 || sites[0].Slug != "nexus-anvils" || sites[0].Knowledge != 2 || sites[0].Status != "published" {
+	if sites := e.Sim.Sites(); len(sites) != 1 || sites[0].Slug != "nexus-anvils" || sites[0].Knowledge != 2 || sites[0].Status != "published" {
 		t.Errorf("simulator holds %+v", sites)
 	}
 
 	// siteops started its own workflow, under the derived ID, with hashes
 	// instead of texts.
 	id := workflows.OnboardingID("nexus-anvils")
-	d, err := e.client.DescribeWorkflowExecution(t.Context(), id, "")
+	d, err := e.Client.DescribeWorkflowExecution(t.Context(), id, "")
 	if err != nil || d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
 		t.Fatalf("%s: %v, %v", id, d.GetWorkflowExecutionInfo().GetStatus(), err)
 	}
@@ -267,7 +244,7 @@ func TestNexusOnboardingFromAnotherNamespace(t *testing.T) {
 		t.Errorf("the onboarding's input = %+v, want two sources by hash", in.Knowledge)
 	}
 	window := text[70_000:70_200]
-	for _, h := range histories(t, e.client) {
+	for _, h := range histories(t, e.Client) {
 		if bytes.Contains(h.events, []byte(window)) || bytes.Contains(h.events, []byte("Open 9 to 5, Monday")) {
 			t.Errorf("siteops' history of %s holds a knowledge text", h.id)
 		}
@@ -284,7 +261,7 @@ func TestNexusOnboardingFromAnotherNamespace(t *testing.T) {
 	if err := again.Get(ctxWithin(t, time.Minute), &res2); err != nil || res2.SiteID != res.SiteID {
 		t.Errorf("the same spec again: %+v, %v", res2, err)
 	}
-	if d, _ := e.client.DescribeWorkflowExecution(t.Context(), id, ""); d.GetWorkflowExecutionInfo().GetExecution().GetRunId() != firstRun {
+	if d, _ := e.Client.DescribeWorkflowExecution(t.Context(), id, ""); d.GetWorkflowExecutionInfo().GetExecution().GetRunId() != firstRun {
 		t.Error("the same spec again started a second onboarding")
 	}
 	// A different spec for the slug is refused, naming the field.
@@ -328,7 +305,7 @@ func TestNexusThroughTheWorkerProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := e.startWorkerProcess(t, "AGENTSITE_BASE_URL="+e.simURL, "AGENTSITE_API_KEY="+apiKey, "SITEOPS_METRICS_ADDR=",
+	log := e.startWorkerProcess(t, "AGENTSITE_BASE_URL="+e.SimURL, "AGENTSITE_API_KEY="+apiKey, "SITEOPS_METRICS_ADDR=",
 		"SITEOPS_WORKER_VERSIONING=true", "SITEOPS_BUILD_ID=nexus-build", "SITEOPS_PAYLOAD_KEY="+base64.StdEncoding.EncodeToString(key))
 	siteopstest.Eventually(t, 30*time.Second, "the worker's build to become current", func() bool {
 		return strings.Contains(log.String(), "this build is now current")
@@ -336,7 +313,7 @@ func TestNexusThroughTheWorkerProcess(t *testing.T) {
 	if !strings.Contains(log.String(), "Nexus service registered") {
 		t.Errorf("the worker did not say it handles the Nexus service:\n%s", log.String())
 	}
-	endpoint, _ := createEndpoint(t, server.Address, e.ns)
+	endpoint, _ := createEndpoint(t, server.Address, e.Namespace)
 	c := newCallerWith(t, server.Address, cd.DataConverter())
 	var res api.OnboardResult
 	if err := c.call(t, endpoint, api.OnboardName, nexusSpec("nexus-process"), &res); err != nil || res.Status != "published" {
@@ -358,9 +335,8 @@ func TestNexusThroughTheWorkerProcess(t *testing.T) {
 // and sees it end so too.
 func TestNexusCancellationReachesOnboarding(t *testing.T) {
 	e := newEnv(t, store.SQLite, simulator.Config{})
-	e.startWorker(t)
-	e.startNexus(t)
-	endpoint, _ := createEndpoint(t, server.Address, e.ns)
+	e.startWorker(t) // it serves the Nexus service too
+	endpoint, _ := createEndpoint(t, server.Address, e.Namespace)
 	c := newCaller(t, server.Address)
 
 	spec := nexusSpec("nexus-waits")
@@ -368,11 +344,11 @@ func TestNexusCancellationReachesOnboarding(t *testing.T) {
 	run := c.start(t, "CallNexus", nexusCall{Endpoint: endpoint, Operation: api.OnboardName, Input: spec, CancelOnSignal: true})
 	id := workflows.OnboardingID("nexus-waits")
 	siteopstest.Eventually(t, time.Minute, "the onboarding to wait for its knowledge", func() bool {
-		st, err := e.starter.Status(t.Context(), id)
+		st, err := e.Starter.Status(t.Context(), id)
 		ob, _ := st.Detail.(*workflows.OnboardingStatus)
 		return err == nil && ob != nil && ob.Step == workflows.StepWaitingKnowledge
 	})
-	d, err := e.client.DescribeWorkflowExecution(t.Context(), id, "")
+	d, err := e.Client.DescribeWorkflowExecution(t.Context(), id, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -384,7 +360,7 @@ func TestNexusCancellationReachesOnboarding(t *testing.T) {
 		ops := d.GetPendingNexusOperations()
 		return err == nil && len(ops) == 1 && ops[0].GetState() == enumspb.PENDING_NEXUS_OPERATION_STATE_STARTED
 	})
-	if d, _ := e.client.DescribeWorkflowExecution(t.Context(), id, ""); d.GetWorkflowExecutionInfo().GetExecution().GetRunId() != onboardingRun {
+	if d, _ := e.Client.DescribeWorkflowExecution(t.Context(), id, ""); d.GetWorkflowExecutionInfo().GetExecution().GetRunId() != onboardingRun {
 		t.Fatal("the second caller started a second onboarding")
 	}
 
@@ -396,7 +372,7 @@ func TestNexusCancellationReachesOnboarding(t *testing.T) {
 		t.Errorf("the caller's operation ended with %v, want cancelled", err)
 	}
 	siteopstest.Eventually(t, 30*time.Second, "the onboarding to be cancelled", func() bool {
-		d, err := e.client.DescribeWorkflowExecution(t.Context(), id, "")
+		d, err := e.Client.DescribeWorkflowExecution(t.Context(), id, "")
 		return err == nil && d.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED
 	})
 	// The caller that joined shares the run, and so its end.
@@ -420,7 +396,7 @@ func appError(err error) *temporal.ApplicationError {
 // onboardingInput reads an onboarding's input from its first event.
 func onboardingInput(t *testing.T, e *env, id string) workflows.OnboardingInput {
 	t.Helper()
-	it := e.client.GetWorkflowHistory(t.Context(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	it := e.Client.GetWorkflowHistory(t.Context(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	ev, err := it.Next()
 	if err != nil {
 		t.Fatal(err)

@@ -47,12 +47,12 @@ func TestOnboardingReachesPublished(t *testing.T) {
 			if res.Status != "published" || len(res.KnowledgeIDs) != 2 || len(res.FAQIDs) != 3 {
 				t.Errorf("result = %+v", res)
 			}
-			sites := e.sim.Sites()
+			sites := e.Sim.Sites()
 			if len(sites) != 1 || sites[0].Status != "published" || sites[0].Knowledge != 2 || sites[0].FAQs != 3 ||
 				!sites[0].EmbedEnabled || strings.Join(sites[0].AllowedOrigins, ",") != "https://acme-anvils.example,https://www.acme-anvils.example" {
 				t.Errorf("simulator holds %+v", sites)
 			}
-			if wf, err := e.store.SiteWorkflow(t.Context(), res.SiteID); err != nil || wf != "onboarding/acme-anvils" {
+			if wf, err := e.Store.SiteWorkflow(t.Context(), res.SiteID); err != nil || wf != "onboarding/acme-anvils" {
 				t.Errorf("site → workflow = %q, %v", wf, err)
 			}
 			if d == store.SQLite {
@@ -60,13 +60,13 @@ func TestOnboardingReachesPublished(t *testing.T) {
 			}
 			// The same spec again reports the finished onboarding; a
 			// different spec for the slug is refused, naming the field.
-			again, err := e.starter.Onboard(t.Context(), p)
+			again, err := e.Starter.Onboard(t.Context(), p)
 			if err != nil || again.Started || again.Done == nil || again.Done.SiteID != res.SiteID {
 				t.Errorf("second onboarding of the same spec: %+v, %v", again, err)
 			}
 			p.Input.Site.Title = "Acme Anvils & Sons"
 			var conflict *starter.SpecConflictError
-			if _, err := e.starter.Onboard(t.Context(), p); !errors.As(err, &conflict) || !slices.Contains(conflict.Differences, "site.title") {
+			if _, err := e.Starter.Onboard(t.Context(), p); !errors.As(err, &conflict) || !slices.Contains(conflict.Differences, "site.title") {
 				t.Errorf("a different spec for the slug: %v", err)
 			}
 		})
@@ -78,21 +78,21 @@ func TestOnboardingSurvivesFaults(t *testing.T) {
 		ErrorRate: 0.2, RateLimitRate: 0.1, RetryAfter: simulator.Duration(time.Second), DropRate: 0.25,
 	}})
 	e.startWorker(t)
-	o, err := e.starter.Onboard(t.Context(), prepare(t, "../examples/bayside-dental.json", "bayside"))
+	o, err := e.Starter.Onboard(t.Context(), prepare(t, "../examples/bayside-dental.json", "bayside"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var res workflows.OnboardingResult
-	if err := e.starter.Wait(ctxWithin(t, 3*time.Minute), o.Run, &res); err != nil {
+	if err := e.Starter.Wait(ctxWithin(t, 3*time.Minute), o.Run, &res); err != nil {
 		t.Fatal(err)
 	}
-	sites := e.sim.Sites()
+	sites := e.Sim.Sites()
 	if len(sites) != 1 || sites[0].Status != "published" || sites[0].Knowledge != 2 || sites[0].FAQs != 2 {
 		t.Fatalf("simulator holds %+v, want exactly one published site with 2 sources and 2 FAQs", sites)
 	}
 	faults := map[string]int{}
 	replayed := 0
-	for _, r := range e.sim.Requests() {
+	for _, r := range e.Sim.Requests() {
 		faults[r.Fault]++
 		if r.Replayed {
 			replayed++
@@ -113,8 +113,8 @@ func TestWorkerKilledMidOnboarding(t *testing.T) {
 	// No metrics endpoint: the default :9090 may be taken on the machine
 	// running the tests, and the worker refuses a busy address.
 	workerEnv := append(os.Environ(),
-		"TEMPORAL_ADDRESS="+server.Address, "TEMPORAL_NAMESPACE="+e.ns, "SITEOPS_TASK_QUEUE="+taskQueue,
-		"AGENTSITE_BASE_URL="+e.simURL, "AGENTSITE_API_KEY="+apiKey, "SITEOPS_DATABASE_URL="+e.dbURL, "SITEOPS_METRICS_ADDR=")
+		"TEMPORAL_ADDRESS="+server.Address, "TEMPORAL_NAMESPACE="+e.Namespace, "SITEOPS_TASK_QUEUE="+taskQueue,
+		"AGENTSITE_BASE_URL="+e.SimURL, "AGENTSITE_API_KEY="+apiKey, "SITEOPS_DATABASE_URL="+e.DBURL, "SITEOPS_METRICS_ADDR=")
 	startWorker := func() *exec.Cmd {
 		cmd := exec.Command(binary, "worker")
 		cmd.Env = workerEnv
@@ -127,8 +127,8 @@ func TestWorkerKilledMidOnboarding(t *testing.T) {
 	first := startWorker()
 	t.Cleanup(func() { _ = first.Process.Kill(); _, _ = first.Process.Wait() })
 	// The worker checks the API key (two reads) before it polls.
-	siteopstest.Eventually(t, 30*time.Second, "the worker's start-up checks", func() bool { return len(e.sim.Requests()) >= 2 })
-	checks := len(e.sim.Requests())
+	siteopstest.Eventually(t, 30*time.Second, "the worker's start-up checks", func() bool { return len(e.Sim.Requests()) >= 2 })
+	checks := len(e.Sim.Requests())
 
 	// Start through the CLI, as other systems and on-call do.
 	cli := exec.Command(binary, "onboard", "-f", "../examples/bayside-dental.json")
@@ -138,8 +138,8 @@ func TestWorkerKilledMidOnboarding(t *testing.T) {
 	}
 	// Kill the worker while the create-site request is in flight: the
 	// simulator applies it, the answer is lost with the process.
-	siteopstest.Eventually(t, 30*time.Second, "the create-site request in flight", func() bool { return e.sim.InFlight() > 0 })
-	if rs := e.sim.Requests(); len(rs) != checks {
+	siteopstest.Eventually(t, 30*time.Second, "the create-site request in flight", func() bool { return e.Sim.InFlight() > 0 })
+	if rs := e.Sim.Requests(); len(rs) != checks {
 		t.Fatalf("a request was already answered before the kill: %+v", rs[checks:])
 	}
 	if err := first.Process.Kill(); err != nil {
@@ -149,17 +149,17 @@ func TestWorkerKilledMidOnboarding(t *testing.T) {
 
 	second := startWorker()
 	t.Cleanup(func() { _ = second.Process.Signal(syscall.SIGTERM); _, _ = second.Process.Wait() })
-	run := e.client.GetWorkflow(t.Context(), "onboarding/bayside-dental", "")
+	run := e.Client.GetWorkflow(t.Context(), "onboarding/bayside-dental", "")
 	var res workflows.OnboardingResult
 	if err := run.Get(ctxWithin(t, 2*time.Minute), &res); err != nil {
 		t.Fatal(err)
 	}
-	sites := e.sim.Sites()
+	sites := e.Sim.Sites()
 	if len(sites) != 1 || sites[0].Status != "published" || sites[0].Knowledge != 2 || sites[0].FAQs != 2 {
 		t.Fatalf("simulator holds %+v, want exactly one complete site", sites)
 	}
 	creates := 0
-	for _, r := range e.sim.Requests() {
+	for _, r := range e.Sim.Requests() {
 		if r.Method == "POST" && r.Path == "/api/v1/sites" {
 			creates++
 		}
@@ -190,14 +190,14 @@ func TestOnboardingStartedAgainWithSDKDefaults(t *testing.T) {
 	if first.Status != "published" || first.KnowledgeReady != 2 {
 		t.Fatalf("first run: %+v; want published with both sources ready", first)
 	}
-	firstRun, err := e.client.DescribeWorkflowExecution(t.Context(), id, "")
+	firstRun, err := e.Client.DescribeWorkflowExecution(t.Context(), id, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Every event the first run caused is in the inbox and dispatched
 	// (to it while it ran, to nobody after: target-gone).
 	var emitted []string
-	for _, ev := range e.sim.Events() {
+	for _, ev := range e.Sim.Events() {
 		if ev.Type == webhook.KnowledgeReady || ev.Type == webhook.SitePublished {
 			emitted = append(emitted, ev.ID)
 		}
@@ -207,14 +207,14 @@ func TestOnboardingStartedAgainWithSDKDefaults(t *testing.T) {
 	}
 	siteopstest.Eventually(t, 30*time.Second, "every event in the inbox and dispatched", func() bool {
 		for _, ev := range emitted {
-			if out, _, err := e.store.InboxOutcome(t.Context(), ev); err != nil || out == "" {
+			if out, _, err := e.Store.InboxOutcome(t.Context(), ev); err != nil || out == "" {
 				return false
 			}
 		}
 		return true
 	})
 	applied := func() (mutations, replayed int) {
-		for _, r := range e.sim.Requests() {
+		for _, r := range e.Sim.Requests() {
 			switch {
 			case r.Method == "GET" || r.Status >= 300:
 			case r.Replayed:
@@ -226,10 +226,10 @@ func TestOnboardingStartedAgainWithSDKDefaults(t *testing.T) {
 		return mutations, replayed
 	}
 	mutationsBefore, replayedBefore := applied()
-	eventsBefore := len(e.sim.Events())
+	eventsBefore := len(e.Sim.Events())
 
 	// No ID reuse or conflict policy: the SDK's defaults.
-	run, err := e.client.ExecuteWorkflow(t.Context(), client.StartWorkflowOptions{ID: id, TaskQueue: taskQueue}, workflows.OnboardingWorkflowName, p.Input)
+	run, err := e.Client.ExecuteWorkflow(t.Context(), client.StartWorkflowOptions{ID: id, TaskQueue: taskQueue}, workflows.OnboardingWorkflowName, p.Input)
 	if err != nil {
 		t.Fatalf("a second start with the SDK's default policy: %v", err)
 	}
@@ -252,14 +252,14 @@ func TestOnboardingStartedAgainWithSDKDefaults(t *testing.T) {
 	if got := replayed - replayedBefore; got != 8 {
 		t.Errorf("%d answers replayed to the second run; want 8, one per step", got)
 	}
-	if n := len(e.sim.Events()); n != eventsBefore {
+	if n := len(e.Sim.Events()); n != eventsBefore {
 		t.Errorf("the simulator emitted %d events during the second run; want none", n-eventsBefore)
 	}
-	if sites := e.sim.Sites(); len(sites) != 1 || sites[0].Knowledge != 2 || sites[0].FAQs != 3 || sites[0].Status != "published" {
+	if sites := e.Sim.Sites(); len(sites) != 1 || sites[0].Knowledge != 2 || sites[0].FAQs != 3 || sites[0].Status != "published" {
 		t.Errorf("simulator holds %+v; want the one site the first run made", sites)
 	}
 	// It never waited: no timer in its history.
-	it := e.client.GetWorkflowHistory(t.Context(), id, run.GetRunID(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	it := e.Client.GetWorkflowHistory(t.Context(), id, run.GetRunID(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
 		ev, err := it.Next()
 		if err != nil {
@@ -269,7 +269,7 @@ func TestOnboardingStartedAgainWithSDKDefaults(t *testing.T) {
 			t.Errorf("the second run started a timer (event %d): it waited; want it to find every event in the inbox", ev.GetEventId())
 		}
 	}
-	v, err := e.client.QueryWorkflow(t.Context(), id, run.GetRunID(), workflows.QueryStatus)
+	v, err := e.Client.QueryWorkflow(t.Context(), id, run.GetRunID(), workflows.QueryStatus)
 	if err != nil {
 		t.Fatal(err)
 	}

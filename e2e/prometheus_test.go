@@ -249,7 +249,7 @@ func TestPrometheusSeesTheServiceLevels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := startProcess(t, append(e.cliEnv(), "AGENTSITE_BASE_URL="+e.simURL, "AGENTSITE_API_KEY="+apiKey, "SITEOPS_METRICS_ADDR=127.0.0.1:"+strconv.Itoa(metrics),
+	w := startProcess(t, append(e.cliEnv(), "AGENTSITE_BASE_URL="+e.SimURL, "AGENTSITE_API_KEY="+apiKey, "SITEOPS_METRICS_ADDR=127.0.0.1:"+strconv.Itoa(metrics),
 		"SITEOPS_SECRET_KEY="+testSecretKey(), "SITEOPS_WORKER_VERSIONING=false", "SITEOPS_API_RATE_LIMIT=50"), "worker")
 	ingressURL, admin, ingressLog := e.startIngressProcessFlags(t, nil, "SITEOPS_SECRET_KEY="+testSecretKey())
 	prom := startPrometheus(t, map[string]string{
@@ -288,11 +288,11 @@ func TestPrometheusSeesTheServiceLevels(t *testing.T) {
 		if res.Status != "published" || res.KnowledgeReady != 2 {
 			t.Fatalf("onboarding %d = %+v", n, res)
 		}
-		if _, err := e.sim.CreateLeads(res.SiteID, 5); err != nil {
+		if _, err := e.Sim.CreateLeads(res.SiteID, 5); err != nil {
 			t.Fatal(err)
 		}
 		siteopstest.Eventually(t, time.Minute, "the leads in the store", func() bool {
-			k, _ := e.store.CountLeads(t.Context(), res.SiteID)
+			k, _ := e.Store.CountLeads(t.Context(), res.SiteID)
 			return k == 5
 		})
 	}
@@ -333,7 +333,7 @@ func TestPrometheusSeesTheServiceLevels(t *testing.T) {
 
 	// No dead letter, no alert; then one dead letter, and the alert fires.
 	siteopstest.Eventually(t, 30*time.Second, "the inbox to be drained", func() bool {
-		st, err := e.store.InboxStatus(t.Context())
+		st, err := e.Store.InboxStatus(t.Context())
 		return err == nil && st.Undispatched == 0
 	})
 	deadAlert := `ALERTS{alertname="SiteopsWebhookDeadLetters",alertstate="firing"}`
@@ -363,7 +363,7 @@ func makeDeadLetter(t *testing.T, e *env) {
 	t.Helper()
 	var mu sync.Mutex
 	ahead := func() time.Time { mu.Lock(); defer mu.Unlock(); return time.Now().Add(2 * time.Hour) }
-	st, err := store.Open(t.Context(), e.dbURL, store.WithClock(ahead))
+	st, err := store.Open(t.Context(), e.DBURL, store.WithClock(ahead))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -379,7 +379,7 @@ func makeDeadLetter(t *testing.T, e *env) {
 	if n, err := relay.DispatchOnce(t.Context(), store.LaneBulk); n != 1 || err != nil {
 		t.Fatalf("the dead letter's relay claimed %d events: %v", n, err)
 	}
-	if outcome, attempts, err := e.store.InboxOutcome(t.Context(), id); outcome != store.OutcomeDead || attempts != 1 || err != nil {
+	if outcome, attempts, err := e.Store.InboxOutcome(t.Context(), id); outcome != store.OutcomeDead || attempts != 1 || err != nil {
 		t.Fatalf("%s: outcome %q after %d attempts (%v); want a dead letter after 1", id, outcome, attempts, err)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"path"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -40,16 +42,18 @@ func (rawCodec) Unmarshal(data []byte, v any) error {
 
 func (rawCodec) Name() string { return "proto" }
 
-// authProxy is a TLS gRPC front for a Temporal server, as a cloud frontend
-// is: it records the authorization metadata every call carries, then
-// forwards the call unchanged. It shows on the server side what a client
-// sent, which reading the client's options back cannot.
+// authProxy is a gRPC front for a Temporal server, as a cloud frontend
+// is: it records the authorization metadata every call carries and the
+// methods called, then forwards the call unchanged. It shows on the
+// server side what a client sent, which reading the client's options
+// back cannot.
 type authProxy struct {
 	addr string
 
-	mu    sync.Mutex
-	auths map[string]int // authorization value → calls
-	calls int
+	mu      sync.Mutex
+	auths   map[string]int // authorization value → calls
+	calls   int
+	methods []string // in the order they were called
 }
 
 // startAuthProxy serves TLS with cert/key on 127.0.0.1 and forwards to
@@ -60,16 +64,26 @@ func startAuthProxy(t *testing.T, certFile, keyFile, backend string) *authProxy 
 	if err != nil {
 		t.Fatal(err)
 	}
+	return startProxy(t, backend, grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})))
+}
+
+// startPlainProxy serves plaintext on 127.0.0.1 and forwards to backend.
+func startPlainProxy(t *testing.T, backend string) *authProxy {
+	t.Helper()
+	return startProxy(t, backend)
+}
+
+func startProxy(t *testing.T, backend string, opts ...grpc.ServerOption) *authProxy {
+	t.Helper()
 	upstream, err := grpc.NewClient(backend, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := &authProxy{auths: map[string]int{}}
-	srv := grpc.NewServer(
-		grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})),
+	srv := grpc.NewServer(append(opts,
 		grpc.ForceServerCodec(rawCodec{}),
 		grpc.UnknownServiceHandler(func(_ any, in grpc.ServerStream) error { return p.forward(in, upstream) }),
-	)
+	)...)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -85,6 +99,7 @@ func (p *authProxy) forward(in grpc.ServerStream, upstream *grpc.ClientConn) err
 	md, _ := metadata.FromIncomingContext(in.Context())
 	p.mu.Lock()
 	p.calls++
+	p.methods = append(p.methods, path.Base(method))
 	for _, v := range md.Get("authorization") {
 		p.auths[v]++
 	}
@@ -141,6 +156,15 @@ func (p *authProxy) sawAuthorization(value string) (matching, calls int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.auths[value], p.calls
+}
+
+// calledAfter reports whether method was called after a call of first,
+// both named as in the service (StartWorkflowExecution).
+func (p *authProxy) calledAfter(first, method string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	i := slices.Index(p.methods, first)
+	return i >= 0 && slices.Contains(p.methods[i+1:], method)
 }
 
 // otherAuthorizations lists the authorization values other than want.

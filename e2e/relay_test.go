@@ -35,19 +35,19 @@ func TestRelayOutcomes(t *testing.T) {
 	for _, ev := range events {
 		body := fmt.Sprintf(`{"id":%q,"type":%q,"created_at":"2026-11-21T09:00:00.000Z","data":%s}`, ev.id, ev.typ, ev.data)
 		rec := store.InboxEvent{EventID: ev.id, EventType: ev.typ, Lane: webhookingress.LaneFor(ev.typ), EndpointID: "env", ReceivedAt: time.Now().Add(-time.Second), Body: []byte(body)}
-		if _, err := e.store.RecordEvent(t.Context(), rec); err != nil {
+		if _, err := e.Store.RecordEvent(t.Context(), rec); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// An endpoint verification that no rotation waits for.
-	if err := e.store.PutSecret(t.Context(), "we_7", "v7", agentsite.NewSigningSecret("whsec_7")); err != nil {
+	if err := e.Store.PutSecret(t.Context(), "we_7", "v7", agentsite.NewSigningSecret("whsec_7")); err != nil {
 		t.Fatal(err)
 	}
-	if first, err := e.store.MarkEndpointVerified(t.Context(), "we_7", "evt_x", store.LanePriority); err != nil || !first {
+	if first, err := e.Store.MarkEndpointVerified(t.Context(), "we_7", "evt_x", store.LanePriority); err != nil || !first {
 		t.Fatal(first, err)
 	}
 	events = append(events, struct{ id, typ, data, want string }{"verified:we_7", "", "", store.OutcomeNoTarget})
-	relay := webhookingress.NewRelay(webhookingress.RelayOptions{Store: e.store, Temporal: e.client, TaskQueue: taskQueue})
+	relay := webhookingress.NewRelay(webhookingress.RelayOptions{Store: e.Store, Temporal: e.Client, TaskQueue: taskQueue})
 	n := 0
 	for _, lane := range []store.Lane{store.LanePriority, store.LaneBulk} {
 		k, err := relay.DispatchOnce(t.Context(), lane)
@@ -60,10 +60,10 @@ func TestRelayOutcomes(t *testing.T) {
 		t.Fatalf("dispatched %d, want %d", n, len(events))
 	}
 	for _, ev := range events {
-		got, attempts, err := e.store.InboxOutcome(t.Context(), ev.id)
+		got, attempts, err := e.Store.InboxOutcome(t.Context(), ev.id)
 		if err != nil || got != ev.want || attempts != 1 {
 			t.Errorf("%s (%s): outcome %q after %d attempts, %v; want %q", ev.id, ev.typ, got, attempts, err, ev.want)
 		}
 	}
-	_ = e.client.TerminateWorkflow(t.Context(), workflows.LeadSyncID("site_1"), "", "test over")
+	_ = e.Client.TerminateWorkflow(t.Context(), workflows.LeadSyncID("site_1"), "", "test over")
 }

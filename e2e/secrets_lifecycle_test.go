@@ -15,15 +15,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/siteops/siteops/activities"
 	"github.com/siteops/siteops/agentsite"
-	"github.com/siteops/siteops/config"
 	"github.com/siteops/siteops/internal/siteopstest"
+	"github.com/siteops/siteops/internal/siteopstest/testenv"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/webhookingress"
-	"github.com/siteops/siteops/wiring"
 	"github.com/siteops/siteops/worker"
 	"github.com/siteops/siteops/workflows"
 )
@@ -34,8 +32,8 @@ func (e *env) startIngressWith(t *testing.T, envSecrets ...string) *ingress {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	m := webhookingress.NewMetrics(reg)
-	relay := webhookingress.NewRelay(webhookingress.RelayOptions{Store: e.store, Temporal: e.client, TaskQueue: taskQueue, Metrics: m, Idle: 50 * time.Millisecond, MaxBackoff: time.Second})
-	h := webhookingress.NewHandler(webhookingress.Options{Inbox: e.store, Secrets: e.store, EnvSecrets: envSecrets, Metrics: m, Recorded: relay.Wake, SecretRefresh: 200 * time.Millisecond})
+	relay := webhookingress.NewRelay(webhookingress.RelayOptions{Store: e.Store, Temporal: e.Client, TaskQueue: taskQueue, Metrics: m, Idle: 50 * time.Millisecond, MaxBackoff: time.Second})
+	h := webhookingress.NewHandler(webhookingress.Options{Inbox: e.Store, Secrets: e.Store, EnvSecrets: envSecrets, Metrics: m, Recorded: relay.Wake, SecretRefresh: 200 * time.Millisecond})
 	srv := httptest.NewServer(h)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -44,32 +42,9 @@ func (e *env) startIngressWith(t *testing.T, envSecrets ...string) *ingress {
 	return &ingress{url: srv.URL, metrics: reg, relay: relay}
 }
 
-// runWorker runs the worker as `siteops worker` does (worker.Run, which
-// schedules the secret reconciliation every reconcileEvery) until the test
-// ends.
-func (e *env) runWorker(t *testing.T, reconcileEvery time.Duration) {
-	t.Helper()
-	api, err := wiring.APIClient(config.AgentSite{BaseURL: e.simURL, APIKey: apiKey, AllowLoopback: true}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- worker.Run(ctx, worker.Options{Client: e.client, TaskQueue: taskQueue, Activities: loopbackReceivers(activities.New(api, e.store)),
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), SecretReconcileEvery: reconcileEvery})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("worker: %v", err)
-		}
-	})
-}
-
 func (e *env) api(t *testing.T) *agentsite.Client {
 	t.Helper()
-	api, err := agentsite.NewClient(e.simURL, apiKey, agentsite.WithLoopbackReceivers())
+	api, err := agentsite.NewClient(e.SimURL, apiKey, agentsite.WithLoopbackReceivers())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +61,7 @@ func (e *env) endpointOf(t *testing.T, url string, receiver *string) (string, st
 		t.Fatal(err)
 	}
 	if receiver != nil {
-		if err := e.store.PutSecret(t.Context(), created.Endpoint.ID, *receiver, created.Secret); err != nil {
+		if err := e.Store.PutSecret(t.Context(), created.Endpoint.ID, *receiver, created.Secret); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -95,7 +70,7 @@ func (e *env) endpointOf(t *testing.T, url string, receiver *string) (string, st
 
 func (e *env) endpointCreations() int {
 	n := 0
-	for _, r := range e.sim.Requests() {
+	for _, r := range e.Sim.Requests() {
 		if r.Method == http.MethodPost && r.Path == "/api/v1/webhook-endpoints" {
 			n++
 		}
@@ -105,7 +80,7 @@ func (e *env) endpointCreations() int {
 
 func (e *env) rotationStep(t *testing.T, id string) string {
 	t.Helper()
-	v, err := e.client.QueryWorkflow(t.Context(), id, "", workflows.QueryRotation)
+	v, err := e.Client.QueryWorkflow(t.Context(), id, "", workflows.QueryRotation)
 	if err != nil {
 		return ""
 	}
@@ -127,19 +102,19 @@ func TestSecretRotationReRunAfterTerminateReusesItsEndpoint(t *testing.T) {
 	old := e.register(t, in, "/webhooks/v1", "lead.created")
 	id := workflows.SecretRotationID(old)
 	req := starter.RotationRequest{OldEndpointID: old, NewURL: in.url + "/webhooks/v2", VerifyTimeout: time.Hour, GracePeriod: time.Hour}
-	if _, err := e.starter.RotateSecret(t.Context(), req); err != nil {
+	if _, err := e.Starter.RotateSecret(t.Context(), req); err != nil {
 		t.Fatal(err)
 	}
 	siteopstest.Eventually(t, 30*time.Second, "the first run to wait for a verified delivery", func() bool {
 		return e.rotationStep(t, id) == workflows.RotationVerifying
 	})
-	if err := e.client.TerminateWorkflow(t.Context(), id, "", "operator terminated it"); err != nil {
+	if err := e.Client.TerminateWorkflow(t.Context(), id, "", "operator terminated it"); err != nil {
 		t.Fatal(err)
 	}
 	if n := e.endpointCreations(); n != 2 {
 		t.Fatalf("%d endpoint creations before the re-run, want 2 (the old endpoint and the first run's)", n)
 	}
-	run, err := e.starter.RotateSecret(t.Context(), req)
+	run, err := e.Starter.RotateSecret(t.Context(), req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,11 +122,11 @@ func TestSecretRotationReRunAfterTerminateReusesItsEndpoint(t *testing.T) {
 		return e.rotationStep(t, id) == workflows.RotationVerifying
 	})
 	site := e.site(t, "rerun")
-	if _, err := e.sim.CreateLeads(site, 1); err != nil {
+	if _, err := e.Sim.CreateLeads(site, 1); err != nil {
 		t.Fatal(err)
 	}
 	var st workflows.SecretRotationStatus
-	if err := e.starter.Wait(ctxWithin(t, time.Minute), run, &st); err != nil {
+	if err := e.Starter.Wait(ctxWithin(t, time.Minute), run, &st); err != nil {
 		t.Fatal(err)
 	}
 	if st.Step != workflows.RotationDone || !st.NewEndpointReused || st.VerifiedEventID == "" {
@@ -164,7 +139,7 @@ func TestSecretRotationReRunAfterTerminateReusesItsEndpoint(t *testing.T) {
 	if len(eps) != 1 || eps[0].ID != st.NewEndpointID {
 		t.Errorf("endpoints after the re-run = %+v, want only %s", eps, st.NewEndpointID)
 	}
-	_ = e.client.CancelWorkflow(t.Context(), workflows.LeadSyncID(site), "")
+	_ = e.Client.CancelWorkflow(t.Context(), workflows.LeadSyncID(site), "")
 }
 
 // TestSecretRetireCommand retires stored secrets by endpoint id (now) and
@@ -189,11 +164,11 @@ func TestSecretRetireCommand(t *testing.T) {
 		return deliver(t, in.url, "/webhooks/v1", "evt_a_"+itoa(int(time.Now().UnixNano()%1e9)), secretA) == http.StatusUnauthorized
 	})
 	var retiredAt *time.Time
-	if err := e.store.DB().QueryRowContext(t.Context(), `SELECT retired_at FROM webhook_secrets WHERE endpoint_id = $1`, a).Scan(&retiredAt); err != nil || retiredAt == nil {
+	if err := e.Store.DB().QueryRowContext(t.Context(), `SELECT retired_at FROM webhook_secrets WHERE endpoint_id = $1`, a).Scan(&retiredAt); err != nil || retiredAt == nil {
 		t.Errorf("retired_at of %s = %v, %v; want it written", a, retiredAt, err)
 	}
 
-	apiEnv := append(keyEnv, "AGENTSITE_BASE_URL="+e.simURL, "AGENTSITE_API_KEY="+apiKey, "SITEOPS_ALLOW_LOOPBACK_RECEIVERS=true")
+	apiEnv := append(keyEnv, "AGENTSITE_BASE_URL="+e.SimURL, "AGENTSITE_API_KEY="+apiKey, "SITEOPS_ALLOW_LOOPBACK_RECEIVERS=true")
 	if out, code := e.run(t, apiEnv, "webhook", "list"); code != 0 || !strings.Contains(out, "secret RETIRED") {
 		t.Errorf("webhook list does not show the retired secret: exit %d\n%s", code, out)
 	}
@@ -230,11 +205,11 @@ func TestDeletedEndpointSecretRefusedWithinOneReconcilePeriod(t *testing.T) {
 	v1 := "v1"
 	gone, goneSecret := e.endpointOf(t, in.url+"/webhooks/v1", &v1)
 	_, keptSecret := e.endpointOf(t, in.url+"/webhooks/v1", &v1)
-	e.runWorker(t, period)
+	e.StartWorker(t, testenv.WorkerOptions{SecretReconcileEvery: period})
 	// A second worker starting finds the schedule and leaves it as it is.
-	e.runWorker(t, period)
+	e.StartWorker(t, testenv.WorkerOptions{SecretReconcileEvery: period})
 	siteopstest.Eventually(t, 10*time.Second, "the schedule to exist", func() bool {
-		d, err := e.client.ScheduleClient().GetHandle(t.Context(), workflows.SecretReconcileScheduleID).Describe(t.Context())
+		d, err := e.Client.ScheduleClient().GetHandle(t.Context(), workflows.SecretReconcileScheduleID).Describe(t.Context())
 		return err == nil && len(d.Schedule.Spec.Intervals) == 1 && d.Schedule.Spec.Intervals[0].Every == period
 	})
 	if code := deliver(t, in.url, "/webhooks/v1", "evt_gone_1", goneSecret); code != http.StatusOK {
@@ -262,11 +237,11 @@ func TestDeletedEndpointSecretRefusedWithinOneReconcilePeriod(t *testing.T) {
 		t.Errorf("the configured secret answered %d, want 200", code)
 	}
 	var retiredAt *time.Time
-	if err := e.store.DB().QueryRowContext(t.Context(), `SELECT retired_at FROM webhook_secrets WHERE endpoint_id = $1`, gone).Scan(&retiredAt); err != nil || retiredAt == nil {
+	if err := e.Store.DB().QueryRowContext(t.Context(), `SELECT retired_at FROM webhook_secrets WHERE endpoint_id = $1`, gone).Scan(&retiredAt); err != nil || retiredAt == nil {
 		t.Errorf("retired_at of the deleted endpoint = %v, %v", retiredAt, err)
 	}
 	// The schedule is the one the worker made: the reconciliation runs.
-	h := e.client.ScheduleClient().GetHandle(t.Context(), workflows.SecretReconcileScheduleID)
+	h := e.Client.ScheduleClient().GetHandle(t.Context(), workflows.SecretReconcileScheduleID)
 	d, err := h.Describe(t.Context())
 	if err != nil || d.Info.NumActions == 0 {
 		t.Fatalf("schedule %s: %+v, %v", workflows.SecretReconcileScheduleID, d, err)
@@ -276,7 +251,7 @@ func TestDeletedEndpointSecretRefusedWithinOneReconcilePeriod(t *testing.T) {
 	}
 	// siteops status reads a reconciliation by the ID its schedule gave it.
 	id := d.Info.RecentActions[0].StartWorkflowResult.WorkflowID
-	_ = e.client.GetWorkflow(t.Context(), id, "").Get(t.Context(), nil)
+	_ = e.Client.GetWorkflow(t.Context(), id, "").Get(t.Context(), nil)
 	if out, code := e.run(t, nil, "status", id); code != 0 || !strings.Contains(out, "Completed") || !strings.Contains(out, "stored secret(s)") {
 		t.Errorf("status of a reconciliation: exit %d\n%s", code, out)
 	}
@@ -287,7 +262,7 @@ func TestDeletedEndpointSecretRefusedWithinOneReconcilePeriod(t *testing.T) {
 	// the same period again changes nothing.
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	for _, every := range []time.Duration{time.Hour, time.Hour} {
-		if err := worker.EnsureSecretReconcileSchedule(t.Context(), e.client, taskQueue, every, logger); err != nil {
+		if err := worker.EnsureSecretReconcileSchedule(t.Context(), e.Client, taskQueue, every, logger); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -315,7 +290,7 @@ func TestRotateOutputIsTruthfulForAConfiguredSecret(t *testing.T) {
 			case <-done:
 				return
 			case <-tick.C:
-				_, _ = e.sim.CreateLeads(site, 1)
+				_, _ = e.Sim.CreateLeads(site, 1)
 			}
 		}
 	}()
@@ -334,7 +309,7 @@ func TestRotateOutputIsTruthfulForAConfiguredSecret(t *testing.T) {
 	if code != 0 || strings.Contains(out, "retires at") {
 		t.Errorf("status of the rotation: exit %d\n%s", code, out)
 	}
-	_ = e.client.CancelWorkflow(t.Context(), workflows.LeadSyncID(site), "")
+	_ = e.Client.CancelWorkflow(t.Context(), workflows.LeadSyncID(site), "")
 }
 
 // TestRotationDecisionsSayWhatBecomesOfTheOldSecret decides rotations that

@@ -114,12 +114,12 @@ func TestSecretsUnderAnotherKey(t *testing.T) {
 	newKey := []byte("a-new-siteops-secret-key-32bytes")
 	const envSecret = "whsec_env_default" //nolint:gosec // made up for the test
 	// An endpoint on the default receiver, its secret stored under the old
-	// key (e.store uses it). Its URL refuses connections: the test sends
+	// key (e.Store uses it). Its URL refuses connections: the test sends
 	// the deliveries itself.
 	defaultReceiver := ""
 	oldID, storedSecret := e.endpointOf(t, "http://127.0.0.1:9/webhooks", &defaultReceiver)
 	withNew := []string{"SITEOPS_SECRET_KEY=" + base64.StdEncoding.EncodeToString(newKey), "SITEOPS_WEBHOOK_SECRETS=" + envSecret,
-		"AGENTSITE_BASE_URL=" + e.simURL, "AGENTSITE_API_KEY=" + apiKey, "SITEOPS_ALLOW_LOOPBACK_RECEIVERS=true"}
+		"AGENTSITE_BASE_URL=" + e.SimURL, "AGENTSITE_API_KEY=" + apiKey, "SITEOPS_ALLOW_LOOPBACK_RECEIVERS=true"}
 	// The ingress refuses to start beside a secret it cannot read unless
 	// told to start anyway, as an operator keeping the other receivers up
 	// would.
@@ -183,7 +183,7 @@ func TestSecretsUnderAnotherKey(t *testing.T) {
 func TestWebhookCreateKeepsItsKeyAcrossRetries(t *testing.T) {
 	e := newEnv(t, store.SQLite, simulator.Config{})
 	e.startWorker(t)
-	if err := e.sim.SetFaults(simulator.Faults{DropRate: 1}); err != nil {
+	if err := e.Sim.SetFaults(simulator.Faults{DropRate: 1}); err != nil {
 		t.Fatal(err)
 	}
 	env := []string{"SITEOPS_SECRET_KEY=" + testSecretKey()}
@@ -198,14 +198,14 @@ func TestWebhookCreateKeepsItsKeyAcrossRetries(t *testing.T) {
 		first <- result{out, code}
 	}()
 	siteopstest.Eventually(t, 30*time.Second, "the create to be applied and its answer lost", func() bool {
-		for _, r := range e.sim.Requests() {
+		for _, r := range e.Sim.Requests() {
 			if r.Method == http.MethodPost && r.Path == "/api/v1/webhook-endpoints" && r.Fault == "drop_after_apply" {
 				return true
 			}
 		}
 		return false
 	})
-	if err := e.sim.SetFaults(simulator.Faults{}); err != nil {
+	if err := e.Sim.SetFaults(simulator.Faults{}); err != nil {
 		t.Fatal(err)
 	}
 	r := <-first
@@ -221,7 +221,7 @@ func TestWebhookCreateKeepsItsKeyAcrossRetries(t *testing.T) {
 		t.Fatalf("%d endpoints, want exactly one", len(eps))
 	}
 	creates, replayed := 0, 0
-	for _, r := range e.sim.Requests() {
+	for _, r := range e.Sim.Requests() {
 		if r.Method == http.MethodPost && r.Path == "/api/v1/webhook-endpoints" {
 			creates++
 			if r.Replayed {
@@ -232,7 +232,7 @@ func TestWebhookCreateKeepsItsKeyAcrossRetries(t *testing.T) {
 	if creates != 2 || replayed != 1 {
 		t.Errorf("%d creates (%d replayed), want the lost one and its replay under the same key", creates, replayed)
 	}
-	set, err := e.store.ActiveSecrets(context.Background(), "v1")
+	set, err := e.Store.ActiveSecrets(context.Background(), "v1")
 	if err != nil || len(set.Infos) != 1 || set.Infos[0].EndpointID != eps[0].ID || !strings.Contains(r.out, set.Infos[0].Fingerprint) {
 		t.Errorf("stored secrets = %+v, %v; want the one endpoint's, with the fingerprint printed", set.Infos, err)
 	}
@@ -269,7 +269,7 @@ func TestWebhookCreateAgainIsTruthfulAboutItsSecret(t *testing.T) {
 	if err := e.api(t).DeleteWebhookEndpoint(t.Context(), "dashboard-delete", eps[0].ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.store.Retire(t.Context(), eps[0].ID, time.Now()); err != nil { // what the reconciliation does next
+	if _, err := e.Store.Retire(t.Context(), eps[0].ID, time.Now()); err != nil { // what the reconciliation does next
 		t.Fatal(err)
 	}
 	out, code := e.run(t, env, args...)
@@ -306,7 +306,7 @@ func grepLines(s, sub string) string {
 // endpoints lists the account's webhook endpoints through the API.
 func (e *env) endpoints(t *testing.T) []agentsite.WebhookEndpoint {
 	t.Helper()
-	api, err := agentsite.NewClient(e.simURL, apiKey)
+	api, err := agentsite.NewClient(e.SimURL, apiKey)
 	if err != nil {
 		t.Fatal(err)
 	}

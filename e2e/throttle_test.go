@@ -30,10 +30,10 @@ func TestLeadSyncSurvivesThrottling(t *testing.T) {
 			e := newEnv(t, store.SQLite, simulator.Config{Seed: 7})
 			e.startWorker(t)
 			site := e.site(t, "throttled")
-			if _, err := e.sim.CreateLeads(site, leads); err != nil {
+			if _, err := e.Sim.CreateLeads(site, leads); err != nil {
 				t.Fatal(err)
 			}
-			if err := e.sim.SetFaults(simulator.Faults{RateLimitRate: rate, RetryAfter: simulator.Duration(time.Second)}); err != nil {
+			if err := e.Sim.SetFaults(simulator.Faults{RateLimitRate: rate, RetryAfter: simulator.Duration(time.Second)}); err != nil {
 				t.Fatal(err)
 			}
 			start := time.Now()
@@ -42,17 +42,17 @@ func TestLeadSyncSurvivesThrottling(t *testing.T) {
 			manyAttempts := rate == 0.5 && leads < 10_000
 			if manyAttempts {
 				// Started here with smaller pages; FollowLeadSync joins it.
-				if _, err := e.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.LeadSyncID(site), TaskQueue: taskQueue},
+				if _, err := e.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.LeadSyncID(site), TaskQueue: taskQueue},
 					workflows.LeadSyncWorkflowName, workflows.LeadSyncInput{SiteID: site, PageLimit: 50}); err != nil {
 					t.Fatal(err)
 				}
 			}
 			// FollowLeadSync ends at once, with the cause, if the sync fails.
-			p, err := e.starter.FollowLeadSync(ctx, site, false, 200*time.Millisecond, nil)
+			p, err := e.Starter.FollowLeadSync(ctx, site, false, 200*time.Millisecond, nil)
 			if err != nil {
 				t.Fatalf("the throttled sync: %v (progress %+v)", err, p)
 			}
-			st := e.sim.RequestStats()
+			st := e.Sim.RequestStats()
 			t.Logf("%d leads with %.0f%% 429 in %s: %d requests, %d answered 429", leads, rate*100, time.Since(start).Round(time.Millisecond), st.Requests, st.ByStatus[429])
 			if st.ByStatus[429] == 0 {
 				t.Errorf("no request was answered 429; the fault did not bite")
@@ -66,7 +66,7 @@ func TestLeadSyncSurvivesThrottling(t *testing.T) {
 			if manyAttempts && attempts <= 20 {
 				t.Errorf("no activity needed more than 20 attempts (the most was %d): the test no longer shows that an activity run may fail more often than the old budget", attempts)
 			}
-			_ = e.client.CancelWorkflow(t.Context(), workflows.LeadSyncID(site), "")
+			_ = e.Client.CancelWorkflow(t.Context(), workflows.LeadSyncID(site), "")
 		})
 	}
 }
@@ -77,7 +77,7 @@ func TestLeadSyncSurvivesThrottling(t *testing.T) {
 func maxActivityAttempt(t *testing.T, e *env, workflowID string) int {
 	t.Helper()
 	most := 0
-	it := e.client.GetWorkflowHistory(t.Context(), workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	it := e.Client.GetWorkflowHistory(t.Context(), workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
 		ev, err := it.Next()
 		if err != nil {

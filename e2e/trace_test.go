@@ -14,19 +14,16 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
-	sdkworker "go.temporal.io/sdk/worker"
 
-	"github.com/siteops/siteops/activities"
-	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/config"
 	"github.com/siteops/siteops/internal/siteopstest"
+	"github.com/siteops/siteops/internal/siteopstest/testenv"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/telemetry"
 	"github.com/siteops/siteops/webhookingress"
 	"github.com/siteops/siteops/wiring"
-	"github.com/siteops/siteops/worker"
 	"github.com/siteops/siteops/workflows"
 )
 
@@ -43,41 +40,32 @@ func TestOneDeliveryTracedEndToEnd(t *testing.T) {
 	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
 	e := newEnv(t, store.SQLite, simulator.Config{})
 
-	tc := config.Temporal{Address: server.Address, Namespace: e.ns, TaskQueue: taskQueue}
+	tc := config.Temporal{Address: server.Address, Namespace: e.Namespace, TaskQueue: taskQueue}
 	c, _, err := wiring.DialTemporal(t.Context(), tc, slog.New(slog.NewTextHandler(io.Discard, nil)), tel)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	api, err := agentsite.NewClient(e.simURL, apiKey, agentsite.WithLoopbackReceivers())
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := sdkworker.New(c, taskQueue, sdkworker.Options{})
-	worker.Register(w, loopbackReceivers(activities.New(api, e.store)))
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
+	e.StartWorker(t, testenv.WorkerOptions{Telemetry: tel})
 
-	relay := webhookingress.NewRelay(webhookingress.RelayOptions{Store: e.store, Temporal: c, TaskQueue: taskQueue, Idle: 50 * time.Millisecond})
-	h := webhookingress.NewHandler(webhookingress.Options{Inbox: e.store, Secrets: e.store, Metrics: webhookingress.NewMetrics(prometheus.NewRegistry()), Recorded: relay.Wake})
+	relay := webhookingress.NewRelay(webhookingress.RelayOptions{Store: e.Store, Temporal: c, TaskQueue: taskQueue, Idle: 50 * time.Millisecond})
+	h := webhookingress.NewHandler(webhookingress.Options{Inbox: e.Store, Secrets: e.Store, Metrics: webhookingress.NewMetrics(prometheus.NewRegistry()), Recorded: relay.Wake})
 	srv := httptest.NewServer(webhookingress.Traced(h))
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = relay.Run(ctx) })
 	t.Cleanup(func() { cancel(); wg.Wait(); srv.Close() })
 
-	s := &starter.Starter{Client: c, TaskQueue: taskQueue, Namespace: e.ns}
+	s := &starter.Starter{Client: c, TaskQueue: taskQueue, Namespace: e.Namespace}
 	if _, err := s.RegisterEndpoint(ctxWithin(t, time.Minute), starter.EndpointRequest{URL: srv.URL + "/webhooks/traced", Events: []string{"lead.created"}}); err != nil {
 		t.Fatal(err)
 	}
 	site := e.site(t, "traced")
-	if _, err := e.sim.CreateLeads(site, 1); err != nil {
+	if _, err := e.Sim.CreateLeads(site, 1); err != nil {
 		t.Fatal(err)
 	}
 	siteopstest.Eventually(t, 30*time.Second, "the lead in the store", func() bool {
-		n, _ := e.store.CountLeads(t.Context(), site)
+		n, _ := e.Store.CountLeads(t.Context(), site)
 		return n == 1
 	})
 	_ = c.CancelWorkflow(t.Context(), workflows.LeadSyncID(site), "")

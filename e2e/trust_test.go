@@ -18,7 +18,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/siteops/siteops/activities"
-	sitenexus "github.com/siteops/siteops/nexus"
+	"github.com/siteops/siteops/internal/siteopstest/testenv"
 	"github.com/siteops/siteops/nexus/api"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/store"
@@ -38,10 +38,8 @@ func TestNexusRefusesThePlaybooks(t *testing.T) {
 	const ns = "siteops-trust"
 	ds := startHTTPDevServer(t, ns)
 	e := envOn(t, ds.address, ns)
-	e.startWorker(t)
 	var log syncBuffer
-	e.startNexusWith(t, sitenexus.Options{Texts: e.store, Logger: slog.New(slog.NewTextHandler(&log, nil)),
-		Quota: store.TextQuota{PerOwner: 300}})
+	e.StartWorker(t, testenv.WorkerOptions{Logger: slog.New(slog.NewTextHandler(&log, nil)), NexusTextQuota: 300})
 	endpoint, endpointID := createEndpoint(t, ds.address, ns)
 	c := newCaller(t, ds.address)
 	site := e.site(t, "trusted")
@@ -72,7 +70,7 @@ func TestNexusRefusesThePlaybooks(t *testing.T) {
 		t.Errorf("endpoints at the service: %+v; want none", eps)
 	}
 	for _, id := range []string{workflows.EmbedIncidentID(site), workflows.SecretRotationID("we_1")} {
-		if _, err := e.client.DescribeWorkflowExecution(t.Context(), id, ""); err == nil {
+		if _, err := e.Client.DescribeWorkflowExecution(t.Context(), id, ""); err == nil {
 			t.Errorf("%s was started", id)
 		}
 	}
@@ -123,7 +121,7 @@ func TestPoliciesHoldWhoeverStartsTheWorkflow(t *testing.T) {
 	before := e.endpoints(t)
 
 	start := func(kind workflows.Kind, id string, input any) error {
-		run, err := e.client.ExecuteWorkflow(t.Context(), client.StartWorkflowOptions{ID: id, TaskQueue: taskQueue}, kind.Name, input)
+		run, err := e.Client.ExecuteWorkflow(t.Context(), client.StartWorkflowOptions{ID: id, TaskQueue: taskQueue}, kind.Name, input)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -153,7 +151,7 @@ func TestPoliciesHoldWhoeverStartsTheWorkflow(t *testing.T) {
 	if len(after) != len(before) || after[0].ID != old {
 		t.Errorf("endpoints after the refused starts = %+v; want only %s as before", after, old)
 	}
-	d, err := e.client.DescribeWorkflowExecution(t.Context(), workflows.SecretRotationID(old), "")
+	d, err := e.Client.DescribeWorkflowExecution(t.Context(), workflows.SecretRotationID(old), "")
 	if err != nil || d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_FAILED {
 		t.Errorf("the refused rotation: %v, %v; want Failed", d.GetWorkflowExecutionInfo().GetStatus(), err)
 	}
@@ -187,7 +185,7 @@ func TestCLIRecordsWhoRanIt(t *testing.T) {
 	e := newEnv(t, store.SQLite, simulator.Config{})
 	e.startWorker(t)
 	site := e.site(t, "identity")
-	if out, err := e.siteopsWith(t, []string{"AGENTSITE_BASE_URL=" + e.simURL}, "embed", "off", "--site", site, "--reason", "phishing copy", "--operator", "mallory"); err != nil {
+	if out, err := e.siteopsWith(t, []string{"AGENTSITE_BASE_URL=" + e.SimURL}, "embed", "off", "--site", site, "--reason", "phishing copy", "--operator", "mallory"); err != nil {
 		t.Fatalf("embed off: %v\n%s", err, out)
 	}
 	if out, err := e.siteops(t, "embed", "on", "--site", site, "--origin", "https://fixed.example", "--operator", "mallory"); err != nil {
@@ -196,7 +194,7 @@ func TestCLIRecordsWhoRanIt(t *testing.T) {
 	id := workflows.EmbedIncidentID(site)
 	host, _ := os.Hostname()
 	want := "siteops-cli oncall-e2e@" + host
-	it := e.client.GetWorkflowHistory(t.Context(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	it := e.Client.GetWorkflowHistory(t.Context(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	var identities []string
 	for it.HasNext() {
 		ev, err := it.Next()
@@ -215,7 +213,7 @@ func TestCLIRecordsWhoRanIt(t *testing.T) {
 			t.Errorf("identities recorded = %q; want %s%s (the configured operator, not --operator)", identities, kind, want)
 		}
 	}
-	d, err := e.client.DescribeWorkflowExecution(t.Context(), id, "")
+	d, err := e.Client.DescribeWorkflowExecution(t.Context(), id, "")
 	if err != nil {
 		t.Fatal(err)
 	}

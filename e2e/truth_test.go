@@ -90,7 +90,7 @@ func TestStatusOfEveryKind(t *testing.T) {
 
 	// A running onboarding whose first call keeps failing: status shows the
 	// activity, its attempt and the last failure.
-	if err := e.sim.SetFaults(simulator.Faults{ErrorRate: 1, RetryAfter: simulator.Duration(time.Second)}); err != nil {
+	if err := e.Sim.SetFaults(simulator.Faults{ErrorRate: 1, RetryAfter: simulator.Duration(time.Second)}); err != nil {
 		t.Fatal(err)
 	}
 	if out, code := e.run(t, nil, "onboard", "-f", "../examples/bayside-dental.json"); code != 0 {
@@ -103,14 +103,14 @@ func TestStatusOfEveryKind(t *testing.T) {
 	if !strings.Contains(out, "Running") || !strings.Contains(out, "waiting on activity CreateSite") || !strings.Contains(out, "step creating-site") {
 		t.Errorf("status of a running onboarding:\n%s", out)
 	}
-	_ = e.client.TerminateWorkflow(t.Context(), "onboarding/bayside-dental", "", "test over")
-	if err := e.sim.SetFaults(simulator.Faults{}); err != nil {
+	_ = e.Client.TerminateWorkflow(t.Context(), "onboarding/bayside-dental", "", "test over")
+	if err := e.Sim.SetFaults(simulator.Faults{}); err != nil {
 		t.Fatal(err)
 	}
 
 	// A lead sync: its progress line.
 	site := e.site(t, "status-leads")
-	if _, err := e.sim.CreateLeads(site, 30); err != nil {
+	if _, err := e.Sim.CreateLeads(site, 30); err != nil {
 		t.Fatal(err)
 	}
 	if out, code := e.run(t, nil, "leads", "sync", "--site", site, "--timeout", "1m"); code != 0 {
@@ -125,7 +125,7 @@ func TestStatusOfEveryKind(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "Running") || !strings.Contains(out, "30 leads stored") || !strings.Contains(out, "caught up") {
 		t.Errorf("status of a lead sync: exit %d\n%s", code, out)
 	}
-	_ = e.client.CancelWorkflow(t.Context(), workflows.LeadSyncID(site), "")
+	_ = e.Client.CancelWorkflow(t.Context(), workflows.LeadSyncID(site), "")
 
 	// An endpoint registration: its step, endpoint and fingerprint.
 	const hookURL = "http://127.0.0.1:9/webhooks/status"
@@ -186,19 +186,20 @@ func TestUsageErrorsAndVersion(t *testing.T) {
 // onboard: it exits 130 and says the workflow goes on, and where to look.
 func TestInterruptedWaitLeavesTheWorkflowRunning(t *testing.T) {
 	e := newEnv(t, store.SQLite, simulator.Config{})
-	// No worker: the onboarding waits for one.
+	// No worker: the onboarding waits for one. The command reaches
+	// Temporal through a proxy that shows when it waits: once it asks for
+	// the run's history after its start.
+	proxy := startPlainProxy(t, server.Address)
 	cmd := exec.Command(binary, "onboard", "-f", "../examples/bayside-dental.json", "--wait")
-	cmd.Env = e.cliEnv()
+	cmd.Env = append(e.cliEnv(), "TEMPORAL_ADDRESS="+proxy.addr)
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	siteopstest.Eventually(t, 30*time.Second, "the onboarding to start", func() bool {
-		_, err := e.client.DescribeWorkflowExecution(t.Context(), "onboarding/bayside-dental", "")
-		return err == nil
+	siteopstest.Eventually(t, 30*time.Second, "the command to wait for the onboarding it started (GetWorkflowExecutionHistory after StartWorkflowExecution)", func() bool {
+		return proxy.calledAfter("StartWorkflowExecution", "GetWorkflowExecutionHistory")
 	})
-	time.Sleep(200 * time.Millisecond) // into the wait
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
@@ -211,11 +212,11 @@ func TestInterruptedWaitLeavesTheWorkflowRunning(t *testing.T) {
 	if !strings.Contains(out.String(), want) || strings.Contains(out.String(), "context canceled") {
 		t.Errorf("after Ctrl-C:\n%s", out.String())
 	}
-	d, err := e.client.DescribeWorkflowExecution(t.Context(), "onboarding/bayside-dental", "")
+	d, err := e.Client.DescribeWorkflowExecution(t.Context(), "onboarding/bayside-dental", "")
 	if err != nil || d.GetWorkflowExecutionInfo().GetStatus().String() != "Running" {
 		t.Errorf("the onboarding after Ctrl-C: %v %v", d.GetWorkflowExecutionInfo().GetStatus(), err)
 	}
-	_ = e.client.TerminateWorkflow(t.Context(), "onboarding/bayside-dental", "", "test over")
+	_ = e.Client.TerminateWorkflow(t.Context(), "onboarding/bayside-dental", "", "test over")
 }
 
 // TestSpecsAndStandardInput checks spec errors with their lines, every
@@ -281,21 +282,21 @@ func TestProgressIsPlainInAPipe(t *testing.T) {
 	e := newEnv(t, store.SQLite, simulator.Config{})
 	e.startWorker(t)
 	site := e.site(t, "piped")
-	if _, err := e.sim.CreateLeads(site, 3000); err != nil {
+	if _, err := e.Sim.CreateLeads(site, 3000); err != nil {
 		t.Fatal(err)
 	}
 	stdout, stderr, code := e.runSplit(t, nil, "", "leads", "sync", "--site", site, "--follow")
 	if code != 0 || !strings.Contains(stdout, "caught up: 3000 leads stored") || strings.Contains(stderr+stdout, "\r") {
 		t.Errorf("--follow in a pipe: exit %d\nstdout %q\nstderr %q", code, stdout, stderr)
 	}
-	_ = e.client.CancelWorkflow(t.Context(), workflows.LeadSyncID(site), "")
+	_ = e.Client.CancelWorkflow(t.Context(), workflows.LeadSyncID(site), "")
 }
 
 // TestDoctorAndStartUpChecks runs doctor in a good environment and in
 // broken ones, and a worker that must refuse to start.
 func TestDoctorAndStartUpChecks(t *testing.T) {
 	e := newEnv(t, store.SQLite, simulator.Config{})
-	api := []string{"AGENTSITE_BASE_URL=" + e.simURL, "AGENTSITE_API_KEY=" + apiKey, "SITEOPS_SECRET_KEY=" + testSecretKey(),
+	api := []string{"AGENTSITE_BASE_URL=" + e.SimURL, "AGENTSITE_API_KEY=" + apiKey, "SITEOPS_SECRET_KEY=" + testSecretKey(),
 		"SITEOPS_METRICS_ADDR=127.0.0.1:0", "SITEOPS_INGRESS_ADDR=127.0.0.1:0"}
 	out, code := e.run(t, api, "doctor")
 	if code != 0 {
@@ -318,8 +319,8 @@ func TestDoctorAndStartUpChecks(t *testing.T) {
 	}
 
 	// A namespace without siteops' search attributes.
-	bare := "e2e-bare-" + strings.ReplaceAll(e.ns, "e2e-", "")
-	if _, err := e.client.WorkflowService().RegisterNamespace(t.Context(), &workflowservice.RegisterNamespaceRequest{
+	bare := "e2e-bare-" + strings.ReplaceAll(e.Namespace, "e2e-", "")
+	if _, err := e.Client.WorkflowService().RegisterNamespace(t.Context(), &workflowservice.RegisterNamespaceRequest{
 		Namespace: bare, WorkflowExecutionRetentionPeriod: durationpb.New(24 * time.Hour),
 	}); err != nil {
 		t.Fatal(err)
@@ -360,7 +361,7 @@ func TestFollowEndsWhateverTheSyncDid(t *testing.T) {
 	e := newEnv(t, store.SQLite, simulator.Config{})
 	e.startWorker(t)
 	site := e.site(t, "followed")
-	if _, err := e.sim.CreateLeads(site, 40); err != nil {
+	if _, err := e.Sim.CreateLeads(site, 40); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 3 {
@@ -369,7 +370,7 @@ func TestFollowEndsWhateverTheSyncDid(t *testing.T) {
 		}
 	}
 	id := workflows.LeadSyncID(site)
-	if err := e.client.TerminateWorkflow(t.Context(), id, "", "on-call stopped it"); err != nil {
+	if err := e.Client.TerminateWorkflow(t.Context(), id, "", "on-call stopped it"); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
@@ -380,7 +381,7 @@ func TestFollowEndsWhateverTheSyncDid(t *testing.T) {
 
 	// Every call to the API now fails: the sync the follow asks for retries
 	// and never catches up, until on-call terminates it.
-	if err := e.sim.SetFaults(simulator.Faults{ErrorRate: 1}); err != nil {
+	if err := e.Sim.SetFaults(simulator.Faults{ErrorRate: 1}); err != nil {
 		t.Fatal(err)
 	}
 	type result struct {
@@ -400,7 +401,7 @@ func TestFollowEndsWhateverTheSyncDid(t *testing.T) {
 		done <- result{string(out), code}
 	}()
 	siteopstest.Eventually(t, 30*time.Second, "the requested sync to fail and retry", func() bool {
-		d, err := e.client.DescribeWorkflowExecution(t.Context(), id, "")
+		d, err := e.Client.DescribeWorkflowExecution(t.Context(), id, "")
 		if err != nil {
 			return false
 		}
@@ -411,7 +412,7 @@ func TestFollowEndsWhateverTheSyncDid(t *testing.T) {
 		}
 		return false
 	})
-	if err := e.client.TerminateWorkflow(t.Context(), id, "", "on-call stopped it again"); err != nil {
+	if err := e.Client.TerminateWorkflow(t.Context(), id, "", "on-call stopped it again"); err != nil {
 		t.Fatal(err)
 	}
 	terminated := time.Now()
@@ -462,11 +463,11 @@ func TestCLITellsTheOutcome(t *testing.T) {
 	if out, code := e.run(t, elsewhere, "status", "onboarding/bayside-dental"); code == 0 {
 		t.Errorf("status in a namespace that does not exist: exit 0\n%s", out)
 	}
-	out, code = e.run(t, elsewhere, "status", "onboarding/bayside-dental", "--namespace", e.ns)
+	out, code = e.run(t, elsewhere, "status", "onboarding/bayside-dental", "--namespace", e.Namespace)
 	if code != 0 || !strings.Contains(out, "Running") {
 		t.Errorf("--namespace over TEMPORAL_NAMESPACE: exit %d, want 0 and the running onboarding\n%s", code, out)
 	}
-	_ = e.client.TerminateWorkflow(t.Context(), "onboarding/bayside-dental", "", "test over")
+	_ = e.Client.TerminateWorkflow(t.Context(), "onboarding/bayside-dental", "", "test over")
 }
 
 // TestSignatureVerifyWithStoredSecrets checks `signature verify --receiver
@@ -476,7 +477,7 @@ func TestCLITellsTheOutcome(t *testing.T) {
 func TestSignatureVerifyWithStoredSecrets(t *testing.T) {
 	e := newEnv(t, store.SQLite, simulator.Config{})
 	const secret = "whsec_stored_for_v1" //nolint:gosec // made up for the test
-	if err := e.store.PutSecret(t.Context(), "we_v1", "v1", agentsite.NewSigningSecret(secret)); err != nil {
+	if err := e.Store.PutSecret(t.Context(), "we_v1", "v1", agentsite.NewSigningSecret(secret)); err != nil {
 		t.Fatal(err)
 	}
 	body := []byte(`{"id":"evt_sig_1","type":"lead.created","created_at":"2026-11-22T09:00:00.000Z","data":{"site_id":"site_1","lead_id":"lead_1"}}`)
@@ -510,7 +511,7 @@ func TestSignatureVerifyWithStoredSecrets(t *testing.T) {
 // JSON object per line and snake_case keys.
 func TestProcessLogsAndStartUp(t *testing.T) {
 	e := newEnv(t, store.SQLite, simulator.Config{})
-	api := []string{"AGENTSITE_BASE_URL=" + e.simURL, "AGENTSITE_API_KEY=" + apiKey, "SITEOPS_METRICS_ADDR="}
+	api := []string{"AGENTSITE_BASE_URL=" + e.SimURL, "AGENTSITE_API_KEY=" + apiKey, "SITEOPS_METRICS_ADDR="}
 
 	// The default store, with Temporal unreachable: the start-up line says
 	// where the store is before the worker says it waits for Temporal.
@@ -603,7 +604,7 @@ func TestProcessLogsAndStartUp(t *testing.T) {
 // down, which only warns.
 func TestIngressStartUpChecks(t *testing.T) {
 	e := newEnv(t, store.SQLite, simulator.Config{})
-	if err := e.store.PutSecret(t.Context(), "we_old", "", agentsite.NewSigningSecret("whsec_under_the_old_key")); err != nil {
+	if err := e.Store.PutSecret(t.Context(), "we_old", "", agentsite.NewSigningSecret("whsec_under_the_old_key")); err != nil {
 		t.Fatal(err)
 	}
 	otherKey := []string{"SITEOPS_SECRET_KEY=" + base64.StdEncoding.EncodeToString([]byte("another-siteops-secret-key-32byt")),

@@ -53,7 +53,7 @@ func (e *env) startWorkerProcess(t *testing.T, extra ...string) *syncBuffer {
 // buildOf returns the build ID a workflow's latest run is on.
 func (e *env) buildOf(t *testing.T, workflowID string) string {
 	t.Helper()
-	d, err := e.client.DescribeWorkflowExecution(context.WithoutCancel(t.Context()), workflowID, "")
+	d, err := e.Client.DescribeWorkflowExecution(context.WithoutCancel(t.Context()), workflowID, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,20 +29,16 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
-	sdkworker "go.temporal.io/sdk/worker"
 
-	"github.com/siteops/siteops/activities"
-	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/codec"
 	"github.com/siteops/siteops/config"
 	"github.com/siteops/siteops/internal/devserver"
 	"github.com/siteops/siteops/internal/siteopstest"
+	"github.com/siteops/siteops/internal/siteopstest/testenv"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"
-	"github.com/siteops/siteops/store/storetest"
 	"github.com/siteops/siteops/wiring"
-	"github.com/siteops/siteops/worker"
 	"github.com/siteops/siteops/workflows"
 )
 
@@ -421,35 +417,15 @@ type workflowRun struct{ id, runID string }
 // deployment with SITEOPS_PAYLOAD_KEY would.
 func onboardEncrypted(t *testing.T, address, payloadKey string) workflowRun {
 	t.Helper()
-	sim, err := simulator.New(simulator.Config{Keys: map[string][]string{apiKey: {simulator.ScopeAll}}, TimeScale: 100, KnowledgeDelay: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	simSrv := httptest.NewServer(sim.Handler())
-	t.Cleanup(func() { simSrv.Close(); sim.Close() })
-	st, err := store.Open(t.Context(), storetest.SQLiteURL(t), store.WithSecretKey(storetest.TestKey))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-
+	e := newEnvAt(t, address, "default", store.SQLite, simulator.Config{})
+	e.StartWorker(t, testenv.WorkerOptions{PayloadKey: payloadKey})
 	tc := config.Temporal{Address: address, Namespace: "default", TaskQueue: taskQueue, PayloadKey: payloadKey}
 	c, _, err := wiring.DialTemporal(t.Context(), tc, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	api, err := agentsite.NewClient(simSrv.URL, apiKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := sdkworker.New(c, taskQueue, sdkworker.Options{})
-	worker.Register(w, activities.New(api, st))
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
-	s := &starter.Starter{Client: c, Texts: st, TaskQueue: taskQueue}
+	s := &starter.Starter{Client: c, Texts: e.Store, TaskQueue: taskQueue}
 	o, err := s.Onboard(t.Context(), prepare(t, "../examples/bayside-dental.json", "bayside-dental"))
 	if err != nil {
 		t.Fatal(err)
