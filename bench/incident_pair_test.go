@@ -3,7 +3,6 @@ package bench
 import (
 	"encoding/json"
 	"fmt"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,10 +21,9 @@ import (
 	"github.com/siteops/siteops/config"
 	"github.com/siteops/siteops/internal/devserver"
 	"github.com/siteops/siteops/internal/siteopstest"
+	"github.com/siteops/siteops/internal/siteopstest/testenv"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/starter"
-	"github.com/siteops/siteops/store"
-	"github.com/siteops/siteops/store/storetest"
 	"github.com/siteops/siteops/wiring"
 	"github.com/siteops/siteops/worker"
 	"github.com/siteops/siteops/workflows"
@@ -117,22 +115,17 @@ type pairRig struct {
 func newPairRig(b *testing.B, bin, temporalCLI string) *pairRig {
 	b.Helper()
 	const apiKey = "svc_live_bench"
-	sim, err := simulator.New(simulator.Config{Keys: map[string][]string{apiKey: {simulator.ScopeAll}}, Seed: 22})
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv := httptest.NewServer(sim.Handler())
-	b.Cleanup(func() { srv.Close(); sim.Close() })
-	api, err := wiring.APIClient(config.AgentSite{BaseURL: srv.URL, APIKey: apiKey}, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	st := storetest.Open(b, store.SQLite)
-	c := dial(b)
 	run := time.Now().UnixNano()
 	queue := fmt.Sprintf("bench-incident-pair-%d", run)
-	w := sdkworker.New(c, queue, sdkworker.Options{})
-	worker.Register(w, activities.New(api, st))
+	e := testenv.New(b, testenv.Options{Address: temporalAddress, TaskQueue: queue, APIKey: apiKey, Sim: simulator.Config{Seed: 22}})
+	api, err := wiring.APIClient(config.AgentSite{BaseURL: e.SimURL, APIKey: apiKey}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// One SDK worker for the siteops workflows and the hand side's no-op,
+	// which cannot share a task queue with a worker that lacks it.
+	w := sdkworker.New(e.Client, queue, sdkworker.Options{})
+	worker.Register(w, activities.New(api, e.Store))
 	w.RegisterWorkflowWithOptions(noopWorkflow, workflow.RegisterOptions{Name: noopWorkflowName})
 	if err := w.Start(); err != nil {
 		b.Fatal(err)
@@ -147,11 +140,11 @@ func newPairRig(b *testing.B, bin, temporalCLI string) *pairRig {
 		return cs.Site.ID
 	}
 	return &pairRig{
-		b: b, bin: bin, temporal: temporalCLI, simURL: srv.URL, apiKey: apiKey, queue: queue,
+		b: b, bin: bin, temporal: temporalCLI, simURL: e.SimURL, apiKey: apiKey, queue: queue,
 		env: append(os.Environ(), "TEMPORAL_ADDRESS="+temporalAddress, "TEMPORAL_NAMESPACE=default",
 			"SITEOPS_TASK_QUEUE="+queue, "SITEOPS_OPERATOR=bench"),
 		siteA: site("siteops"), siteB: site("by-hand"), siteC: site("in-process"), siteD: site("in-process-by-hand"),
-		c: c, s: &starter.Starter{Client: c, TaskQueue: queue}, api: api, run: run,
+		c: e.Client, s: e.Starter, api: api, run: run,
 	}
 }
 

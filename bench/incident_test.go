@@ -2,7 +2,6 @@ package bench
 
 import (
 	"fmt"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"slices"
@@ -19,10 +18,8 @@ import (
 	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/config"
 	"github.com/siteops/siteops/internal/siteopstest"
+	"github.com/siteops/siteops/internal/siteopstest/testenv"
 	"github.com/siteops/siteops/simulator"
-	"github.com/siteops/siteops/starter"
-	"github.com/siteops/siteops/store"
-	"github.com/siteops/siteops/store/storetest"
 	"github.com/siteops/siteops/wiring"
 	"github.com/siteops/siteops/worker"
 	"github.com/siteops/siteops/workflows"
@@ -83,28 +80,24 @@ type incidentParts struct{ exec, dial, attrs []time.Duration }
 func incidentRun(b *testing.B, bin string, n int) (cli, inProc, base []time.Duration, parts incidentParts) {
 	b.Helper()
 	const apiKey = "svc_live_bench"
-	sim, err := simulator.New(simulator.Config{Keys: map[string][]string{apiKey: {simulator.ScopeAll}}, Seed: 13})
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv := httptest.NewServer(sim.Handler())
-	defer func() { srv.Close(); sim.Close() }()
-	api, err := wiring.APIClient(config.AgentSite{BaseURL: srv.URL, APIKey: apiKey}, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	st := storetest.Open(b, store.SQLite)
-	c := dial(b)
 	run := time.Now().UnixNano()
 	queue := fmt.Sprintf("bench-incident-%d", run)
+	e := testenv.New(b, testenv.Options{Address: temporalAddress, TaskQueue: queue, APIKey: apiKey, Sim: simulator.Config{Seed: 13}})
+	defer e.Close()
+	api, err := wiring.APIClient(config.AgentSite{BaseURL: e.SimURL, APIKey: apiKey}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, s := e.Client, e.Starter
+	// One SDK worker for the siteops workflows and the baseline's no-op,
+	// which cannot share a task queue with a worker that lacks it.
 	w := sdkworker.New(c, queue, sdkworker.Options{})
-	worker.Register(w, activities.New(api, st))
+	worker.Register(w, activities.New(api, e.Store))
 	w.RegisterWorkflowWithOptions(noopWorkflow, workflow.RegisterOptions{Name: noopWorkflowName})
 	if err := w.Start(); err != nil {
 		b.Fatal(err)
 	}
 	defer w.Stop()
-	s := &starter.Starter{Client: c, TaskQueue: queue}
 	env := append(os.Environ(), "TEMPORAL_ADDRESS="+temporalAddress, "TEMPORAL_NAMESPACE=default",
 		"SITEOPS_TASK_QUEUE="+queue, "SITEOPS_OPERATOR=bench")
 

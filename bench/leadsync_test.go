@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"iter"
-	"net/http/httptest"
 	"os"
 	"strconv"
 	"sync/atomic"
@@ -19,10 +18,9 @@ import (
 	"github.com/siteops/siteops/activities"
 	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/config"
+	"github.com/siteops/siteops/internal/siteopstest/testenv"
 	"github.com/siteops/siteops/simulator"
-	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"
-	"github.com/siteops/siteops/store/storetest"
 	"github.com/siteops/siteops/wiring"
 	"github.com/siteops/siteops/worker"
 	"github.com/siteops/siteops/workflows"
@@ -76,23 +74,20 @@ type leadSyncTimes struct {
 func leadSyncRun(b *testing.B, n int) (res leadSyncTimes) {
 	b.Helper()
 	const apiKey = "svc_live_bench"
-	sim, err := simulator.New(simulator.Config{Keys: map[string][]string{apiKey: {simulator.ScopeAll}}, Seed: 7})
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv := httptest.NewServer(sim.Handler())
-	defer func() { srv.Close(); sim.Close() }()
+	run := time.Now().UnixNano()
+	e := testenv.New(b, testenv.Options{Address: temporalAddress, TaskQueue: fmt.Sprintf("bench-leadsync-%d", run), APIKey: apiKey,
+		Dialect: store.Postgres, Sim: simulator.Config{Seed: 7}})
+	defer e.Close()
+	sim, pg, c, s := e.Sim, e.Store, e.Client, e.Starter
 	// The production client (with its shared limiter, idle here), one for
 	// both variants.
-	api, err := wiring.APIClient(config.AgentSite{BaseURL: srv.URL, APIKey: apiKey}, nil)
+	api, err := wiring.APIClient(config.AgentSite{BaseURL: e.SimURL, APIKey: apiKey}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
 	var fetching, upserting atomic.Int64
-	pg := storetest.Open(b, store.Postgres)
 	st := timedStore{Store: pg, spent: &upserting}
 	timed := timedAPI{API: api, spent: &fetching}
-	run := time.Now().UnixNano()
 	site := func(name string, leads int) string {
 		s, err := api.CreateSite(b.Context(), fmt.Sprintf("bench-%s-%d", name, run), agentsite.NewSite{
 			Title: "Leads", Slug: fmt.Sprintf("leads-%s-%d", name, run), Type: "business", Template: "minimal",
@@ -111,15 +106,14 @@ func leadSyncRun(b *testing.B, n int) (res leadSyncTimes) {
 	sites := [2][2]string{{site("loop-0", n), site("workflow-0", n)}, {site("workflow-1", n), site("loop-1", n)}}
 	warmLoop, warmFlow := site("warm-loop", min(n, 1000)), site("warm-workflow", min(n, 1000))
 
-	c := dial(b)
-	queue := fmt.Sprintf("bench-leadsync-%d", run)
-	w := sdkworker.New(c, queue, sdkworker.Options{})
+	// An SDK worker with the timed client and store: the time the
+	// workflow's activities spend fetching and upserting is measured.
+	w := sdkworker.New(c, e.TaskQueue, sdkworker.Options{})
 	worker.Register(w, activities.New(timed, st))
 	if err := w.Start(); err != nil {
 		b.Fatal(err)
 	}
 	defer w.Stop()
-	s := &starter.Starter{Client: c, TaskQueue: queue}
 
 	// parts adds the time spent fetching and upserting during f to
 	// fetch and upsert.

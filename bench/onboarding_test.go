@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -22,15 +21,11 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/siteops/siteops/activities"
-	"github.com/siteops/siteops/config"
 	"github.com/siteops/siteops/examples"
+	"github.com/siteops/siteops/internal/siteopstest/testenv"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"
-	"github.com/siteops/siteops/store/storetest"
-	"github.com/siteops/siteops/wiring"
-	"github.com/siteops/siteops/worker"
 	"github.com/siteops/siteops/workflows"
 )
 
@@ -196,37 +191,18 @@ type onboardingRig struct {
 
 func newOnboardingRig(b *testing.B) *onboardingRig {
 	b.Helper()
-	const apiKey = "svc_live_bench"
-	sim, err := simulator.New(simulator.Config{Keys: map[string][]string{apiKey: {simulator.ScopeAll}}, Seed: 11})
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv := httptest.NewServer(sim.Handler())
-	b.Cleanup(func() { srv.Close(); sim.Close() })
-	api, err := wiring.APIClient(config.AgentSite{BaseURL: srv.URL, APIKey: apiKey}, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	st := storetest.Open(b, store.Postgres)
-	r := &onboardingRig{b: b, c: dial(b), run: time.Now().UnixNano()}
+	run := time.Now().UnixNano()
+	e := testenv.New(b, testenv.Options{Address: temporalAddress, TaskQueue: fmt.Sprintf("bench-onboarding-%d", run),
+		APIKey: "svc_live_bench", Dialect: store.Postgres, Sim: simulator.Config{Seed: 11}})
+	r := &onboardingRig{b: b, c: e.Client, run: run, queue: e.TaskQueue, noopQueue: fmt.Sprintf("bench-noop-%d", run)}
 
 	// SITEOPS_BENCH_WORKERS workers poll each task queue, each on a
 	// connection of its own as separate worker processes would (issue 13,
-	// item 7: one worker against two).
-	r.queue = fmt.Sprintf("bench-onboarding-%d", r.run)
-	r.noopQueue = fmt.Sprintf("bench-noop-%d", r.run)
-	for i := range benchCount(b, "SITEOPS_BENCH_WORKERS", 1) {
-		wc := r.c
-		if i > 0 {
-			wc = dial(b)
-		}
-		w := sdkworker.New(wc, r.queue, sdkworker.Options{})
-		worker.Register(w, activities.New(api, st))
-		if err := w.Start(); err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(w.Stop)
-		nw := sdkworker.New(wc, r.noopQueue, sdkworker.Options{})
+	// item 7: one worker against two): the siteops worker as `siteops
+	// worker` runs it (testenv.StartWorker), the no-op's an SDK worker.
+	for range benchCount(b, "SITEOPS_BENCH_WORKERS", 1) {
+		e.StartWorker(b, testenv.WorkerOptions{})
+		nw := sdkworker.New(dial(b), r.noopQueue, sdkworker.Options{})
 		nw.RegisterWorkflowWithOptions(noopOnboarding, workflow.RegisterOptions{Name: noopOnboardingName})
 		nw.RegisterActivityWithOptions(noopActivity, activity.RegisterOptions{Name: noopActivityName})
 		if err := nw.Start(); err != nil {
@@ -234,10 +210,11 @@ func newOnboardingRig(b *testing.B) *onboardingRig {
 		}
 		b.Cleanup(nw.Stop)
 	}
-	r.s = &starter.Starter{Client: r.c, Texts: timedTexts{TextStore: st, spent: &r.storingTexts}, TaskQueue: r.queue}
+	r.s = &starter.Starter{Client: r.c, Texts: timedTexts{TextStore: e.Store, spent: &r.storingTexts}, TaskQueue: r.queue}
 
 	r.specs = make([]starter.Spec, len(examples.Specs))
 	for i, name := range examples.Specs {
+		var err error
 		if r.specs[i], err = starter.LoadSpecFS(examples.FS, name); err != nil {
 			b.Fatal(err)
 		}

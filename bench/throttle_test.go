@@ -2,7 +2,6 @@ package bench
 
 import (
 	"fmt"
-	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,10 +14,9 @@ import (
 	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/config"
 	"github.com/siteops/siteops/examples"
+	"github.com/siteops/siteops/internal/siteopstest/testenv"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/starter"
-	"github.com/siteops/siteops/store"
-	"github.com/siteops/siteops/store/storetest"
 	"github.com/siteops/siteops/wiring"
 	"github.com/siteops/siteops/worker"
 	"github.com/siteops/siteops/workflows"
@@ -54,37 +52,34 @@ func BenchmarkThrottledAPI(b *testing.B) {
 func throttledRun(b *testing.B, limiter bool) (throttled, failed int, took time.Duration) {
 	b.Helper()
 	const onboardings, leads = 20, 10_000
-	sim, err := simulator.New(simulator.Config{
-		Keys: map[string][]string{"svc_live_bench": {simulator.ScopeAll}}, TimeScale: 100, KnowledgeDelay: time.Hour, Seed: 3,
-		Faults: simulator.Faults{RateLimitRPS: 20, RateLimitBurst: 5},
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv := httptest.NewServer(sim.Handler())
-	defer func() { srv.Close(); sim.Close() }()
-	var api *agentsite.Client
-	if limiter {
-		api, err = wiring.APIClient(config.AgentSite{BaseURL: srv.URL, APIKey: "svc_live_bench"}, nil)
-	} else {
-		api, err = agentsite.NewClient(srv.URL, "svc_live_bench", agentsite.WithTimeout(wiring.APITimeout))
-	}
-	if err != nil {
-		b.Fatal(err)
-	}
-	st := storetest.Open(b, store.SQLite)
-	c := dial(b)
 	queue := fmt.Sprintf("bench-throttle-%d", time.Now().UnixNano())
+	e := testenv.New(b, testenv.Options{Address: temporalAddress, TaskQueue: queue, APIKey: "svc_live_bench", Sim: simulator.Config{
+		TimeScale: 100, KnowledgeDelay: time.Hour, Seed: 3,
+		Faults: simulator.Faults{RateLimitRPS: 20, RateLimitBurst: 5},
+	}})
+	defer e.Close()
+	sim, st, c, s := e.Sim, e.Store, e.Client, e.Starter
+	// An SDK worker on the client under test: the production one with its
+	// adaptive limiter, or a plain one without.
+	var api *agentsite.Client
+	var err error
+	if limiter {
+		api, err = wiring.APIClient(config.AgentSite{BaseURL: e.SimURL, APIKey: "svc_live_bench"}, nil)
+	} else {
+		api, err = agentsite.NewClient(e.SimURL, "svc_live_bench", agentsite.WithTimeout(wiring.APITimeout))
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
 	w := sdkworker.New(c, queue, sdkworker.Options{})
 	worker.Register(w, activities.New(api, st))
 	if err := w.Start(); err != nil {
 		b.Fatal(err)
 	}
 	defer w.Stop()
-	s := &starter.Starter{Client: c, Texts: st, TaskQueue: queue}
 
 	// The lead collection exists before the clock starts.
-	setup, _ := agentsite.NewClient(srv.URL, "svc_live_bench")
+	setup, _ := agentsite.NewClient(e.SimURL, "svc_live_bench")
 	if err := sim.SetFaults(simulator.Faults{}); err != nil {
 		b.Fatal(err)
 	}
