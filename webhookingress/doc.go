@@ -1,8 +1,10 @@
 // Package webhookingress receives the Agent-Site service's signed webhooks:
 // the HTTP handler that checks, caps, verifies, records and answers, the
 // secret lookup for each receiver path, the relay that turns recorded
-// events into workflow signals, and the tools with which operators list,
-// inspect and replay the recorded events (siteops events).
+// events into workflow signals, the tools with which operators list,
+// inspect and replay the recorded events (siteops events), and the check
+// of a captured delivery as the handler verifies it (siteops signature
+// verify).
 //
 // A delivery is answered as soon as it is recorded in the inbox (the store
 // table whose primary key is the event id): Temporal being slow or down never

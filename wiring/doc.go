@@ -3,7 +3,9 @@
 // limit, and the Temporal client, read as the Temporal ecosystem reads its
 // connection settings. The worker, the ingress, the CLI and the demo all
 // assemble themselves here, so that what one of them proves holds for the
-// others.
+// others. The functions whose names end in FromEnv, and Diagnose, Probe
+// and PatientStarter, read settings from the environment themselves: they
+// serve the CLI's commands, which take no flags for those settings.
 //
 // It holds no business rules and starts no goroutines of its own beyond
 // what the parts it builds need.
