@@ -9,11 +9,9 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -30,6 +28,8 @@ import (
 	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/agentsite/webhook"
 	"github.com/siteops/siteops/examples"
+	"github.com/siteops/siteops/internal/siteopstest"
+	"github.com/siteops/siteops/internal/siteopstest/testenv"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"
@@ -199,18 +199,13 @@ func newCapacityRig(b *testing.B) *capacityRig {
 	b.Helper()
 	const apiKey = "svc_live_bench"
 	r := &capacityRig{b: b, run: fmt.Sprintf("%d", time.Now().UnixNano()%1e9)}
-	bin := filepath.Join(b.TempDir(), "siteops")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/siteops").CombinedOutput(); err != nil {
-		b.Fatalf("building siteops: %v\n%s", err, out)
-	}
-	sim, err := simulator.New(simulator.Config{Keys: map[string][]string{apiKey: {simulator.ScopeAll}}, Seed: 17})
+	bin, err := siteopstest.Build(b.TempDir())
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv := httptest.NewServer(sim.Handler())
-	b.Cleanup(func() { srv.Close(); sim.Close() })
+	sim, simURL := testenv.Simulator(b, simulator.Config{Keys: map[string][]string{apiKey: {simulator.ScopeAll}}, Seed: 17})
 	r.sim = sim
-	if r.api, err = agentsite.NewClient(srv.URL, apiKey); err != nil {
+	if r.api, err = agentsite.NewClient(simURL, apiKey); err != nil {
 		b.Fatal(err)
 	}
 
@@ -248,7 +243,7 @@ func newCapacityRig(b *testing.B) *capacityRig {
 	cmd := exec.Command(bin, "worker", "--skip-checks")
 	cmd.Env = append(os.Environ(),
 		"TEMPORAL_ADDRESS="+temporalAddress, "TEMPORAL_NAMESPACE=default", "SITEOPS_TASK_QUEUE="+r.queue,
-		"AGENTSITE_BASE_URL="+srv.URL, "AGENTSITE_API_KEY="+apiKey,
+		"AGENTSITE_BASE_URL="+simURL, "AGENTSITE_API_KEY="+apiKey,
 		"SITEOPS_DATABASE_URL="+withApp(r.workerApp), "SITEOPS_SECRET_KEY="+base64.StdEncoding.EncodeToString(storetest.TestKey),
 		"SITEOPS_METRICS_ADDR=", "SITEOPS_WORKER_VERSIONING=false", "SITEOPS_LOG_LEVEL=warn")
 	if v := os.Getenv("SITEOPS_BENCH_CAP_CACHE"); v != "" {

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/internal/siteopstest"
+	"github.com/siteops/siteops/internal/siteopstest/testenv"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/starter"
 )
@@ -37,17 +37,12 @@ func BenchmarkWorkerMemory(b *testing.B) {
 	// One simulator for every run: it numbers sites from site_1, and each
 	// run needs sites (and so lead-sync workflow ids) of its own.
 	const apiKey = "svc_live_bench"
-	sim, err := simulator.New(simulator.Config{Keys: map[string][]string{apiKey: {simulator.ScopeAll}}, Seed: 5})
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv := httptest.NewServer(sim.Handler())
-	defer func() { srv.Close(); sim.Close() }()
+	sim, simURL := testenv.Simulator(b, simulator.Config{Keys: map[string][]string{apiKey: {simulator.ScopeAll}}, Seed: 5})
 	for _, cache := range []int{2000, 10_000} {
 		b.Run(fmt.Sprintf("cache=%d", cache), func(b *testing.B) {
 			scenario(b)
 			for range b.N {
-				rss, hwm := idleWorkerRSS(b, bin, sim, srv.URL, apiKey, cache, workflows)
+				rss, hwm := idleWorkerRSS(b, bin, sim, simURL, apiKey, cache, workflows)
 				b.ReportMetric(float64(rss)/(1<<20), "rss-MiB")
 				b.ReportMetric(float64(hwm)/(1<<20), "peak-rss-MiB")
 			}
