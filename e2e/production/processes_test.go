@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/siteops/siteops/internal/siteopstest"
+	"github.com/siteops/siteops/internal/siteopstest/testenv"
 	"github.com/siteops/siteops/simulator"
 )
 
@@ -126,24 +126,12 @@ func siteops(t *testing.T, env []string, args ...string) (string, int) {
 	return "", 0
 }
 
-// newSimulator serves the Agent-Site simulator on loopback for the test.
+// newSimulator serves the Agent-Site simulator on loopback for the test,
+// as the end-to-end tests run it, accepting apiKey.
 func newSimulator(t *testing.T, cfg simulator.Config) (*simulator.Simulator, string) {
 	t.Helper()
 	cfg.Keys = map[string][]string{apiKey: {simulator.ScopeAll}}
-	cfg.AllowLoopbackReceivers = true
-	if cfg.TimeScale == 0 {
-		cfg.TimeScale = 100
-	}
-	if cfg.KnowledgeDelay == 0 {
-		cfg.KnowledgeDelay = time.Hour
-	}
-	sim, err := simulator.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(sim.Handler())
-	t.Cleanup(func() { srv.Close(); sim.Close() })
-	return sim, srv.URL
+	return testenv.Simulator(t, testenv.EndToEnd(cfg))
 }
 
 // ready polls url until it answers 200.
