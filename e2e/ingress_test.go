@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"net/http/httptest"
 	"slices"
 	"strings"
@@ -178,7 +179,24 @@ func TestRotationUnderContinuousDeliveries(t *testing.T) {
 			}
 		}
 	})
-	time.Sleep(300 * time.Millisecond) // deliveries flowing on the old endpoint before the rotation
+	// flowing is a poll for 20 lead.created deliveries to endpoint since a
+	// time: the stream reaching it, not a time that passed.
+	flowing := func(what, endpoint string, since time.Time) {
+		t.Helper()
+		siteopstest.EventuallyNil(t, 30*time.Second, "20 deliveries on "+what, func() error {
+			n := 0
+			for _, d := range e.Sim.Deliveries() {
+				if d.EndpointID == endpoint && d.Outcome == "succeeded" && d.At.After(since) {
+					n++
+				}
+			}
+			if n < 20 {
+				return fmt.Errorf("%d deliveries on %s", n, endpoint)
+			}
+			return nil
+		})
+	}
+	flowing("the old endpoint before the rotation", old, time.Time{})
 	run, err := e.Starter.RotateSecret(t.Context(), starter.RotationRequest{OldEndpointID: old, NewURL: in.url + "/webhooks/v2", VerifyTimeout: time.Minute, GracePeriod: time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -187,7 +205,9 @@ func TestRotationUnderContinuousDeliveries(t *testing.T) {
 	if err := e.Starter.Wait(ctxWithin(t, time.Minute), run, &st); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond) // deliveries flowing on the new endpoint after it
+	if st.Step == workflows.RotationDone {
+		flowing("the new endpoint after the rotation", st.NewEndpointID, time.Now())
+	}
 	close(stop)
 	wg.Wait()
 	if st.Step != workflows.RotationDone || st.VerifiedEventID == "" {
