@@ -281,3 +281,64 @@ func RotationOutcome(id string, st workflows.SecretRotationStatus) string {
 	}
 	return line + "; its secret is not stored here (it comes from SITEOPS_WEBHOOK_SECRETS) and stays accepted on /webhooks until you remove it there after the grace period"
 }
+
+// RotationNeedsDecisionError ends a wait for a rotation that stopped at
+// on-call's decision: no verified delivery came on the new endpoint within
+// its verification timeout. The rotation goes on waiting for the decision
+// until its deadline, then aborts; waiting here would only hold the
+// terminal until then.
+type RotationNeedsDecisionError struct {
+	WorkflowID string
+	Status     workflows.SecretRotationStatus
+}
+
+func (e *RotationNeedsDecisionError) Error() string {
+	deadline := ""
+	if !e.Status.DecisionDeadline.IsZero() {
+		deadline = " by " + e.Status.DecisionDeadline.UTC().Format(time.RFC3339) + " (then it aborts by itself)"
+	}
+	return fmt.Sprintf("%s waits for your decision: no verified delivery came on the new endpoint %s in time; decide%s with 'siteops secret proceed --endpoint %s' (delete the old endpoint anyway) or 'siteops secret abort --endpoint %s' (keep it); see 'siteops status %s'",
+		e.WorkflowID, e.Status.NewEndpointID, deadline, e.Status.OldEndpointID, e.Status.OldEndpointID, e.WorkflowID)
+}
+
+// rotationPoll is how often WaitRotation asks a running rotation where it
+// stands.
+const rotationPoll = 2 * time.Second
+
+// WaitRotation waits for the rotation run to end, as Wait does, and ends
+// the wait early with a *RotationNeedsDecisionError when the rotation
+// stops at on-call's decision: a wait that only a human can end is not
+// held open.
+func (s *Starter) WaitRotation(ctx context.Context, run client.WorkflowRun) (workflows.SecretRotationStatus, error) {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type result struct {
+		st  workflows.SecretRotationStatus
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var r result
+		r.err = s.Wait(wctx, run, &r.st)
+		done <- r
+	}()
+	tick := time.NewTicker(rotationPoll)
+	defer tick.Stop()
+	for {
+		select {
+		case r := <-done:
+			return r.st, r.err
+		case <-tick.C:
+			// A query that fails (no worker answering yet, Temporal busy)
+			// is asked again at the next tick; the wait itself decides.
+			qctx, qcancel := context.WithTimeout(wctx, rotationPoll)
+			v, err := s.Client.QueryWorkflow(qctx, run.GetID(), run.GetRunID(), workflows.QueryRotation)
+			var st workflows.SecretRotationStatus
+			if err == nil && v.Get(&st) == nil && st.Step == workflows.RotationDeciding {
+				qcancel()
+				return st, &RotationNeedsDecisionError{WorkflowID: run.GetID(), Status: st}
+			}
+			qcancel()
+		}
+	}
+}

@@ -3,12 +3,14 @@ package starter
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/store/storetest"
+	"github.com/siteops/siteops/workflows"
 )
 
 func TestReceiverFromURL(t *testing.T) {
@@ -110,5 +112,20 @@ func TestStoredSecret(t *testing.T) {
 				t.Errorf("retired at %v, want a time before %v", at, now)
 			}
 		})
+	}
+}
+
+// TestRotationNeedsDecisionSaysWhatToRun names the rotation, the new
+// endpoint, the deadline and both commands on-call may run.
+func TestRotationNeedsDecisionSaysWhatToRun(t *testing.T) {
+	deadline := time.Date(2026, 11, 26, 9, 30, 0, 0, time.UTC)
+	err := &RotationNeedsDecisionError{WorkflowID: "secret-rotation/we_1", Status: workflows.SecretRotationStatus{
+		Step: workflows.RotationDeciding, OldEndpointID: "we_1", NewEndpointID: "we_2", DecisionDeadline: deadline,
+	}}
+	for _, want := range []string{"secret-rotation/we_1 waits for your decision", "new endpoint we_2", "by 2026-11-26T09:30:00Z",
+		"'siteops secret proceed --endpoint we_1'", "'siteops secret abort --endpoint we_1'", "'siteops status secret-rotation/we_1'"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("got %q\nwant it to contain %q", err.Error(), want)
+		}
 	}
 }

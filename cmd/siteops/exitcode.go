@@ -34,7 +34,8 @@ const (
 // (TestExitCodesHelpMatchesTheREADME).
 const exitCodesHelp = `Exit codes:
   0    success (also: the same spec onboarded before, "already onboarded")
-  1    the operation failed, or --timeout ended a wait (the workflow goes on)
+  1    the operation failed, or --timeout ended a wait, or a rotation
+       stopped for on-call's decision (the workflow goes on)
   2    usage or invalid input: bad flags, a setting (also SITEOPS_SECRET_KEY
        unset where it is needed), a spec that breaks the contract, a
        different spec for a slug

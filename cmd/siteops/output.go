@@ -109,11 +109,14 @@ func writeError(w io.Writer, err error, code int, asJSON bool) {
 	e := errorJSON{Error: msg, ExitCode: code}
 	var failed *starter.WorkflowFailedError
 	var stopped *starter.ErrStoppedWaiting
+	var deciding *starter.RotationNeedsDecisionError
 	switch {
 	case errors.As(err, &failed):
 		e.WorkflowID, e.Failure = failed.WorkflowID, &failed.Cause
 	case errors.As(err, &stopped):
 		e.WorkflowID = stopped.WorkflowID
+	case errors.As(err, &deciding):
+		e.WorkflowID = deciding.WorkflowID
 	}
 	_ = json.NewEncoder(w).Encode(e)
 }

@@ -179,7 +179,8 @@ at URL (a versioned path such as /webhooks/v2, or the same URL), store its
 secret, accept both secrets, wait for a verified delivery on the new endpoint,
 delete the old endpoint, and retire its secret after the grace period. If no
 verified delivery comes within --verify-timeout, decide with
-'siteops secret proceed|abort --endpoint ID' within --decision-timeout;
+'siteops secret proceed|abort --endpoint ID' within --decision-timeout
+(--wait then ends, exit 1, saying so: the rotation waits for you);
 nobody deciding aborts (the new endpoint is deleted, the old secret stays).
 'siteops status secret-rotation/ID' shows where it stands.
 
@@ -199,8 +200,8 @@ after a run was terminated takes over the endpoint that run created.`,
 				if !wait {
 					return c.say(cmd, map[string]string{"workflow_id": run.GetID(), "run_id": run.GetRunID()}, "started %s; follow it with: siteops status %s", run.GetID(), run.GetID())
 				}
-				var st workflows.SecretRotationStatus
-				if err := s.Wait(ctx, run, &st); err != nil {
+				st, err := s.WaitRotation(ctx, run)
+				if err != nil {
 					return wf.explain(err)
 				}
 				return c.say(cmd, st, "%s", starter.RotationOutcome(run.GetID(), st))
