@@ -76,6 +76,16 @@ func (s *Store) hasTable(ctx context.Context, name string) (bool, error) {
 	return n > 0, nil
 }
 
+// The process registry's timing: a process says it runs every
+// ProcessHeartbeat, counts as stopped ProcessGone after its last word, and
+// its row is forgotten ProcessForgotten then (it was killed, or its host
+// lost).
+const (
+	ProcessHeartbeat = 30 * time.Second
+	ProcessGone      = 3*ProcessHeartbeat + 10*time.Second
+	ProcessForgotten = 7 * 24 * time.Hour
+)
+
 // Process is one worker or ingress as the registry knows it.
 type Process struct {
 	ID        string    `json:"id"`

@@ -17,7 +17,6 @@ import (
 	"github.com/siteops/siteops/activities"
 	"github.com/siteops/siteops/config"
 	"github.com/siteops/siteops/doctor"
-	"github.com/siteops/siteops/internal/rollout"
 	sitenexus "github.com/siteops/siteops/nexus"
 	"github.com/siteops/siteops/release"
 	"github.com/siteops/siteops/starter"
@@ -99,7 +98,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, logger *slog.Logger, tel *
 	}
 	defer func() { _ = st.Close() }()
 	// In the store's process registry until it stops (siteops release finalize reads it).
-	defer rollout.Register(ctx, st, "worker", registryBuildID(dep), logger)()
+	defer register(ctx, st, "worker", registryBuildID(dep), logger)()
 	api, err := APIClient(cfg.AgentSite, logger)
 	if err != nil {
 		return err
@@ -212,7 +211,7 @@ func RunIngress(ctx context.Context, cfg IngressConfig, logger *slog.Logger, tel
 	}
 	defer func() { _ = st.Close() }()
 	// In the store's process registry until it stops (siteops release finalize reads it).
-	defer rollout.Register(ctx, st, "ingress", registryBuildID(nil), logger)()
+	defer register(ctx, st, "ingress", registryBuildID(nil), logger)()
 	c, err := client.NewLazyClient(o)
 	if err != nil {
 		return err

@@ -14,6 +14,7 @@ import (
 	"github.com/siteops/siteops/internal/rollout"
 	"github.com/siteops/siteops/release"
 	"github.com/siteops/siteops/starter"
+	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/wiring"
 )
 
@@ -250,7 +251,7 @@ func printStoreStatus(w io.Writer, ss rollout.StoreStatus, now time.Time) {
 	if p := ss.Plan; p != nil && ss.Finalized < release.Number {
 		_, _ = fmt.Fprintf(w, "contract steps left: %s\n", rollout.DescribePlan(*p))
 	}
-	_, _ = fmt.Fprintf(w, "processes seen in the last %s:\n", rollout.Gone)
+	_, _ = fmt.Fprintf(w, "processes seen in the last %s:\n", store.ProcessGone)
 	if len(ss.Processes) == 0 {
 		_, _ = fmt.Fprintln(w, "  none (processes of releases before 3 do not register)")
 	}

@@ -52,7 +52,7 @@ const defaultPollWindow = 2 * time.Minute
 // release yet; the deployment's current build is one a worker of this
 // release registered and nothing ramps; every other build has drained;
 // no worker of another build polls the task queue; no registered process
-// of an older release was seen within Gone — and lists what it cannot
+// of an older release was seen within store.ProcessGone — and lists what it cannot
 // (processes of releases before the registry do not register; an old
 // ingress does not poll). When every check passes and yes is set, it runs
 // the store's contract steps (store.Finalize) and records the release;
@@ -74,7 +74,7 @@ func (r *Rollout) Finalize(ctx context.Context, st *store.Store, yes bool, by st
 		return rep, err
 	}
 	now := r.now()
-	procs, err := st.Processes(ctx, now.Add(-Gone))
+	procs, err := st.Processes(ctx, now.Add(-store.ProcessGone))
 	if err != nil {
 		return rep, err
 	}
@@ -96,7 +96,7 @@ func (r *Rollout) Finalize(ctx context.Context, st *store.Store, yes bool, by st
 	if len(older) > 0 {
 		rep.Checks = append(rep.Checks, Check{"registry", false, "processes of an older release still run: " + strings.Join(older, "; ") + "; stop them and try again"})
 	} else {
-		rep.Checks = append(rep.Checks, Check{"registry", true, fmt.Sprintf("%d registered process(es) seen in the last %s, none of an older release", len(procs), Gone)})
+		rep.Checks = append(rep.Checks, Check{"registry", true, fmt.Sprintf("%d registered process(es) seen in the last %s, none of an older release", len(procs), store.ProcessGone)})
 	}
 	rep.Unverified = append(rep.Unverified,
 		fmt.Sprintf("processes of release %d (%s) and earlier never record themselves: make sure none still runs, its ingress above all (an ingress does not poll Temporal); e.g. kubectl -n siteops get deploy,pods -l app.kubernetes.io/name=siteops -o wide", release.Previous.Number, release.Previous.Date),
@@ -150,7 +150,7 @@ func (r *Rollout) checkRouting(ctx context.Context, rep *FinalizeReport, procs [
 		if ours {
 			rep.Checks = append(rep.Checks, Check{"routing", true, fmt.Sprintf("the current build %s is a worker of release %d", current, release.Number)})
 		} else {
-			rep.Checks = append(rep.Checks, Check{"routing", false, fmt.Sprintf("no worker of release %d registered as the current build %s in the last %s: is %s this release's build? promote this release's build first", release.Number, current, Gone, current)})
+			rep.Checks = append(rep.Checks, Check{"routing", false, fmt.Sprintf("no worker of release %d registered as the current build %s in the last %s: is %s this release's build? promote this release's build first", release.Number, current, store.ProcessGone, current)})
 		}
 	}
 	var pinned []string

@@ -29,7 +29,7 @@ type StoreStatus struct {
 // ReadStoreStatus reads the store as it is: open opens it read-only and
 // returns where it is (wiring.InspectStoreFromEnv). A store that cannot be
 // opened or read is reported in Error, not returned: the rollout's
-// Temporal side stands alone. The processes are those seen within Gone
+// Temporal side stands alone. The processes are those seen within store.ProcessGone
 // before now.
 func ReadStoreStatus(ctx context.Context, open func(context.Context) (*store.Store, string, error), now time.Time) StoreStatus {
 	var ss StoreStatus
@@ -60,7 +60,7 @@ func ReadStoreStatus(ctx context.Context, open func(context.Context) (*store.Sto
 		}
 		ss.Plan = &plan
 	}
-	if ss.Processes, err = st.Processes(ctx, now.Add(-Gone)); err != nil {
+	if ss.Processes, err = st.Processes(ctx, now.Add(-store.ProcessGone)); err != nil {
 		return fail(err)
 	}
 	return ss

@@ -40,8 +40,8 @@ func TestReadStoreStatus(t *testing.T) {
 	if len(ss.Processes) != 1 || ss.Processes[0].ID != "w-1" {
 		t.Errorf("processes = %+v, want w-1", ss.Processes)
 	}
-	if later := ReadStoreStatus(ctx, open, now.Add(2*Gone)); len(later.Processes) != 0 {
-		t.Errorf("processes seen more than Gone ago = %+v, want none", later.Processes)
+	if later := ReadStoreStatus(ctx, open, now.Add(2*store.ProcessGone)); len(later.Processes) != 0 {
+		t.Errorf("processes seen more than store.ProcessGone ago = %+v, want none", later.Processes)
 	}
 
 	cause := errors.New("no siteops database at x")

@@ -1,4 +1,4 @@
-package rollout
+package wiring
 
 import (
 	"context"
@@ -13,22 +13,13 @@ import (
 	"github.com/siteops/siteops/store"
 )
 
-// The process registry's timing: a process says it runs every
-// HeartbeatEvery, counts as stopped Gone after its last word, and its row
-// is deleted forgetAfter then (it was killed, or its host lost).
-const (
-	HeartbeatEvery = 30 * time.Second
-	Gone           = 3*HeartbeatEvery + 10*time.Second
-	forgetAfter    = 7 * 24 * time.Hour
-)
-
-// Register records a worker or an ingress of this release in the store's
+// register records a worker or an ingress of this release in the store's
 // process registry and keeps it there, heartbeating, until the returned
 // stop is called, which removes it. `siteops release finalize` reads the
 // registry to tell whether a process of an older release still uses the
 // store. A registry the store cannot write to is logged, never fatal: the
 // process serves all the same.
-func Register(ctx context.Context, st *store.Store, role, buildID string, logger *slog.Logger) (stop func()) {
+func register(ctx context.Context, st *store.Store, role, buildID string, logger *slog.Logger) (stop func()) {
 	host, _ := os.Hostname()
 	var b [4]byte
 	_, _ = rand.Read(b[:])
@@ -54,7 +45,7 @@ func Register(ctx context.Context, st *store.Store, role, buildID string, logger
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTicker(HeartbeatEvery)
+		t := time.NewTicker(store.ProcessHeartbeat)
 		defer t.Stop()
 		for {
 			select {
@@ -62,7 +53,7 @@ func Register(ctx context.Context, st *store.Store, role, buildID string, logger
 				return
 			case <-t.C:
 				beat(ctx)
-				_, _ = st.ForgetProcesses(ctx, time.Now().Add(-forgetAfter))
+				_, _ = st.ForgetProcesses(ctx, time.Now().Add(-store.ProcessForgotten))
 			}
 		}
 	}()

@@ -1,4 +1,4 @@
-package rollout
+package wiring
 
 import (
 	"io"
@@ -15,11 +15,11 @@ import (
 // once with this release and its build, and no longer once it stops.
 func TestRegisterUntilStopped(t *testing.T) {
 	st := storetest.Open(t, store.SQLite)
-	stop := Register(t.Context(), st, "ingress", "build-x", slog.New(slog.NewTextHandler(io.Discard, nil)))
-	got, err := st.Processes(t.Context(), time.Now().Add(-Gone))
+	stop := register(t.Context(), st, "ingress", "build-x", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	got, err := st.Processes(t.Context(), time.Now().Add(-store.ProcessGone))
 	if err != nil || len(got) != 1 || got[0].Role != "ingress" || got[0].Release != release.Number || got[0].BuildID != "build-x" {
 		stop()
-		t.Fatalf("registry after Register = %+v, %v; want one ingress of release %d, build-x", got, err, release.Number)
+		t.Fatalf("registry after register = %+v, %v; want one ingress of release %d, build-x", got, err, release.Number)
 	}
 	stop()
 	if got, err := st.Processes(t.Context(), time.Time{}); err != nil || len(got) != 0 {
