@@ -323,18 +323,22 @@ func TestRotationDecisionsSayWhatBecomesOfTheOldSecret(t *testing.T) {
 	keyEnv := []string{"SITEOPS_SECRET_KEY=" + testSecretKey()}
 	v1 := "v1"
 	// rotateUntilDeciding starts a rotation of a new endpoint whose secret
-	// is stored, and waits until it asks for a decision: nothing delivers
-	// to its URLs, so no delivery verifies.
+	// is stored, with --wait, which ends when the rotation asks for a
+	// decision: nothing delivers to its URLs, so no delivery verifies.
 	rotateUntilDeciding := func(t *testing.T) string {
 		t.Helper()
 		old, _ := e.endpointOf(t, "http://127.0.0.1:9/webhooks/v1", &v1)
-		out, code := e.run(t, keyEnv, "secret", "rotate", "--endpoint", old, "--url", "http://127.0.0.1:9/webhooks/v2", "--verify-timeout", "1s", "--grace", "1h")
-		if code != 0 {
-			t.Fatalf("secret rotate: exit %d\n%s", code, out)
+		id := workflows.SecretRotationID(old)
+		out, code := e.run(t, keyEnv, "secret", "rotate", "--endpoint", old, "--url", "http://127.0.0.1:9/webhooks/v2", "--verify-timeout", "1s", "--grace", "1h", "--wait")
+		want := []string{id + " waits for your decision", "'siteops secret proceed --endpoint " + old + "'", "'siteops secret abort --endpoint " + old + "'"}
+		for _, w := range want {
+			if code != 1 || !strings.Contains(out, w) {
+				t.Fatalf("secret rotate --wait of a rotation that asks for a decision: exit %d\n%s\nwant exit 1 and %q", code, out, w)
+			}
 		}
-		siteopstest.Eventually(t, 30*time.Second, "the rotation to wait for a decision", func() bool {
-			return e.rotationStep(t, workflows.SecretRotationID(old)) == workflows.RotationDeciding
-		})
+		if step := e.rotationStep(t, id); step != workflows.RotationDeciding {
+			t.Fatalf("after secret rotate --wait ended, the rotation is at %q, want %q", step, workflows.RotationDeciding)
+		}
 		return old
 	}
 	// keys decodes a JSON object's top-level fields.
