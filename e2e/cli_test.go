@@ -167,7 +167,7 @@ func TestCLIWebhooksIngressAndRotation(t *testing.T) {
 	}
 	ing := exec.Command(binary, "ingress")
 	ing.Env = append(e.cliEnv(), extra...)
-	ingLog := &syncBuffer{}
+	ingLog := &siteopstest.Log{}
 	ing.Stdout, ing.Stderr = ingLog, ingLog
 	ing.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := ing.Start(); err != nil {

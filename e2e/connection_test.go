@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/internal/testcerts"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/store"
@@ -29,7 +30,7 @@ func TestAPIKeyReachesTheServer(t *testing.T) {
 	conn := []string{"TEMPORAL_ADDRESS=" + proxy.addr, "TEMPORAL_API_KEY=" + key, "TEMPORAL_TLS_SERVER_CA_CERT_PATH=" + certs.CA,
 		"AGENTSITE_BASE_URL=" + e.SimURL, "AGENTSITE_API_KEY=" + apiKey}
 
-	workerLog := &syncBuffer{}
+	workerLog := &siteopstest.Log{}
 	w := exec.Command(binary, "worker")
 	w.Env = append(e.cliEnv(), append(conn, "SITEOPS_METRICS_ADDR=")...)
 	w.Stdout, w.Stderr = workerLog, workerLog

@@ -28,7 +28,7 @@ import (
 // process is a siteops process of the built binary that the test watches.
 type process struct {
 	cmd    *exec.Cmd
-	log    *syncBuffer
+	log    *siteopstest.Log
 	exited chan struct{}
 	err    error
 }
@@ -36,7 +36,7 @@ type process struct {
 // startProcess runs `siteops args...` with env until the test ends.
 func startProcess(t *testing.T, env []string, args ...string) *process {
 	t.Helper()
-	p := &process{log: &syncBuffer{}, exited: make(chan struct{})}
+	p := &process{log: &siteopstest.Log{}, exited: make(chan struct{})}
 	p.cmd = exec.Command(binary, args...)
 	p.cmd.Env = env
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log

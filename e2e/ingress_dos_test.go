@@ -31,7 +31,7 @@ type ingressProc struct {
 	url, admin string // the webhook port and the admin address
 	addr       string // host:port of the webhook port
 	pid        int
-	log        *syncBuffer
+	log        *siteopstest.Log
 }
 
 // startMeasuredIngress runs `siteops ingress` on a webhook port and an
@@ -43,7 +43,7 @@ func (e *env) startMeasuredIngress(t *testing.T, extra ...string) *ingressProc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &ingressProc{addr: "127.0.0.1:" + itoa(ps[0]), log: &syncBuffer{}}
+	p := &ingressProc{addr: "127.0.0.1:" + itoa(ps[0]), log: &siteopstest.Log{}}
 	adminAddr := "127.0.0.1:" + itoa(ps[1])
 	cmd := exec.Command(binary, "ingress")
 	cmd.Env = append(e.cliEnv(), append([]string{"SITEOPS_INGRESS_ADDR=" + p.addr, "SITEOPS_INGRESS_ADMIN_ADDR=" + adminAddr}, extra...)...)

@@ -230,7 +230,7 @@ func (w *releaseWorld) env(extra ...string) []string {
 type proc struct {
 	name string
 	cmd  *exec.Cmd
-	log  *syncBuffer
+	log  *siteopstest.Log
 	done chan struct{}
 	addr string // an ingress's webhook address
 }
@@ -238,7 +238,7 @@ type proc struct {
 // start runs bin with args until stop or the test's end.
 func (w *releaseWorld) start(t *testing.T, name, bin string, args []string, extra ...string) *proc {
 	t.Helper()
-	p := &proc{name: name, log: &syncBuffer{}, done: make(chan struct{})}
+	p := &proc{name: name, log: &siteopstest.Log{}, done: make(chan struct{})}
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Env = w.env(extra...)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log

@@ -39,7 +39,7 @@ var (
 // promServer is a Prometheus server the test started on loopback.
 type promServer struct {
 	url string
-	log *syncBuffer
+	log *siteopstest.Log
 }
 
 // startPrometheus runs Debian's prometheus with siteops' rule files,
@@ -86,7 +86,7 @@ func startPrometheus(t *testing.T, targets map[string]string) *promServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &promServer{url: "http://127.0.0.1:" + strconv.Itoa(port), log: &syncBuffer{}}
+	p := &promServer{url: "http://127.0.0.1:" + strconv.Itoa(port), log: &siteopstest.Log{}}
 	cmd := exec.Command(bin, "--config.file="+config, "--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address=127.0.0.1:"+strconv.Itoa(port))
 	cmd.Stdout, cmd.Stderr = p.log, p.log

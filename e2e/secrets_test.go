@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,27 +21,9 @@ import (
 	"github.com/siteops/siteops/workflows"
 )
 
-// syncBuffer is a log that a process writes while a test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // startIngressProcess runs `siteops ingress` with extra settings until the
 // test ends and returns its URL and its log.
-func (e *env) startIngressProcess(t *testing.T, extra ...string) (string, *syncBuffer) {
+func (e *env) startIngressProcess(t *testing.T, extra ...string) (string, *siteopstest.Log) {
 	t.Helper()
 	url, _, log := e.startIngressProcessAdmin(t, extra...)
 	return url, log
@@ -51,21 +32,21 @@ func (e *env) startIngressProcess(t *testing.T, extra ...string) (string, *syncB
 // startIngressProcessAdmin is startIngressProcess, and returns the URL of
 // the ingress's admin address too (/metrics, /readyz), which is not the
 // webhook port's.
-func (e *env) startIngressProcessAdmin(t *testing.T, extra ...string) (url, admin string, log *syncBuffer) {
+func (e *env) startIngressProcessAdmin(t *testing.T, extra ...string) (url, admin string, log *siteopstest.Log) {
 	t.Helper()
 	return e.startIngressProcessFlags(t, nil, extra...)
 }
 
 // startIngressProcessFlags is startIngressProcessAdmin with flags for
 // `siteops ingress`.
-func (e *env) startIngressProcessFlags(t *testing.T, flags []string, extra ...string) (url, admin string, log *syncBuffer) {
+func (e *env) startIngressProcessFlags(t *testing.T, flags []string, extra ...string) (url, admin string, log *siteopstest.Log) {
 	t.Helper()
 	ps, err := ports.FreeN(2)
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr, adminAddr := "127.0.0.1:"+itoa(ps[0]), "127.0.0.1:"+itoa(ps[1])
-	log = &syncBuffer{}
+	log = &siteopstest.Log{}
 	cmd := exec.Command(binary, append([]string{"ingress"}, flags...)...)
 	cmd.Env = append(e.cliEnv(), append([]string{"SITEOPS_INGRESS_ADDR=" + addr, "SITEOPS_INGRESS_ADMIN_ADDR=" + adminAddr}, extra...)...)
 	cmd.Stdout, cmd.Stderr = log, log

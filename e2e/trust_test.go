@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/siteops/siteops/activities"
+	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/internal/siteopstest/testenv"
 	"github.com/siteops/siteops/nexus/api"
 	"github.com/siteops/siteops/simulator"
@@ -38,7 +39,7 @@ func TestNexusRefusesThePlaybooks(t *testing.T) {
 	const ns = "siteops-trust"
 	ds := startHTTPDevServer(t, ns)
 	e := envOn(t, ds.address, ns)
-	var log syncBuffer
+	var log siteopstest.Log
 	e.StartWorker(t, testenv.WorkerOptions{Logger: slog.New(slog.NewTextHandler(&log, nil)), NexusTextQuota: 300})
 	endpoint, endpointID := createEndpoint(t, ds.address, ns)
 	c := newCaller(t, ds.address)

@@ -565,7 +565,7 @@ func TestProcessLogsAndStartUp(t *testing.T) {
 
 	// JSON logs of a worker that runs: every line one object, every key
 	// snake_case, the SDK's own lines too.
-	log := &syncBuffer{}
+	log := &siteopstest.Log{}
 	cmd := exec.Command(binary, "worker")
 	cmd.Env = append(e.cliEnv(), append(api, "SITEOPS_LOG_FORMAT=json", "SITEOPS_LOG_LEVEL=info", "SITEOPS_WORKER_VERSIONING=false")...)
 	cmd.Stdout, cmd.Stderr = log, log

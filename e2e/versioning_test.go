@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/release"
 )
 
@@ -36,9 +37,9 @@ func TestVersionedWorkerRefusesAPlaceholderBuildID(t *testing.T) {
 
 // startWorkerProcess runs `siteops worker` until the test ends and returns
 // its log.
-func (e *env) startWorkerProcess(t *testing.T, extra ...string) *syncBuffer {
+func (e *env) startWorkerProcess(t *testing.T, extra ...string) *siteopstest.Log {
 	t.Helper()
-	log := &syncBuffer{}
+	log := &siteopstest.Log{}
 	cmd := exec.Command(binary, "worker")
 	cmd.Env = append(e.cliEnv(), extra...)
 	cmd.Stdout, cmd.Stderr = log, log

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/siteops/siteops/config"
+	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/webhookingress"
 	"github.com/siteops/siteops/wiring"
@@ -31,7 +32,7 @@ func TestReplayWaitInterrupted(t *testing.T) {
 
 	cmd := exec.CommandContext(t.Context(), siteopsBinary(t), "events", "replay", "evt_wait", "--wait", "--timeout", "0")
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "SITEOPS_DATABASE_URL=" + url, "SITEOPS_OPERATOR=oncall-test"}
-	var stdout, stderr syncBuffer
+	var stdout, stderr siteopstest.Log
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

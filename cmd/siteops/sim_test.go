@@ -1,37 +1,18 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/siteops/siteops/agentsite"
+	"github.com/siteops/siteops/internal/siteopstest"
 )
-
-// syncBuffer is a bytes.Buffer safe for the command's goroutine and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
@@ -49,7 +30,7 @@ func TestSimServesOnTheGivenAddress(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	root := newCLI().root()
-	var out, errOut syncBuffer
+	var out, errOut siteopstest.Log
 	root.SetOut(&out)
 	root.SetErr(&errOut)
 	root.SetArgs([]string{"sim", "--addr", addr, "--key", "svc_live_cli=*", "--key", "svc_live_ro=sites:read,leads:read",
@@ -165,7 +146,7 @@ func TestSimRateLimitFlagThrottlesEachKey(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	root := newCLI().root()
-	var out syncBuffer
+	var out siteopstest.Log
 	root.SetOut(&out)
 	root.SetErr(io.Discard)
 	root.SetArgs([]string{"sim", "--addr", addr, "--key", "k1=*", "--key", "k2=*", "--rate-limit", "0.5"})

@@ -7,11 +7,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/store/storetest"
 )
@@ -109,7 +109,7 @@ func waitingWorker(t *testing.T, env []string) {
 	cmd := exec.CommandContext(t.Context(), siteopsBinary(t), "worker")
 	cmd.Dir = t.TempDir()
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
-	var log syncWriter
+	var log siteopstest.Log
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -135,22 +135,4 @@ func waitingWorker(t *testing.T, env []string) {
 		_ = cmd.Process.Kill()
 		t.Errorf("the waiting worker did not stop within 10 s of SIGTERM")
 	}
-}
-
-// syncWriter is a log that a process writes and a test reads at once.
-type syncWriter struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (w *syncWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *syncWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
 }

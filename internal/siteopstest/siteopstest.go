@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -72,4 +73,24 @@ func Build(dir string) (string, error) {
 		return "", err
 	}
 	return bin, nil
+}
+
+// Log is the output of a process or a command that it writes while a test
+// reads it: a strings.Builder safe for both at once.
+type Log struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *Log) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// String is what was written so far.
+func (l *Log) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -1,7 +1,6 @@
 package testenv
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -97,9 +96,9 @@ func (e *Env) StartWorker(tb testing.TB, o WorkerOptions) *Worker {
 	if o.NexusTextQuota != 0 {
 		cfg.NexusTextQuota = o.NexusTextQuota
 	}
-	logger, log := o.Logger, (*logBuffer)(nil)
+	logger, log := o.Logger, (*siteopstest.Log)(nil)
 	if logger == nil {
-		log = &logBuffer{}
+		log = &siteopstest.Log{}
 		logger = slog.New(slog.NewTextHandler(log, nil))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -110,15 +109,15 @@ func (e *Env) StartWorker(tb testing.TB, o WorkerOptions) *Worker {
 	}()
 	tb.Cleanup(func() {
 		if err := w.Stop(); err != nil {
-			tb.Errorf("worker %s: ended with %v; want it to stop cleanly%s", w.Identity, err, log.tail())
+			tb.Errorf("worker %s: ended with %v; want it to stop cleanly%s", w.Identity, err, tail(log))
 		} else if tb.Failed() && log != nil {
-			tb.Logf("worker %s:%s", w.Identity, log.tail())
+			tb.Logf("worker %s:%s", w.Identity, tail(log))
 		}
 	})
 	siteopstest.EventuallyNil(tb, PollWithin, "worker "+w.Identity+" to poll task queue "+e.TaskQueue, func() error {
 		select {
 		case <-w.done:
-			tb.Fatalf("worker %s: ended before it polled: %v; want it polling task queue %s%s", w.Identity, w.err, e.TaskQueue, log.tail())
+			tb.Fatalf("worker %s: ended before it polled: %v; want it polling task queue %s%s", w.Identity, w.err, e.TaskQueue, tail(log))
 		default:
 		}
 		return e.polledBy(tb.Context(), w.Identity)
@@ -174,30 +173,16 @@ func WorkerDefaults() config.Worker {
 	}
 }
 
-// logBuffer keeps a worker's log.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
 // tailBytes is how much of a worker's log a failing test prints.
 const tailBytes = 16 << 10
 
-// tail is the end of the log as a message's last lines; empty for a
-// worker whose log went to the test's logger.
-func (l *logBuffer) tail() string {
-	if l == nil {
+// tail is the end of log as a message's last lines; empty for a worker
+// whose log went to the test's logger (a nil log).
+func tail(log *siteopstest.Log) string {
+	if log == nil {
 		return ""
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	s := l.b.String()
+	s := log.String()
 	if len(s) > tailBytes {
 		s = "…" + s[len(s)-tailBytes:]
 	}
