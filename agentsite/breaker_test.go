@@ -3,12 +3,15 @@ package agentsite
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
+
+	"github.com/siteops/siteops/internal/siteopstest"
 )
 
 // switchable answers with the status held in code.
@@ -18,15 +21,16 @@ func switchable(code *atomic.Int32) http.HandlerFunc {
 	}
 }
 
+// waitForState waits until c's breaker is in state want, failing the test
+// with the state it was in when that does not come within 5 s.
 func waitForState(t *testing.T, c *Client, want gobreaker.State) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for c.BreakerState() != want {
-		if time.Now().After(deadline) {
-			t.Fatalf("breaker state = %s, want %s", c.BreakerState(), want)
+	siteopstest.EventuallyNil(t, 5*time.Second, "the breaker to be "+want.String(), func() error {
+		if got := c.BreakerState(); got != want {
+			return fmt.Errorf("breaker state = %s, want %s", got, want)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func TestBreakerOpensHalfOpensAndCloses(t *testing.T) {

@@ -3,6 +3,7 @@ package agentsite
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"net/http"
 	"strings"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"github.com/sony/gobreaker/v2"
+
+	"github.com/siteops/siteops/internal/siteopstest"
 )
 
 // fakeClock is a LimiterClock that moves only when the test advances it.
@@ -93,16 +96,16 @@ func newTestLimiter(t *testing.T, opts ...LimiterOption) (*Limiter, *fakeClock) 
 	return l, clock
 }
 
-// poll waits until cond holds, failing the test after a deadline.
-func poll(t *testing.T, what string, cond func() bool) {
+// waitAsleep waits until n callers sleep on clock's timers, failing the
+// test with how many did when they do not within 5 s.
+func waitAsleep(t *testing.T, clock *fakeClock, n int, what string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+	siteopstest.EventuallyNil(t, 5*time.Second, fmt.Sprintf("%s (%d on the fake clock)", what, n), func() error {
+		if got := clock.Timers(); got != n {
+			return fmt.Errorf("%d asleep", got)
 		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // waiters runs n Waits at once and reports, for each one that returns, the
@@ -147,7 +150,7 @@ func TestLimiterPauseBlocksEveryCallerUntilRetryAfter(t *testing.T) {
 
 			const n = 5
 			done := waiters(t, t.Context(), l, clock, n)
-			poll(t, "every caller asleep", func() bool { return clock.Timers() == n })
+			waitAsleep(t, clock, n, "every caller asleep")
 			clock.Advance(tc.retryAfter - time.Millisecond)
 			if len(done) != 0 {
 				t.Fatalf("%d callers went before the pause ended", len(done))
@@ -174,15 +177,25 @@ func TestLimiterPauseResumesAtTheRateNotInABurst(t *testing.T) {
 	l, clock := newTestLimiter(t, WithMaxRate(10), WithBurst(5))
 	l.Observe(http.StatusServiceUnavailable, time.Second)
 	done := waiters(t, t.Context(), l, clock, 5)
-	poll(t, "five callers asleep", func() bool { return clock.Timers() == 5 })
+	waitAsleep(t, clock, 5, "five callers asleep")
 
 	clock.Advance(time.Second)
 	// One token waits at the end of the pause; the other four follow at
 	// 10 per second even though the burst is 5.
-	poll(t, "one caller gone, four asleep", func() bool { return len(done) == 1 && clock.Timers() == 4 })
+	siteopstest.EventuallyNil(t, 5*time.Second, "one caller gone, four asleep", func() error {
+		if gone, asleep := len(done), clock.Timers(); gone != 1 || asleep != 4 {
+			return fmt.Errorf("%d gone, %d asleep", gone, asleep)
+		}
+		return nil
+	})
 	for want := 2; want <= 5; want++ {
 		clock.Advance(100*time.Millisecond + time.Microsecond)
-		poll(t, "the next caller", func() bool { return len(done) == want })
+		siteopstest.EventuallyNil(t, 5*time.Second, fmt.Sprintf("the next caller (%d gone)", want), func() error {
+			if gone := len(done); gone != want {
+				return fmt.Errorf("%d gone", gone)
+			}
+			return nil
+		})
 	}
 }
 
@@ -192,7 +205,7 @@ func TestLimiterPauseVoidsTokensHandedOutBeforeIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := waiters(t, t.Context(), l, clock, 1) // has the token due in 1 s
-	poll(t, "the caller asleep", func() bool { return clock.Timers() == 1 })
+	waitAsleep(t, clock, 1, "the caller asleep")
 
 	l.Observe(http.StatusServiceUnavailable, 10*time.Second)
 	clock.Advance(time.Second)
@@ -232,7 +245,7 @@ func TestLimiterThrottledErrorWhenTheDeadlineComesFirst(t *testing.T) {
 			errc := make(chan error, 1)
 			go func() { errc <- l.Wait(ctx) }()
 			if !tc.wantErr {
-				poll(t, "the caller asleep", func() bool { return clock.Timers() == 1 })
+				waitAsleep(t, clock, 1, "the caller asleep")
 				clock.Advance(tc.deadline)
 			}
 			var err error
@@ -276,7 +289,7 @@ func TestLimiterRefusedWaitGivesItsTokenBack(t *testing.T) {
 	}
 	// Had the refused Wait kept its token, the next one would be due in 2 s.
 	done := waiters(t, t.Context(), l, clock, 1)
-	poll(t, "the caller asleep", func() bool { return clock.Timers() == 1 })
+	waitAsleep(t, clock, 1, "the caller asleep")
 	clock.Advance(time.Second + time.Millisecond)
 	select {
 	case <-done:
@@ -293,7 +306,7 @@ func TestLimiterCancelledWaitersReturnAndLeaveNoTimer(t *testing.T) {
 	for range 3 {
 		go func() { errc <- l.Wait(ctx) }()
 	}
-	poll(t, "three callers asleep", func() bool { return clock.Timers() == 3 })
+	waitAsleep(t, clock, 3, "three callers asleep")
 	cancel()
 	for range 3 {
 		if err := <-errc; !errors.Is(err, context.Canceled) {
@@ -312,7 +325,7 @@ func TestLimiterLongerPauseRefusesSleepersWithAShortDeadline(t *testing.T) {
 	defer cancel()
 	errc := make(chan error, 1)
 	go func() { errc <- l.Wait(ctx) }()
-	poll(t, "the caller asleep", func() bool { return clock.Timers() == 1 })
+	waitAsleep(t, clock, 1, "the caller asleep")
 	l.Observe(http.StatusTooManyRequests, time.Minute)
 	select {
 	case err := <-errc:

@@ -20,6 +20,8 @@ import (
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/converter"
 	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/siteops/siteops/internal/siteopstest"
 )
 
 const uiOrigin = "http://localhost:8233"
@@ -459,20 +461,6 @@ func countRequests(h http.Handler, n *atomic.Int64) http.Handler {
 	})
 }
 
-// waitFor polls cond until it holds, failing the test after 10 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 10s for %s", what)
-		}
-		<-tick.C
-	}
-}
-
 // TestCodecServerSlowUploadsDoNotStallDecodes checks that uploads whose
 // bytes trickle in, more of them than there are places to decrypt, do not
 // hold a decode of the Web UI up: it is answered within 1 s while they are
@@ -492,7 +480,12 @@ func TestCodecServerSlowUploadsDoNotStallDecodes(t *testing.T) {
 	for range slow {
 		slowUpload(t, srv)
 	}
-	waitFor(t, "the slow uploads to reach the handler", func() bool { return begun.Load() == slow })
+	siteopstest.EventuallyNil(t, 10*time.Second, fmt.Sprintf("the %d slow uploads to reach the handler", slow), func() error {
+		if n := begun.Load(); n != slow {
+			return fmt.Errorf("%d reached it", n)
+		}
+		return nil
+	})
 
 	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 	defer cancel()

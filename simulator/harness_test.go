@@ -16,6 +16,7 @@ import (
 
 	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/agentsite/webhook"
+	"github.com/siteops/siteops/internal/siteopstest"
 )
 
 const (
@@ -265,16 +266,12 @@ func (h *harness) register(t *testing.T, rc *receiver, path string, events ...st
 	return created.Endpoint.ID
 }
 
-// waitFor polls cond until it holds or the deadline passes.
+// waitFor polls cond until it holds, failing the test after 10 s. The
+// simulator's tests wait on it in several files; it is
+// siteopstest.Eventually with their deadline.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	siteopstest.Eventually(t, 10*time.Second, what, cond)
 }
 
 func mustDecode(t *testing.T, b []byte, v any) {
