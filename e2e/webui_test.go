@@ -600,19 +600,26 @@ func writeScreenshot(ctx context.Context, t *testing.T, path string) {
 	}
 }
 
-// waitForHTTP polls url until it answers 200, for at most within.
+// waitForHTTP polls url until it answers 200, for at most within, and
+// fails with the last error or status it got instead.
 func waitForHTTP(t *testing.T, within time.Duration, url string) {
 	t.Helper()
-	siteopstest.Eventually(t, within, url+" to answer", func() bool {
+	siteopstest.EventuallyNil(t, within, url+" to answer 200", func() error {
 		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 		defer cancel()
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
-			return false
+			return err
 		}
 		_ = resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("it answered %s", resp.Status)
+		}
+		return nil
 	})
 }
 

@@ -2,6 +2,7 @@ package production
 
 import (
 	"database/sql"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -9,27 +10,26 @@ import (
 	"testing"
 	"time"
 
+	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/store"
 )
 
 // readyOrLog polls url until it answers 200, and on a timeout fails t with
-// the end of p's log (a process that exited at start says why there).
+// what it got last and the end of p's log (a process that exited at start
+// says why there).
 func readyOrLog(t *testing.T, url string, p *proc) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	siteopstest.EventuallyNil(t, 30*time.Second, p.name+": "+url+" to answer 200", func() error {
 		resp, err := http.Get(url) //nolint:gosec // a loopback address of the test's own process
-		if err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
+		if err != nil {
+			return fmt.Errorf("%w\n%s", err, tail(p.log.String(), 3000))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %s does not answer 200 after 30s (last error: %v)\n%s", p.name, url, err, tail(p.log.String(), 3000))
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("it answered %s\n%s", resp.Status, tail(p.log.String(), 3000))
 		}
-		time.Sleep(50 * time.Millisecond) // poll interval of the deadline above
-	}
+		return nil
+	})
 }
 
 // tail is the end of s, at most n bytes.
