@@ -681,7 +681,7 @@ func (w *statusWriter) WriteHeader(code int) {
 type codecCommand struct {
 	url    string
 	stdout string // its first line
-	stderr *syncBuilder
+	stderr *siteopstest.Log
 	cmd    *exec.Cmd
 	exited chan error
 }
@@ -696,7 +696,7 @@ func startCodecCommand(t *testing.T, env []string, args ...string) *codecCommand
 	}
 	cmd := exec.Command(binary, append([]string{"codec-server", "--addr", fmt.Sprintf("127.0.0.1:%d", port)}, args...)...)
 	cmd.Env = append(append(os.Environ(), "SITEOPS_PAYLOAD_KEY="+base64.StdEncoding.EncodeToString([]byte("payload-key-for-e2e-0123456789ab"))), env...)
-	c := &codecCommand{url: fmt.Sprintf("http://127.0.0.1:%d", port), stderr: &syncBuilder{}, cmd: cmd, exited: make(chan error, 1)}
+	c := &codecCommand{url: fmt.Sprintf("http://127.0.0.1:%d", port), stderr: &siteopstest.Log{}, cmd: cmd, exited: make(chan error, 1)}
 	cmd.Stderr = c.stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -876,23 +876,4 @@ func TestCodecServerCommandWithToken(t *testing.T) {
 			}
 		})
 	}
-}
-
-// syncBuilder is a strings.Builder that a process may write to while the
-// test reads it.
-type syncBuilder struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuilder) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuilder) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -27,30 +26,12 @@ func clusterEnv() []string {
 		"TEMPORAL_TLS_CLIENT_CERT_PATH="+certs.ClientCert, "TEMPORAL_TLS_CLIENT_KEY_PATH="+certs.ClientKey)
 }
 
-// logBuffer is a process log a test reads while the process writes it.
-type logBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // proc is a siteops process the test runs, kills and restarts.
 type proc struct {
 	name string
 	args []string
 	env  []string
-	log  *logBuffer
+	log  *siteopstest.Log
 
 	mu  sync.Mutex
 	cmd *exec.Cmd
@@ -58,7 +39,7 @@ type proc struct {
 
 func startProc(t *testing.T, name string, env []string, args ...string) *proc {
 	t.Helper()
-	p := &proc{name: name, args: args, env: env, log: &logBuffer{}}
+	p := &proc{name: name, args: args, env: env, log: &siteopstest.Log{}}
 	p.start(t)
 	t.Cleanup(func() { p.stop() })
 	return p
