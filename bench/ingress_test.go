@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http/httptest"
+	"os"
 	"testing"
 	"time"
 
@@ -23,9 +24,19 @@ const (
 	taskQueue   = "siteops-bench"
 )
 
+// NoGzipEnv, set to 1, dials the benchmarks' Temporal clients without
+// the SDK's default gzip of every request: both sides of a comparison
+// alike (BenchmarkRelayDispatch's relay and raw callers share dial).
+const NoGzipEnv = "SITEOPS_BENCH_NO_GZIP"
+
+// dial is a Temporal client of the benchmarks' server, namespace default.
 func dial(b *testing.B) client.Client {
 	b.Helper()
-	c, err := client.Dial(client.Options{HostPort: temporalAddress, Logger: tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))})
+	o := client.Options{HostPort: temporalAddress, Logger: tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))}
+	if os.Getenv(NoGzipEnv) == "1" {
+		o.ConnectionOptions.GrpcCompression = &client.GrpcCompressionNone{}
+	}
+	c, err := client.Dial(o)
 	if err != nil {
 		b.Fatal(err)
 	}
