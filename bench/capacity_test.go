@@ -349,18 +349,7 @@ func (r *capacityRig) onboard(ctx context.Context, slug string, i int) error {
 	if len(problems) > 0 {
 		return fmt.Errorf("%v", problems)
 	}
-	o, err := r.s.Onboard(ctx, p)
-	if err != nil {
-		return err
-	}
-	var res workflows.OnboardingResult
-	if err := r.s.Wait(ctx, o.Run, &res); err != nil {
-		return err
-	}
-	if res.Status != "published" {
-		return fmt.Errorf("%s ended %q, want published", o.WorkflowID, res.Status)
-	}
-	return nil
+	return onboardPublished(ctx, r.s, p, func() {})
 }
 
 func (r *capacityRig) onboardingID(slug string) string {
@@ -459,11 +448,7 @@ func (r *capacityRig) sendLeadEventsFor(b *testing.B, sites []*capSite, n, rate 
 		wg.Go(func() {
 			id := fmt.Sprintf("evt_cap%s_%s_%d", r.run, site.id, i)
 			body := fmt.Sprintf(`{"id":%q,"type":"lead.created","created_at":"2026-11-25T09:00:00.000Z","data":{"site_id":%q,"lead_id":%q}}`, id, site.id, ids[0])
-			req, _ := http.NewRequest("POST", r.ingress+"/webhooks", strings.NewReader(body))
-			req.Header.Set("svc-event-id", id)
-			req.Header.Set("svc-event-type", string(webhook.LeadCreated))
-			req.Header.Set("svc-signature", webhook.Sign(secret, time.Now(), []byte(body)))
-			resp, err := hc.Do(req)
+			resp, err := hc.Do(signedDelivery(r.ingress, secret, id, webhook.LeadCreated, body))
 			if err != nil {
 				failed.Add(1)
 				return

@@ -76,11 +76,7 @@ func send(b *testing.B, url string, n, workers, rate int) ([]time.Duration, time
 				}
 				id := fmt.Sprintf("evt_%s_%08d", run, i)
 				body := `{"id":"` + id + `","type":"lead.created","created_at":"2026-11-21T09:00:00.000Z","data":{"site_id":"site_` + id[len(id)-2:] + `","lead_id":"lead_1"}}`
-				req, _ := http.NewRequest("POST", url+"/webhooks", strings.NewReader(body))
-				req.Header.Set("svc-event-id", id)
-				req.Header.Set("svc-event-type", "lead.created")
-				req.Header.Set("svc-signature", webhook.Sign(secret, time.Now(), []byte(body)))
-				resp, err := hc.Do(req)
+				resp, err := hc.Do(signedDelivery(url, secret, id, webhook.LeadCreated, body))
 				lat[i] = time.Since(due)
 				if err != nil {
 					failed.Add(1)
@@ -109,4 +105,15 @@ func report(b *testing.B, lat []time.Duration, elapsed time.Duration) float64 {
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
 	return rate
+}
+
+// signedDelivery is a POST of body to the ingress at url, with the
+// headers of a delivery of the event id of type typ, signed with secret
+// now.
+func signedDelivery(url, secret, id string, typ webhook.EventType, body string) *http.Request {
+	req, _ := http.NewRequest("POST", url+"/webhooks", strings.NewReader(body))
+	req.Header.Set("svc-event-id", id)
+	req.Header.Set("svc-event-type", string(typ))
+	req.Header.Set("svc-signature", webhook.Sign(secret, time.Now(), []byte(body)))
+	return req
 }

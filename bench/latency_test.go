@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -165,11 +164,7 @@ func endToEnd(b *testing.B, rate int, coalesce bool) {
 		due := start.Add(time.Duration(i) * time.Second / time.Duration(rate))
 		time.Sleep(time.Until(due))
 		wg.Go(func() {
-			req, _ := http.NewRequest("POST", url+"/webhooks", strings.NewReader(bodies[i]))
-			req.Header.Set("svc-event-id", ids[i])
-			req.Header.Set("svc-event-type", string(types[i]))
-			req.Header.Set("svc-signature", webhook.Sign(secret, time.Now(), []byte(bodies[i])))
-			resp, err := hc.Do(req)
+			resp, err := hc.Do(signedDelivery(url, secret, ids[i], types[i], bodies[i]))
 			if err != nil {
 				b.Error(err)
 				return

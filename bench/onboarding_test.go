@@ -276,13 +276,20 @@ func (r *onboardingRig) started(t *[]time.Duration, since time.Time) {
 func (r *onboardingRig) onboard(ctx context.Context, i int, prefix string) error {
 	p := r.prepare(i, prefix)
 	began := time.Now()
-	o, err := r.s.Onboard(ctx, p)
-	r.started(&r.onbStarts, began)
+	return onboardPublished(ctx, r.s, p, func() { r.started(&r.onbStarts, began) })
+}
+
+// onboardPublished starts the onboarding p, calls started once the start
+// has answered (whether or not it failed), and waits for the site to be
+// published.
+func onboardPublished(ctx context.Context, s *starter.Starter, p starter.Prepared, started func()) error {
+	o, err := s.Onboard(ctx, p)
+	started()
 	if err != nil {
 		return err
 	}
 	var res workflows.OnboardingResult
-	if err := r.s.Wait(ctx, o.Run, &res); err != nil {
+	if err := s.Wait(ctx, o.Run, &res); err != nil {
 		return err
 	}
 	if res.Status != "published" {
