@@ -4,10 +4,11 @@ import (
 	"errors"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/siteops/siteops/internal/siteopstest"
 )
 
 var built struct {
@@ -15,7 +16,6 @@ var built struct {
 	dir  string
 	path string
 	err  error
-	out  []byte
 }
 
 // siteopsBinary builds the siteops binary once for the tests that run it
@@ -26,11 +26,10 @@ func siteopsBinary(t *testing.T) string {
 		if built.dir, built.err = os.MkdirTemp("", "siteops-cli-test-"); built.err != nil {
 			return
 		}
-		built.path = filepath.Join(built.dir, "siteops")
-		built.out, built.err = exec.Command("go", "build", "-o", built.path, ".").CombinedOutput()
+		built.path, built.err = siteopstest.Build(built.dir)
 	})
 	if built.err != nil {
-		t.Fatalf("building siteops: %v\n%s", built.err, built.out)
+		t.Fatal(built.err)
 	}
 	return built.path
 }
