@@ -30,3 +30,10 @@ func LeadRecord(ctx context.Context, s *Store, siteID, leadID string) (raw strin
 	err = s.db.QueryRowContext(ctx, `SELECT raw, last_seen FROM leads WHERE site_id = $1 AND lead_id = $2`, siteID, leadID).Scan(&raw, &lastSeen)
 	return raw, lastSeen, err
 }
+
+// ClaimQuery is ClaimEvents' statement, and BacklogQueries InboxBacklog's,
+// for tests of their plans.
+func ClaimQuery(s *Store) string { return s.claimQuery() }
+
+// BacklogQueries are InboxBacklog's statements.
+var BacklogQueries = map[string]string{"pending": pendingCount, "dead": deadCount, "oldest": oldestPending}

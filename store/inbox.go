@@ -95,20 +95,21 @@ func (s *Store) RecordHandled(ctx context.Context, ev InboxEvent, outcome, reaso
 }
 
 // ClaimEvents takes up to limit undispatched events of a lane whose next
-// attempt is due, oldest first, and leases them until now+lease so that
-// other relay replicas skip them. On PostgreSQL concurrent claimers never
-// block each other (FOR UPDATE SKIP LOCKED); SQLite has a single writer.
+// attempt is due, the earliest due first (a new event is due when it is
+// received, a failed one at its next attempt), and leases them until
+// now+lease so that other relay replicas skip them; it returns them in the
+// order received. On PostgreSQL concurrent claimers never block each other
+// (FOR UPDATE SKIP LOCKED); SQLite has a single writer.
+//
+// The order is the index's (inbox_pending: lane, next_attempt_at), so a
+// claim reads only the rows it takes, however many are pending. Ordered by
+// received_at, every claim read and sorted all the lane's due events: with
+// 10,000 pending on SQLite under the race detector, 100 ms for a claim of
+// 32, while it held the store's one connection and the other lane's claims
+// waited for it (TestWaitedForEventsPassBulkOnes).
 func (s *Store) ClaimEvents(ctx context.Context, lane Lane, limit int, lease time.Duration) ([]InboxEvent, error) {
 	now := s.now().UTC()
-	skipLocked := ""
-	if s.dialect == Postgres {
-		skipLocked = " FOR UPDATE SKIP LOCKED"
-	}
-	q := `UPDATE inbox SET next_attempt_at = $1
-		WHERE event_id IN (SELECT event_id FROM inbox WHERE dispatched_at IS NULL AND lane = $4 AND next_attempt_at <= $2
-			ORDER BY received_at LIMIT $3` + skipLocked + `)
-		RETURNING event_id, event_type, kind, lane, receiver, endpoint_id, received_at, body, trace_context, attempts, failures, subject_event_id`
-	rows, err := s.db.QueryContext(ctx, q, now.Add(lease), now, limit, int(lane))
+	rows, err := s.db.QueryContext(ctx, s.claimQuery(), now.Add(lease), now, limit, int(lane))
 	if err != nil {
 		return nil, fmt.Errorf("store: claiming inbox events: %w", err)
 	}
@@ -125,6 +126,25 @@ func (s *Store) ClaimEvents(ctx context.Context, lane Lane, limit int, lease tim
 	}
 	sort.Slice(evs, func(i, j int) bool { return evs[i].ReceivedAt.Before(evs[j].ReceivedAt) })
 	return evs, rows.Err()
+}
+
+// claimQuery is ClaimEvents' statement: $1 the lease's end, $2 now, $3 the
+// limit, $4 the lane.
+//
+// On PostgreSQL the claimed ids go as an array: with IN (subquery) the
+// planner may join the subquery's rows to a scan of the whole inbox (it
+// did on 8,000 rows), where = ANY of an array finds them by the primary key.
+func (s *Store) claimQuery() string {
+	const (
+		due = `SELECT event_id FROM inbox WHERE dispatched_at IS NULL AND lane = $4 AND next_attempt_at <= $2
+			ORDER BY next_attempt_at LIMIT $3`
+		returning = `
+		RETURNING event_id, event_type, kind, lane, receiver, endpoint_id, received_at, body, trace_context, attempts, failures, subject_event_id`
+	)
+	if s.dialect == Postgres {
+		return `UPDATE inbox SET next_attempt_at = $1 WHERE event_id = ANY(ARRAY(` + due + ` FOR UPDATE SKIP LOCKED))` + returning
+	}
+	return `UPDATE inbox SET next_attempt_at = $1 WHERE event_id IN (` + due + `)` + returning
 }
 
 // MarkDispatchedBatch records many handled events in one statement per
@@ -161,33 +181,60 @@ func (s *Store) MarkFailed(ctx context.Context, eventID, reason string, next tim
 	return err
 }
 
-// InboxStatus is a snapshot of the inbox for metrics and tests.
-type InboxStatus struct {
-	Total         int
+// InboxBacklog is what the inbox holds back: the relay's gauges.
+type InboxBacklog struct {
 	Undispatched  int
 	OldestPending time.Time // zero when nothing is pending
 	// Dead counts the dead letters: events the relay stopped retrying.
 	Dead int
 }
 
-// InboxStatus counts the inbox and finds its oldest undispatched event.
-func (s *Store) InboxStatus(ctx context.Context) (InboxStatus, error) {
-	var st InboxStatus
-	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(CASE WHEN dispatched_at IS NULL THEN 1 ELSE 0 END), 0) FROM inbox`).
-		Scan(&st.Total, &st.Undispatched)
+// InboxBacklog counts the pending events and the dead letters, and finds
+// the oldest pending one. Each of its reads is served by a partial index
+// (inbox_pending, inbox_dead, inbox_pending_age), so its cost follows the
+// backlog, never the dispatched history the retention keeps: the relay
+// reads it every second, on SQLite with the store's one connection.
+func (s *Store) InboxBacklog(ctx context.Context) (InboxBacklog, error) {
+	var b InboxBacklog
+	err := s.db.QueryRowContext(ctx, pendingCount).Scan(&b.Undispatched)
 	if err != nil {
-		return st, err
+		return b, err
 	}
-	// The literal (not an argument) lets SQLite use the partial index.
-	err = s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM inbox WHERE `+deadLetter).Scan(&st.Dead)
-	if err != nil || st.Undispatched == 0 {
-		return st, err
+	err = s.db.QueryRowContext(ctx, deadCount).Scan(&b.Dead)
+	if err != nil || b.Undispatched == 0 {
+		return b, err
 	}
-	err = s.db.QueryRowContext(ctx, `SELECT received_at FROM inbox WHERE dispatched_at IS NULL ORDER BY received_at LIMIT 1`).Scan(&st.OldestPending)
+	err = s.db.QueryRowContext(ctx, oldestPending).Scan(&b.OldestPending)
 	if errors.Is(err, sql.ErrNoRows) {
 		// Dispatched since they were counted: a relay works beside.
-		return st, nil
+		return b, nil
 	}
+	return b, err
+}
+
+// InboxBacklog's reads. The conditions are literals, not arguments, so that
+// SQLite uses the partial indexes.
+const (
+	pendingCount  = `SELECT COUNT(*) FROM inbox WHERE dispatched_at IS NULL`
+	deadCount     = `SELECT COUNT(*) FROM inbox WHERE ` + deadLetter
+	oldestPending = `SELECT received_at FROM inbox WHERE dispatched_at IS NULL ORDER BY received_at LIMIT 1`
+)
+
+// InboxStatus is a snapshot of the whole inbox, for tools and tests.
+type InboxStatus struct {
+	Total int
+	InboxBacklog
+}
+
+// InboxStatus counts the inbox (every event kept: a read of the whole
+// table) and reads its backlog.
+func (s *Store) InboxStatus(ctx context.Context) (InboxStatus, error) {
+	var st InboxStatus
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM inbox`).Scan(&st.Total); err != nil {
+		return st, err
+	}
+	b, err := s.InboxBacklog(ctx)
+	st.InboxBacklog = b
 	return st, err
 }
 

@@ -307,3 +307,34 @@ func TestRecordEventGivesUpWithItsCaller(t *testing.T) {
 		}
 	})
 }
+
+// TestClaimTakesTheEarliestDue: a claim takes events in the order they
+// fell due (a new event on arrival, a failed one at its next attempt), so
+// a retried event waits its turn behind those that arrived while it backed
+// off; the events a claim takes come back in the order received.
+func TestClaimTakesTheEarliestDue(t *testing.T) {
+	eachWithClock(t, func(t *testing.T, s *store.Store, c *clock) {
+		ctx := t.Context()
+		if _, err := s.RecordEvent(ctx, event("evt_old", c.Now().Add(-10*time.Second))); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.MarkFailed(ctx, "evt_old", "temporal unavailable", c.Now().Add(5*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		for i, at := range []time.Duration{-time.Second, 4 * time.Second} {
+			if _, err := s.RecordEvent(ctx, event(fmt.Sprintf("evt_new_%d", i), c.Now().Add(at))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c.Add(6 * time.Second)
+		first, err := s.ClaimEvents(ctx, store.LaneBulk, 2, 30*time.Second)
+		if err != nil || len(first) != 2 || first[0].EventID != "evt_new_0" || first[1].EventID != "evt_new_1" {
+			t.Fatalf("first claim = %v, %v; want evt_new_0 and evt_new_1, due before evt_old's retry", ids(first), err)
+		}
+		c.Add(31 * time.Second)
+		all, err := s.ClaimEvents(ctx, store.LaneBulk, 10, 30*time.Second)
+		if err != nil || len(all) != 3 || all[0].EventID != "evt_old" || all[2].EventID != "evt_new_1" {
+			t.Errorf("claim after the leases = %v, %v; want the three in the order received", ids(all), err)
+		}
+	})
+}

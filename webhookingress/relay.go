@@ -26,7 +26,7 @@ type RelayStore interface {
 	SiteWorkflow(ctx context.Context, siteID string) (string, error)
 	RotationFor(ctx context.Context, endpointID string) (string, error)
 	PurgeInbox(ctx context.Context, cutoff time.Time) (int, error)
-	InboxStatus(ctx context.Context) (store.InboxStatus, error)
+	InboxBacklog(ctx context.Context) (store.InboxBacklog, error)
 }
 
 var _ RelayStore = (*store.Store)(nil)
@@ -248,7 +248,7 @@ func (r *Relay) Run(ctx context.Context) error {
 }
 
 func (r *Relay) updateGauges(ctx context.Context) {
-	st, err := r.opts.Store.InboxStatus(ctx)
+	st, err := r.opts.Store.InboxBacklog(ctx)
 	if err != nil {
 		return
 	}
