@@ -119,7 +119,7 @@ func besideThePrevious(t *testing.T, prev string, d store.Dialect) {
 
 	// The previous release goes: first its ingress, then, once drained,
 	// its worker.
-	w.front.route(ingB)
+	w.front.retire(t, ingB)
 	ingA.stop(t)
 	var drained string
 	siteopstest.Eventually(t, time.Minute, "release drained --build-id build-a to exit 0", func() bool {
@@ -197,7 +197,7 @@ func rollBackOnce(t *testing.T, w *releaseWorld, prev string, ingA, ingB *proc, 
 		t.Errorf("rollback = %s (%v); want build-b to build-a keeping %s on build-b", out, err, openID)
 	}
 	// The ingress rolls back too.
-	w.front.route(ingA)
+	w.front.retire(t, ingA)
 	ingB.stop(t)
 
 	if out := w.must(t, prev, "onboard", "-f", w.spec(t, "rolled-back", false), "--wait"); !strings.Contains(out, "published") {

@@ -397,11 +397,16 @@ func (w *releaseWorld) knowledgeReady(t *testing.T, site, knowledgeID string) {
 // every request goes to the next of its targets in turn, and the targets
 // change as replicas are started and stopped.
 type frontDoor struct {
-	url     string
-	targets atomic.Pointer[[]*url.URL]
-	next    atomic.Uint64
-	served  sync.Map // target host → *atomic.Int64
+	url      string
+	targets  atomic.Pointer[[]*url.URL]
+	next     atomic.Uint64
+	served   sync.Map // target host → *atomic.Int64
+	inflight sync.Map // target host → *atomic.Int64
 }
+
+// frontTarget carries the target a request was sent to, from the front
+// door's handler to the proxy's Rewrite.
+type frontTarget struct{}
 
 func newFrontDoor(t *testing.T) *frontDoor {
 	t.Helper()
@@ -409,21 +414,33 @@ func newFrontDoor(t *testing.T) *frontDoor {
 	f.targets.Store(&[]*url.URL{})
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
-			ts := *f.targets.Load()
-			if len(ts) == 0 {
-				return
+			if u, ok := r.In.Context().Value(frontTarget{}).(*url.URL); ok {
+				r.SetURL(u)
 			}
-			u := ts[int(f.next.Add(1)%uint64(len(ts)))]
-			r.SetURL(u)
-			n, _ := f.served.LoadOrStore(u.Host, &atomic.Int64{})
-			n.(*atomic.Int64).Add(1)
 		},
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, _ error) { w.WriteHeader(http.StatusBadGateway) },
 	}
-	srv := httptest.NewServer(rp)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ts := *f.targets.Load()
+		if len(ts) == 0 {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		u := ts[int(f.next.Add(1)%uint64(len(ts)))]
+		f.count(&f.served, u.Host).Add(1)
+		n := f.count(&f.inflight, u.Host)
+		n.Add(1)
+		defer n.Add(-1)
+		rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), frontTarget{}, u)))
+	}))
 	t.Cleanup(srv.Close)
 	f.url = srv.URL
 	return f
+}
+
+func (f *frontDoor) count(m *sync.Map, host string) *atomic.Int64 {
+	n, _ := m.LoadOrStore(host, &atomic.Int64{})
+	return n.(*atomic.Int64)
 }
 
 // route sends the front door's requests to these ingresses.
@@ -433,6 +450,28 @@ func (f *frontDoor) route(ps ...*proc) {
 		ts[i] = &url.URL{Scheme: "http", Host: p.addr}
 	}
 	f.targets.Store(&ts)
+}
+
+// retire routes the front door's requests to the ingresses in ps only,
+// then waits until no request is on its way to any other, as a Service
+// does before the replica it dropped is stopped (deploy/kubernetes's
+// preStop wait): stopped at once, a replica could close a connection a
+// request was being sent on, which the front door answers 502.
+func (f *frontDoor) retire(t *testing.T, ps ...*proc) {
+	t.Helper()
+	f.route(ps...)
+	keep := map[string]bool{}
+	for _, p := range ps {
+		keep[p.addr] = true
+	}
+	siteopstest.Eventually(t, 30*time.Second, "the front door's requests to retired ingresses to end", func() bool {
+		busy := false
+		f.inflight.Range(func(host, n any) bool {
+			busy = busy || (!keep[host.(string)] && n.(*atomic.Int64).Load() > 0)
+			return !busy
+		})
+		return !busy
+	})
 }
 
 // servedBy counts the requests an ingress got through the front door.

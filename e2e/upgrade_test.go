@@ -126,7 +126,7 @@ func TestUpgradeAsDeployDoes(t *testing.T) {
 
 	// The ingress rolls: the new replica takes over the front door.
 	ingB := w.ingress(t, "ingress of release 3", binary)
-	w.front.route(ingB)
+	w.front.retire(t, ingB)
 	ingA.stop(t)
 
 	// On-call answers the waiting incident: it runs on the new build.
