@@ -37,3 +37,10 @@ func ClaimQuery(s *Store) string { return s.claimQuery() }
 
 // BacklogQueries are InboxBacklog's statements.
 var BacklogQueries = map[string]string{"pending": pendingCount, "dead": deadCount, "oldest": oldestPending}
+
+// TextUsedAt reads when a knowledge text was last marked used.
+func TextUsedAt(ctx context.Context, s *Store, hash string) (time.Time, error) {
+	var at time.Time
+	err := s.db.QueryRowContext(ctx, `SELECT used_at FROM knowledge_texts WHERE hash = $1`, hash).Scan(&at)
+	return at, err
+}

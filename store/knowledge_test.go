@@ -76,3 +76,36 @@ func TestPurgeKnowledgeTexts(t *testing.T) {
 		}
 	})
 }
+
+// TestStoringATextAgainWritesOnlyWhenStale: storing a text stored and used
+// within the hour only reads it (no write, no row lock for concurrent
+// starts of the same spec); stored again later, it is marked used again,
+// and the purge keeps it.
+func TestStoringATextAgainWritesOnlyWhenStale(t *testing.T) {
+	eachWithClock(t, func(t *testing.T, s *store.Store, c *clock) {
+		ctx := t.Context()
+		hash, err := s.PutKnowledgeText(ctx, "stored by every onboarding of a spec")
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := c.Now()
+		c.Add(30 * time.Minute)
+		if again, err := s.PutKnowledgeText(ctx, "stored by every onboarding of a spec"); err != nil || again != hash {
+			t.Fatalf("stored again = %s, %v; want %s", again, err, hash)
+		}
+		if at, err := store.TextUsedAt(ctx, s, hash); err != nil || !at.Equal(first) {
+			t.Errorf("used_at after storing again within the hour = %s, %v; want %s (unchanged)", at, err, first)
+		}
+		c.Add(20 * 24 * time.Hour)
+		if _, err := s.PutKnowledgeText(ctx, "stored by every onboarding of a spec"); err != nil {
+			t.Fatal(err)
+		}
+		if at, err := store.TextUsedAt(ctx, s, hash); err != nil || !at.Equal(c.Now()) {
+			t.Errorf("used_at after storing again 20 days later = %s, %v; want %s", at, err, c.Now())
+		}
+		c.Add(20 * 24 * time.Hour)
+		if n, err := s.PurgeKnowledgeTexts(ctx, c.Now().Add(-30*24*time.Hour)); err != nil || n != 0 {
+			t.Errorf("purged %d texts (%v); want none: the text was stored again 20 days ago", n, err)
+		}
+	})
+}
