@@ -43,7 +43,7 @@ func serveWebhooks(t *testing.T, h *Handler, maxConns int) (string, *connLimiter
 func (l *connLimiter) lens() (idle, pending int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.idle.Len(), l.pending.Len()
+	return l.idle.Len(), l.reading.Len() + l.fresh.Len()
 }
 
 // idleConn opens a keep-alive connection to addr and has it answer one GET
