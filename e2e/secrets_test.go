@@ -64,6 +64,12 @@ func (e *env) startIngressProcessFlags(t *testing.T, flags []string, extra ...st
 		_ = resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	})
+	// Ready, the process has logged its checks, but its log reaches the
+	// buffer through a pipe: once "ingress listening" (logged after them)
+	// is there, so is every line before it.
+	siteopstest.Eventually(t, 10*time.Second, "the ingress's log to say it listens", func() bool {
+		return strings.Contains(log.String(), "ingress listening")
+	})
 	return url, admin, log
 }
 
