@@ -449,7 +449,11 @@ func (s *Store) replayIn(ctx context.Context, tx *sql.Tx, ids []string, operator
 		return nil, err
 	}
 	//nolint:gosec // only fixed SQL is concatenated; every value is a bound argument
-	reset := `UPDATE inbox SET dispatched_at = NULL, outcome = '', failures = 0, last_error = '', next_attempt_at = $1,
+	// A replayed event is due as of its arrival: claims take the earliest
+	// due first (ClaimEvents), so it goes ahead of the events that arrived
+	// after it, as a replay that an operator waits for should, instead of
+	// queueing behind its lane's whole backlog.
+	reset := `UPDATE inbox SET dispatched_at = NULL, outcome = '', failures = 0, last_error = '', next_attempt_at = received_at,
 		replays = replays + 1, replayed_at = $1, replayed_by = $2 WHERE ` + s.inJSON("event_id", 3)
 	if _, err := tx.ExecContext(ctx, reset, now, operator, jsonArg(ids)); err != nil {
 		return nil, fmt.Errorf("store: replaying events: %w", err)

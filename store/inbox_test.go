@@ -338,3 +338,32 @@ func TestClaimTakesTheEarliestDue(t *testing.T) {
 		}
 	})
 }
+
+// TestReplayedEventsGoAheadOfTheBacklog: a replayed event is due as of its
+// arrival, so the next claim of its lane takes it before the events that
+// arrived after it (an operator waits for a replay; it does not queue
+// behind the lane's backlog).
+func TestReplayedEventsGoAheadOfTheBacklog(t *testing.T) {
+	eachWithClock(t, func(t *testing.T, s *store.Store, c *clock) {
+		ctx := t.Context()
+		if _, err := s.RecordEvent(ctx, event("evt_replayed", c.Now().Add(-time.Hour))); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.MarkDispatchedBatch(ctx, map[string][]string{"signalled": {"evt_replayed"}}); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 5 {
+			if _, err := s.RecordEvent(ctx, event(fmt.Sprintf("evt_backlog_%d", i), c.Now().Add(-time.Minute))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c.Add(time.Second)
+		if _, err := s.ReplayEvents(ctx, []string{"evt_replayed"}, "alice"); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.ClaimEvents(ctx, store.LaneBulk, 1, 30*time.Second)
+		if err != nil || len(got) != 1 || got[0].EventID != "evt_replayed" {
+			t.Errorf("the claim after the replay = %v, %v; want evt_replayed, ahead of the 5 events behind it", ids(got), err)
+		}
+	})
+}
