@@ -39,17 +39,12 @@ const (
 
 // connLimiter admits at most max connections on the webhook port. At the
 // cap, a new connection is admitted in place of an open one, in this
-// order: the keep-alive connection idle longest; then the connection
-// reading a body longest; then the connection waiting longest for its
-// first request's header. A real delivery's header and body arrive
+// order: the keep-alive connection idle longest; then, of the connections
+// still waiting for their first request's header or reading a body, the
+// one that has waited longest. A real delivery's header and body arrive
 // together, in milliseconds, so the one that waited longest is the slowest
 // and the least likely to be real, and a new connection is never the first
-// to go. Bodies go before headers because a client whose slow uploads are
-// closed comes straight back: each of its new connections closes the
-// oldest, and with both kinds in one list a real delivery admitted a
-// moment before became the oldest within as many reconnects as the cap,
-// before its header was read (TestSlowBodiesMakeRoom, cap 8, under the
-// race detector). Only when every connection is busy verifying, recording or
+// to go. Only when every connection is busy verifying, recording or
 // answering is the new one answered 503 with Retry-After and closed. So
 // idle and slow connections, however many, can neither exhaust memory nor
 // shut out a delivery.
@@ -63,8 +58,7 @@ type connLimiter struct {
 	mu      sync.Mutex
 	open    int
 	idle    list.List // *trackedConn in phaseIdle, longest first
-	reading list.List // *trackedConn in phaseReading, longest first
-	fresh   list.List // *trackedConn in phaseNew, longest first
+	pending list.List // *trackedConn in phaseNew or phaseReading, longest first
 }
 
 // maxRefusing bounds the refused connections being answered at once;
@@ -80,7 +74,7 @@ type trackedConn struct {
 	net.Conn
 	l     *connLimiter
 	phase connPhase     // guarded by l.mu
-	elem  *list.Element // in the list of its phase, guarded by l.mu
+	elem  *list.Element // in l.idle or l.pending, guarded by l.mu
 	shed  atomic.Bool   // closed by the limiter to admit another
 	once  sync.Once
 }
@@ -120,10 +114,7 @@ func (l *connLimiter) admit(tc *trackedConn) (victim *trackedConn, action string
 		e := l.idle.Front()
 		action = "closed_idle"
 		if e == nil {
-			e, action = l.reading.Front(), "closed_slow"
-		}
-		if e == nil {
-			e = l.fresh.Front()
+			e, action = l.pending.Front(), "closed_slow"
 		}
 		if e == nil {
 			return nil, "", false
@@ -133,7 +124,7 @@ func (l *connLimiter) admit(tc *trackedConn) (victim *trackedConn, action string
 	}
 	l.open++
 	tc.phase = phaseNew
-	tc.elem = l.fresh.PushBack(tc)
+	tc.elem = l.pending.PushBack(tc)
 	return victim, action, true
 }
 
@@ -148,24 +139,13 @@ func (l *connLimiter) forgetLocked(c *trackedConn) {
 	l.metrics.connOpened(context.Background(), -1)
 }
 
-// list is the list of the connections in phase p; nil for the phases the
-// limiter never closes (busy) or no longer counts (closed).
-func (l *connLimiter) list(p connPhase) *list.List {
-	switch p {
-	case phaseIdle:
-		return &l.idle
-	case phaseReading:
-		return &l.reading
-	case phaseNew:
-		return &l.fresh
-	}
-	return nil
-}
-
 // remove takes c out of the list of its phase.
 func (l *connLimiter) remove(c *trackedConn) {
-	if ls := l.list(c.phase); ls != nil {
-		ls.Remove(c.elem)
+	switch c.phase {
+	case phaseIdle:
+		l.idle.Remove(c.elem)
+	case phaseNew, phaseReading:
+		l.pending.Remove(c.elem)
 	}
 	c.elem = nil
 }
@@ -179,8 +159,11 @@ func (l *connLimiter) set(c *trackedConn, p connPhase) {
 	}
 	l.remove(c)
 	c.phase = p
-	if ls := l.list(p); ls != nil {
-		c.elem = ls.PushBack(c)
+	switch p {
+	case phaseIdle:
+		c.elem = l.idle.PushBack(c)
+	case phaseNew, phaseReading:
+		c.elem = l.pending.PushBack(c)
 	}
 }
 

@@ -43,7 +43,7 @@ func serveWebhooks(t *testing.T, h *Handler, maxConns int) (string, *connLimiter
 func (l *connLimiter) lens() (idle, pending int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.idle.Len(), l.reading.Len() + l.fresh.Len()
+	return l.idle.Len(), l.pending.Len()
 }
 
 // idleConn opens a keep-alive connection to addr and has it answer one GET
@@ -83,6 +83,14 @@ func closedByServer(c net.Conn, br *bufio.Reader, wait time.Duration) bool {
 // returns its status and how long the answer took.
 func post(t *testing.T, addr, id string, at time.Time) (int, time.Duration) {
 	t.Helper()
+	code, took, err := postOnce(t, addr, id, at)
+	if err != nil {
+		t.Errorf("delivery %s: %v", id, err)
+	}
+	return code, took
+}
+
+func postOnce(t *testing.T, addr, id string, at time.Time) (int, time.Duration, error) {
 	body := envelope(id, "lead.created")
 	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+addr+"/webhooks", strings.NewReader(body))
 	req.Header.Set("svc-signature", webhook.Sign(envSecret, at, []byte(body)))
@@ -93,12 +101,11 @@ func post(t *testing.T, addr, id string, at time.Time) (int, time.Duration) {
 	resp, err := hc.Do(req)
 	took := time.Since(start)
 	if err != nil {
-		t.Errorf("delivery %s: %v", id, err)
-		return 0, took
+		return 0, took, err
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	_ = resp.Body.Close()
-	return resp.StatusCode, took
+	return resp.StatusCode, took, nil
 }
 
 // TestIdleConnectionsMakeRoom is item 3 of the review in small: with the
@@ -188,8 +195,24 @@ func TestSlowBodiesMakeRoom(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if code, took := post(t, addr, "evt_among_slow", time.Now()); code != http.StatusOK || took > time.Second {
-		t.Errorf("a delivery with every connection reading a slow body = %d after %s; want 200 within 1 s", code, took)
+	// The slow uploads reconnect as soon as one is closed, and each of
+	// their new connections closes the oldest waiting one: with a cap of 8,
+	// eight reconnects can reach the delivery before its header is read (a
+	// loaded machine under the race detector did, 3 ms after it
+	// connected). A sender retries a closed connection; so does this one,
+	// within the same second. With the default cap (2,048) that many
+	// reconnects would have to come within a header's milliseconds.
+	start := time.Now()
+	code, tries := 0, 0
+	for code == 0 && time.Since(start) < time.Second {
+		tries++
+		var err error
+		if code, _, err = postOnce(t, addr, "evt_among_slow", time.Now()); err != nil {
+			t.Logf("try %d: %v", tries, err)
+		}
+	}
+	if took := time.Since(start); code != http.StatusOK || took > time.Second {
+		t.Errorf("a delivery with every connection reading a slow body = %d after %s and %d tries; want 200 within 1 s", code, took, tries)
 	}
 	if n := telemetrytest.Value(t, reg, "siteops_webhook_connections_shed_total", "action", "closed_slow"); n < 1 {
 		t.Errorf("connections_shed{closed_slow} = %v, want at least 1", n)
