@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -421,21 +422,38 @@ func newFrontDoor(t *testing.T) *frontDoor {
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, _ error) { w.WriteHeader(http.StatusBadGateway) },
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ts := *f.targets.Load()
-		if len(ts) == 0 {
+		u, n := f.pick()
+		if u == nil {
 			w.WriteHeader(http.StatusBadGateway)
 			return
 		}
-		u := ts[int(f.next.Add(1)%uint64(len(ts)))]
-		f.count(&f.served, u.Host).Add(1)
-		n := f.count(&f.inflight, u.Host)
-		n.Add(1)
 		defer n.Add(-1)
+		f.count(&f.served, u.Host).Add(1)
 		rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), frontTarget{}, u)))
 	}))
 	t.Cleanup(srv.Close)
 	f.url = srv.URL
 	return f
+}
+
+// pick chooses the next target and counts the request in flight to it,
+// nil when there is none. A target that retire took out between the choice
+// and the count is given up and another chosen, so that retire, once it
+// has seen no request in flight to a target, sees none start.
+func (f *frontDoor) pick() (*url.URL, *atomic.Int64) {
+	for {
+		ts := *f.targets.Load()
+		if len(ts) == 0 {
+			return nil, nil
+		}
+		u := ts[int(f.next.Add(1)%uint64(len(ts)))]
+		n := f.count(&f.inflight, u.Host)
+		n.Add(1)
+		if slices.ContainsFunc(*f.targets.Load(), func(t *url.URL) bool { return t.Host == u.Host }) {
+			return u, n
+		}
+		n.Add(-1)
+	}
 }
 
 func (f *frontDoor) count(m *sync.Map, host string) *atomic.Int64 {
