@@ -281,10 +281,19 @@ func Database(ctx context.Context, st *store.Store, where string) Result {
 		return FailedWith("database", fmt.Errorf("%s is at schema version %d with %d migration(s) not applied; start the worker (`siteops worker`) or the ingress of this build, which migrate it at start: %w",
 			where, version, pending, ErrNotMigrated))
 	}
+	var warnings []string
 	// A later release migrated the store (its migrations only expand):
 	// this binary still works on it, and says so.
 	if ahead, err := st.AheadMigrations(ctx); err == nil && len(ahead) > 0 {
-		return Result{Check: "database", Status: Warn, Detail: fmt.Sprintf("%s answers; schema version %d, and migration(s) %v of a later release are applied: this binary is older than the store, which works until that release is finalized; deploy it (siteops release status)", where, version, ahead)}
+		warnings = append(warnings, fmt.Sprintf("migration(s) %v of a later release are applied: this binary is older than the store, which works until that release is finalized; deploy it (siteops release status)", ahead))
+	}
+	// An index build that was interrupted works on, slowly: said, not
+	// refused.
+	if bad, err := st.InvalidIndexes(ctx); err == nil && len(bad) > 0 {
+		warnings = append(warnings, fmt.Sprintf("index(es) %s are invalid (a concurrent build was interrupted): PostgreSQL maintains them but reads scan instead; rebuild each with REINDEX INDEX CONCURRENTLY <name>", strings.Join(bad, ", ")))
+	}
+	if len(warnings) > 0 {
+		return Result{Check: "database", Status: Warn, Detail: fmt.Sprintf("%s answers; schema version %d, and %s", where, version, strings.Join(warnings, "; and "))}
 	}
 	return ok("database", "%s answers; schema version %d, migrated", where, version)
 }

@@ -276,3 +276,38 @@ func TestBuildID(t *testing.T) {
 		t.Errorf("without versioning = %+v, want skipped", r)
 	}
 }
+
+// TestDatabaseWarnsOfAnInvalidIndex: an index whose concurrent build was
+// interrupted stays in PostgreSQL, invalid (maintained, never read). The
+// database check warns, naming it and the command that rebuilds it; it
+// does not fail, since the store works on without it. Here the build is
+// made to fail the way an interruption leaves it: a unique index over
+// values that repeat.
+func TestDatabaseWarnsOfAnInvalidIndex(t *testing.T) {
+	st, err := store.Open(t.Context(), storetest.PostgresSchemaURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	if r := Database(t.Context(), st, "the test store"); r.Status != OK {
+		t.Fatalf("a fresh store: %+v; want ok", r)
+	}
+	for _, id := range []string{"evt_1", "evt_2"} {
+		if _, err := st.RecordEvent(t.Context(), store.InboxEvent{EventID: id, EventType: "lead.created", Lane: store.LaneBulk, EndpointID: "env", ReceivedAt: time.Now(), Body: []byte(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := st.DB().ExecContext(t.Context(), `CREATE UNIQUE INDEX CONCURRENTLY inbox_interrupted ON inbox (event_type)`); err == nil {
+		t.Fatal("the unique index over repeated values was built; the test needs its build to fail")
+	}
+	r := Database(t.Context(), st, "the test store")
+	if r.Status != Warn || r.Refuses() || !strings.Contains(r.Detail, "inbox_interrupted") || !strings.Contains(r.Detail, "REINDEX INDEX CONCURRENTLY") {
+		t.Errorf("with an invalid index: %+v; want a warning naming inbox_interrupted and REINDEX INDEX CONCURRENTLY", r)
+	}
+	if _, err := st.DB().ExecContext(t.Context(), `DROP INDEX inbox_interrupted`); err != nil {
+		t.Fatal(err)
+	}
+	if r := Database(t.Context(), st, "the test store"); r.Status != OK {
+		t.Errorf("after the invalid index is dropped: %+v; want ok", r)
+	}
+}

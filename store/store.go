@@ -411,3 +411,32 @@ func ping(ctx context.Context, db *sql.DB, d Dialect) error {
 		}
 	}
 }
+
+// InvalidIndexes lists the indexes of the store's schema that PostgreSQL
+// keeps up to date but never reads: what a CREATE INDEX CONCURRENTLY that
+// was interrupted (a pod stopped mid-rollout) leaves behind. Migrations
+// 00007 and 00010 build theirs so, with IF NOT EXISTS, which then keeps
+// the invalid one: the reads it serves scan instead (the relay's gauges,
+// an onboarding's events). None on SQLite, which builds indexes in a
+// transaction.
+func (s *Store) InvalidIndexes(ctx context.Context) ([]string, error) {
+	if s.dialect != Postgres {
+		return nil, nil
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT c.relname FROM pg_index i
+		JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE NOT i.indisvalid AND n.nspname = current_schema() ORDER BY c.relname`)
+	if err != nil {
+		return nil, fmt.Errorf("store: listing invalid indexes: %w", err)
+	}
+	defer func() { _ = rows.Close() }()
+	var names []string
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, err
+		}
+		names = append(names, name)
+	}
+	return names, rows.Err()
+}
