@@ -107,8 +107,8 @@ func waitErr(ctx context.Context, workflowID, runID string, err error) error {
 	if errors.As(err, &unavailable) {
 		return err // not the workflow's failure: Temporal did not answer
 	}
-	if ctx.Err() != nil {
-		return &ErrStoppedWaiting{WorkflowID: workflowID, Cause: ctx.Err()}
+	if ended := ctxEnded(ctx); ended != nil {
+		return &ErrStoppedWaiting{WorkflowID: workflowID, Cause: ended}
 	}
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {

@@ -111,9 +111,13 @@ func answered(err error) bool {
 // request: it answered Unavailable (a connection that cannot be made, a
 // service that is down), or the call got no answer within its own
 // deadline while ctx still had time. A deadline of ctx itself is the
-// caller's, not Temporal's.
+// caller's, not Temporal's: also when ctx's deadline has passed but its
+// own timer has not fired yet. The SDK's call runs under a context of its
+// own with the same deadline, whose timer can fire first; `onboard --wait
+// --timeout 5s` then said Temporal gave no answer within 5 s (exit 5)
+// instead of that it stopped waiting (exit 1).
 func IsUnavailable(ctx context.Context, err error) bool {
-	if err == nil || ctx.Err() != nil {
+	if err == nil || ctxEnded(ctx) != nil {
 		return false
 	}
 	var (
@@ -132,6 +136,18 @@ func IsUnavailable(ctx context.Context, err error) bool {
 		return true
 	}
 	return false
+}
+
+// ctxEnded is ctx.Err(), or context.DeadlineExceeded once ctx's deadline
+// has passed though its timer has not fired yet.
+func ctxEnded(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if deadline, ok := ctx.Deadline(); ok && !time.Now().Before(deadline) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 // retryInterval is the first wait between two tries while Temporal is

@@ -90,3 +90,31 @@ func TestRetryKeepsTheCauseOfAWholeTry(t *testing.T) {
 		t.Errorf("%d tries, error %v; want an *UnavailableError after 2 tries naming the connection refused", tries, err)
 	}
 }
+
+// deadlinePassed is a context whose deadline has passed while its own
+// timer has not fired yet (Err is still nil): what the caller sees for a
+// moment when the SDK's call, under a context of its own with the same
+// deadline, ends first.
+type deadlinePassed struct{ context.Context }
+
+func (deadlinePassed) Deadline() (time.Time, bool) { return time.Now().Add(-time.Millisecond), true }
+
+// TestADeadlineThatPassedIsTheCallers: a call that ran out of time as the
+// caller's deadline passed is the caller's deadline, not Temporal
+// unavailable, and a wait that ends so stopped waiting (--timeout: exit 1),
+// even before the caller's context says so itself.
+func TestADeadlineThatPassedIsTheCallers(t *testing.T) {
+	noAnswer := serviceerror.NewDeadlineExceeded("context deadline exceeded")
+	if IsUnavailable(deadlinePassed{context.Background()}, noAnswer) {
+		t.Error("no answer as the caller's deadline passed counts as Temporal unavailable")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	if !IsUnavailable(ctx, noAnswer) {
+		t.Error("no answer within the call's own deadline, with an hour left, does not count as Temporal unavailable")
+	}
+	var stopped *ErrStoppedWaiting
+	if err := waitErr(deadlinePassed{context.Background()}, "onboarding/acme", "run", noAnswer); !errors.As(err, &stopped) || !errors.Is(stopped.Cause, context.DeadlineExceeded) {
+		t.Errorf("a wait whose deadline passed = %v; want it to have stopped waiting, at the deadline", err)
+	}
+}
