@@ -117,18 +117,5 @@ func (s *Store) CountLeads(ctx context.Context, siteID string) (int, error) {
 
 // LeadIDs returns the ids of a site's stored leads in id order.
 func (s *Store) LeadIDs(ctx context.Context, siteID string) ([]string, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT lead_id FROM leads WHERE site_id = $1 ORDER BY lead_id`, siteID)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = rows.Close() }()
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		ids = append(ids, id)
-	}
-	return ids, rows.Err()
+	return s.queryStrings(ctx, `SELECT lead_id FROM leads WHERE site_id = $1 ORDER BY lead_id`, siteID)
 }

@@ -423,20 +423,29 @@ func (s *Store) InvalidIndexes(ctx context.Context) ([]string, error) {
 	if s.dialect != Postgres {
 		return nil, nil
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT c.relname FROM pg_index i
+	names, err := s.queryStrings(ctx, `SELECT c.relname FROM pg_index i
 		JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_namespace n ON n.oid = c.relnamespace
 		WHERE NOT i.indisvalid AND n.nspname = current_schema() ORDER BY c.relname`)
 	if err != nil {
 		return nil, fmt.Errorf("store: listing invalid indexes: %w", err)
 	}
+	return names, nil
+}
+
+// queryStrings runs q and returns its one text column, row by row.
+func (s *Store) queryStrings(ctx context.Context, q string, args ...any) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
 	defer func() { _ = rows.Close() }()
-	var names []string
+	var out []string
 	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
+		var v string
+		if err := rows.Scan(&v); err != nil {
 			return nil, err
 		}
-		names = append(names, name)
+		out = append(out, v)
 	}
-	return names, rows.Err()
+	return out, rows.Err()
 }
