@@ -12,9 +12,11 @@ import (
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
 
+	"github.com/siteops/siteops/config"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/store/storetest"
 	"github.com/siteops/siteops/webhookingress"
+	"github.com/siteops/siteops/wiring"
 	"github.com/siteops/siteops/workflows"
 )
 
@@ -24,12 +26,30 @@ const (
 	taskQueue   = "siteops-bench"
 )
 
-// NoGzipEnv, set to 1, dials the benchmarks' Temporal clients without
-// the SDK's default gzip of every request: both sides of a comparison
-// alike (BenchmarkRelayDispatch's relay and raw callers share dial).
+// NoGzipEnv, set to 1, dials the benchmarks' own Temporal clients (dial:
+// BenchmarkRelayDispatch's raw callers, the in-request design of
+// BenchmarkIngressAccept) without the SDK's default gzip of every request.
 const NoGzipEnv = "SITEOPS_BENCH_NO_GZIP"
 
-// dial is a Temporal client of the benchmarks' server, namespace default.
+// dialAsSiteops is a Temporal client of the benchmarks' server, namespace
+// default, with the options a siteops process dials with
+// (wiring.TemporalOptions).
+func dialAsSiteops(b *testing.B) client.Client {
+	b.Helper()
+	o, _, err := wiring.TemporalOptions(config.Temporal{TaskQueue: taskQueue, Address: temporalAddress, Namespace: "default"}, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := client.Dial(o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(c.Close)
+	return c
+}
+
+// dial is a Temporal client of the benchmarks' server, namespace default,
+// with the SDK's default options.
 func dial(b *testing.B) client.Client {
 	b.Helper()
 	o := client.Options{HostPort: temporalAddress, Logger: tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))}

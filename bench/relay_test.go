@@ -54,10 +54,10 @@ func BenchmarkRelayDispatch(b *testing.B) {
 			} else {
 				st.Store = storetest.Open(b, d)
 			}
-			c := dial(b)
-			clients := []client.Client{c}
-			for range relays - 1 {
-				clients = append(clients, dial(b))
+			c := dial(b) // the raw calls' client: the SDK's defaults
+			var clients []client.Client
+			for range relays {
+				clients = append(clients, dialAsSiteops(b)) // the relay's: as the ingress dials
 			}
 			const parallel = 16 // the relay's default per lane
 			run := time.Now().UnixNano()

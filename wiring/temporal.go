@@ -68,7 +68,9 @@ func (c Connection) String() string {
 // TEMPORAL_API_KEY, TEMPORAL_TLS*, TEMPORAL_PROFILE and TEMPORAL_CONFIG_FILE
 // profiles — and t's Address, Namespace and Profile (from flags) win over
 // them. On top come the SDK's logging through logger, the payload codec when
-// SITEOPS_PAYLOAD_KEY is set, and tracing and metrics when tel is given.
+// SITEOPS_PAYLOAD_KEY is set, small signals and activity completions sent
+// without gzip (compressOnlyWhereItPays), and tracing and metrics when tel
+// is given.
 func TemporalOptions(t config.Temporal, logger *slog.Logger, tel *telemetry.Telemetry) (client.Options, Connection, error) {
 	return temporalOptions(t, nonEmptyEnv{}, logger, tel)
 }
@@ -139,6 +141,7 @@ func temporalOptions(t config.Temporal, env envconfig.EnvLookup, logger *slog.Lo
 		}
 		o.DataConverter = c.DataConverter()
 	}
+	compressOnlyWhereItPays(&o)
 	tel.ClientOptions(&o)
 	return o, conn, nil
 }
