@@ -64,7 +64,13 @@ func BenchmarkRelayDispatch(b *testing.B) {
 			sites := max(b.N/2, 1)
 			site := func(i int) string { return fmt.Sprintf("site_r%d_%06d", run, i) }
 			b.StopTimer()
-			_ = signalWithStartTime(b, c, sites, 2*parallel, site) // the lead syncs, started
+			// The lead syncs, started: half by the raw calls' client and
+			// half by each relay's, so that every client has made calls
+			// (its connection warmed up) before the clock starts.
+			for k, cl := range append([]client.Client{c}, clients...) {
+				n := len(clients) + 1
+				_ = signalWithStartTime(b, cl, (sites+n-1-k)/n, 2*parallel, func(i int) string { return site(i*n + k) })
+			}
 			b.StartTimer()
 			var rawTime, relayTime time.Duration
 			var rawCalls, relayed int

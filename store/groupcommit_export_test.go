@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -13,13 +12,14 @@ import (
 )
 
 // InsertStrategies are the ways of writing one group commit's batch that
-// BenchmarkInsertEvents compares; "as-built" is insertEvents.
+// BenchmarkInsertEvents compares; "as-built" is insertEvents, which is
+// "unnest-plain" since issue 22 (it was "values-plain").
 var InsertStrategies = map[string]func(*Store, context.Context, []InboxEvent) (map[string]bool, error){
 	"as-built":     (*Store).insertEvents,
 	"values":       (*Store).insertValues,
 	"values-plain": (*Store).insertValuesPlain,
 	"unnest":       (*Store).insertUnnest,
-	"unnest-plain": (*Store).insertPlain,
+	"unnest-plain": (*Store).insertEvents,
 	"copy":         (*Store).insertCopy,
 }
 
@@ -90,30 +90,10 @@ func allInserted(evs []InboxEvent) map[string]bool {
 	return m
 }
 
-const unnestSelect = `SELECT e, t, k, l, r, p, a, b, c, a, s
-	FROM unnest($1::text[], $2::text[], $3::text[], $4::int2[], $5::text[], $6::text[], $7::timestamptz[], $8::bytea[], $9::text[], $10::text[])
-	AS u(e, t, k, l, r, p, a, b, c, s)`
-
-// insertUnnest binds the batch as ten arrays: one statement text for every
-// batch size.
+// insertUnnest is the group commit's INSERT with ON CONFLICT always (its
+// fallback when an id is already recorded).
 func (s *Store) insertUnnest(ctx context.Context, evs []InboxEvent) (map[string]bool, error) {
-	return s.queryInserted(ctx, `INSERT INTO inbox (event_id, event_type, kind, lane, receiver, endpoint_id, received_at, body, trace_context, next_attempt_at, subject_event_id)
-		`+unnestSelect+` ON CONFLICT (event_id) DO NOTHING RETURNING event_id`, columnArgs(evs)...)
-}
-
-// insertPlain is insertUnnest without ON CONFLICT (no speculative
-// insertion), falling back to it when an id is already recorded.
-func (s *Store) insertPlain(ctx context.Context, evs []InboxEvent) (map[string]bool, error) {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO inbox (event_id, event_type, kind, lane, receiver, endpoint_id, received_at, body, trace_context, next_attempt_at, subject_event_id)
-		`+unnestSelect, columnArgs(evs)...)
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) && pe.Code == "23505" {
-		return s.insertUnnest(ctx, evs)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return allInserted(evs), nil
+	return s.queryInserted(ctx, unnestInsert+` ON CONFLICT (event_id) DO NOTHING RETURNING event_id`, unnestColumns(evs)...)
 }
 
 func (s *Store) queryInserted(ctx context.Context, q string, args ...any) (map[string]bool, error) {
@@ -131,21 +111,6 @@ func (s *Store) queryInserted(ctx context.Context, q string, args ...any) (map[s
 		inserted[id] = true
 	}
 	return inserted, rows.Err()
-}
-
-func columnArgs(evs []InboxEvent) []any {
-	n := len(evs)
-	ids, types, kinds, receivers, endpoints, traces, subjects := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	lanes, at, bodies := make([]int16, n), make([]time.Time, n), make([][]byte, n)
-	for i, ev := range evs {
-		k := ev.Kind
-		if k == "" {
-			k = KindWebhook
-		}
-		ids[i], types[i], kinds[i], lanes[i], receivers[i], endpoints[i] = ev.EventID, ev.EventType, k, int16(ev.Lane), ev.Receiver, ev.EndpointID
-		at[i], bodies[i], traces[i], subjects[i] = ev.ReceivedAt.UTC(), ev.Body, ev.TraceContext, ev.SubjectEventID
-	}
-	return []any{ids, types, kinds, lanes, receivers, endpoints, at, bodies, traces, subjects}
 }
 
 // copyTables remembers the connections that have their temporary table.
