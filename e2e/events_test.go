@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
 	"github.com/siteops/siteops/agentsite/webhook"
@@ -318,8 +319,13 @@ func (r *refusingTemporal) err() error {
 	return errors.New("rpc error: code = Unavailable desc = connection refused")
 }
 
+// SignalWorkflow finds no workflow once Temporal answers: the relay then
+// starts the lead sync with SignalWithStart, whose run the event records.
 func (r *refusingTemporal) SignalWorkflow(context.Context, string, string, string, any) error {
-	return r.err()
+	if err := r.err(); err != nil {
+		return err
+	}
+	return serviceerror.NewNotFound("workflow not found")
 }
 
 func (r *refusingTemporal) SignalWithStartWorkflow(context.Context, string, string, any, client.StartWorkflowOptions, any, ...any) (client.WorkflowRun, error) {

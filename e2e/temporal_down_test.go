@@ -353,7 +353,7 @@ func TestRelayLastErrorNamesTemporalThatDoesNotAnswer(t *testing.T) {
 		return attempts >= 1
 	})
 	d, err := st.Event(t.Context(), "evt_hole_1")
-	if err != nil || !strings.Contains(d.LastError, "signal-with-start lead-sync/site_hole") || !strings.Contains(d.LastError, "Temporal did not answer within 1s") {
+	if err != nil || !strings.Contains(d.LastError, "signalling lead-sync/site_hole") || !strings.Contains(d.LastError, "Temporal did not answer within 1s") {
 		t.Errorf("the event's last error does not name the cause: %q (%v)", d.LastError, err)
 	}
 	t.Logf("last error: %s", d.LastError)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -21,10 +22,12 @@ import (
 
 // fakeTemporal answers the relay's signals: with fail set, every call
 // fails as an unreachable server's would; gone names workflows that ended.
+// A lead sync runs once a SignalWithStart has started it (notRunning).
 type fakeTemporal struct {
 	mu      sync.Mutex
 	fail    error
 	gone    map[string]bool
+	started map[string]bool
 	signals map[string]int // by workflow ID
 	// batches holds the event ids of each lead-sync signal, by workflow ID.
 	batches map[string][][]string
@@ -40,17 +43,36 @@ type fakeRun struct {
 
 func (r fakeRun) GetRunID() string { return r.id }
 
-func (f *fakeTemporal) SignalWorkflow(_ context.Context, wf, _, _ string, _ any) error {
+// notRunning says whether the fakes hold wf not to run: one that ended
+// (gone), and a lead sync that no SignalWithStart has started, the one
+// kind of target the relay starts (an onboarding and a rotation are taken
+// to run).
+func notRunning(wf string, gone, started map[string]bool) bool {
+	return gone[wf] || strings.HasPrefix(wf, workflows.LeadSyncKind.Prefix) && !started[wf]
+}
+
+func (f *fakeTemporal) SignalWorkflow(_ context.Context, wf, _, _ string, arg any) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.fail != nil {
 		return f.fail
 	}
-	if f.gone[wf] {
+	if notRunning(wf, f.gone, f.started) {
 		return serviceerror.NewNotFound("workflow execution already completed")
 	}
-	f.signals[wf]++
+	f.signalled(wf, arg)
 	return nil
+}
+
+// signalled counts a signal to wf, and keeps the events of a lead sync's.
+func (f *fakeTemporal) signalled(wf string, arg any) {
+	f.signals[wf]++
+	if sig, ok := arg.(workflows.LeadsCreatedSignal); ok {
+		if f.batches == nil {
+			f.batches = map[string][][]string{}
+		}
+		f.batches[wf] = append(f.batches[wf], sig.EventIDs)
+	}
 }
 
 func (f *fakeTemporal) SignalWithStartWorkflow(_ context.Context, wf, _ string, arg any, _ client.StartWorkflowOptions, _ any, _ ...any) (client.WorkflowRun, error) {
@@ -62,13 +84,11 @@ func (f *fakeTemporal) SignalWithStartWorkflow(_ context.Context, wf, _ string, 
 	if f.fail != nil {
 		return nil, f.fail
 	}
-	f.signals[wf]++
-	if sig, ok := arg.(workflows.LeadsCreatedSignal); ok {
-		if f.batches == nil {
-			f.batches = map[string][][]string{}
-		}
-		f.batches[wf] = append(f.batches[wf], sig.EventIDs)
+	if f.started == nil {
+		f.started = map[string]bool{}
 	}
+	f.started[wf], f.gone[wf] = true, false
+	f.signalled(wf, arg)
 	f.run++
 	return fakeRun{id: fmt.Sprintf("run-%d", f.run)}, nil
 }

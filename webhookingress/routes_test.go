@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
 	"github.com/siteops/siteops/agentsite/webhook"
@@ -82,15 +83,20 @@ type call struct {
 	arg                any
 }
 
-// signalLog records the relay's signals and answers each.
+// signalLog records the signals that reached a workflow and answers each
+// (a lead sync runs once a SignalWithStart has started it: notRunning).
 type signalLog struct {
-	mu    sync.Mutex
-	calls []call
+	mu      sync.Mutex
+	calls   []call
+	started map[string]bool
 }
 
 func (l *signalLog) SignalWorkflow(_ context.Context, wf, _, signal string, arg any) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if notRunning(wf, nil, l.started) {
+		return serviceerror.NewNotFound("workflow not found")
+	}
 	l.calls = append(l.calls, call{workflowID: wf, signal: signal, arg: arg})
 	return nil
 }
@@ -98,6 +104,10 @@ func (l *signalLog) SignalWorkflow(_ context.Context, wf, _, signal string, arg 
 func (l *signalLog) SignalWithStartWorkflow(_ context.Context, wf, signal string, arg any, _ client.StartWorkflowOptions, workflow any, _ ...any) (client.WorkflowRun, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.started == nil {
+		l.started = map[string]bool{}
+	}
+	l.started[wf] = true
 	l.calls = append(l.calls, call{workflowID: wf, signal: signal, withStart: true, workflow: fmt.Sprint(workflow), arg: arg})
 	return nil, nil
 }
@@ -178,6 +188,35 @@ func TestWhatTargetsRememberComesFromWorkflows(t *testing.T) {
 	}{{7, "7"}, {1000, "1,000"}, {25000, "25,000"}, {1234567, "1,234,567"}} {
 		if got := thousands(tc.n); got != tc.want {
 			t.Errorf("thousands(%d) = %q, want %q", tc.n, got, tc.want)
+		}
+	}
+}
+
+// TestRelayStartsOnlyALeadSyncThatIsNotRunning dispatches two lead.created
+// events of one site, a dispatch apart, and a third after that lead sync
+// ended: the first starts it (SignalWithStart, after the plain signal
+// found no workflow), the second is a plain signal to the running one, and
+// the third starts it again.
+func TestRelayStartsOnlyALeadSyncThatIsNotRunning(t *testing.T) {
+	f := newRelayFixture(t, store.SQLite, 0)
+	log := &signalLog{}
+	o := f.options()
+	o.Temporal, o.LeadCoalesce = log, -1
+	f.relay = NewRelay(o)
+	wf := workflows.LeadSyncID("site_1")
+	for i, want := range []bool{true, false, true} {
+		if i == 2 {
+			log.mu.Lock()
+			delete(log.started, wf) // the lead sync ended
+			log.mu.Unlock()
+		}
+		log.calls = nil
+		f.record(t, fmt.Sprintf("evt_%d", i), "lead.created", `{"site_id":"site_1","lead_id":"lead_1"}`)
+		if n, err := f.relay.DispatchOnce(t.Context(), store.LaneBulk); err != nil || n != 1 {
+			t.Fatalf("event %d: a claim took %d events (%v), want 1", i, n, err)
+		}
+		if len(log.calls) != 1 || log.calls[0].workflowID != wf || log.calls[0].withStart != want {
+			t.Errorf("event %d: signals %+v, want one to %s with start: %t", i, log.calls, wf, want)
 		}
 	}
 }
