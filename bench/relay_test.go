@@ -25,23 +25,26 @@ import (
 // BenchmarkRelayDispatch measures, in one run and against the same
 // Temporal server, how fast the relay as the ingress runs it (the bulk
 // lane: 16 signals in flight, claims ramping up to 500; two pipelines on
-// PostgreSQL, one on SQLite) turns lead.created events into
-// SignalWithStart calls, and how fast the same calls go from 16
-// goroutines with no store in between (the ceiling: the same
+// PostgreSQL, one on SQLite; its client dialed as siteops dials) turns
+// lead.created events into signals, and how fast raw SignalWithStart
+// calls of the same lead syncs go from 16 goroutines with no store in
+// between, on a client with the SDK's defaults (the ceiling: the same
 // concurrency). The events are for b.N/2 sites whose lead syncs are
 // started before the clock starts, as they are once a site is onboarded,
 // each site once per round, so that no two events share a signal and none
-// is held back by the relay's per-site coalescing: every event is one
-// SignalWithStart to a running workflow on both sides. The rounds run raw,
-// relay, relay, raw (b.N/2 calls or events each), so that a load that
-// drifts weighs on both alike; a relay round is timed from the relay's
-// start until its last batch is marked dispatched. It reports both rates
-// and the relay's share of the ceiling (goal ≥ 0.95), and the CPU time per
-// event or call of the Temporal server, of the store's own PostgreSQL
-// backends and of this process.
+// is held back by the relay's per-site coalescing: every event is one call
+// to a running workflow on both sides (the relay's a plain signal, since
+// the lead sync runs). The rounds run raw, relay, relay, raw (b.N/2 calls
+// or events each), so that a load that drifts weighs on both alike; a
+// relay round is timed from the relay's start until its last batch is
+// marked dispatched. It reports both rates and the relay's share of the
+// ceiling (goal ≥ 0.95), and the CPU time per event or call of the
+// Temporal server, of the store's own PostgreSQL backends and of this
+// process.
 //
 // SITEOPS_BENCH_RELAYS=2 runs two relays (each with a client of its own,
-// as two ingress replicas would) against a ceiling of 32 goroutines.
+// as two ingress replicas would) against a ceiling of 32 goroutines;
+// SITEOPS_BENCH_RAW=signal makes the raw calls plain signals too.
 func BenchmarkRelayDispatch(b *testing.B) {
 	for _, d := range []store.Dialect{store.SQLite, store.Postgres} {
 		b.Run("store="+string(d), func(b *testing.B) {
@@ -82,7 +85,7 @@ func BenchmarkRelayDispatch(b *testing.B) {
 						// Labelled, so that a -cpuprofile tells the rounds
 						// apart (go tool pprof -tagfocus round=raw).
 						pprof.Do(b.Context(), pprof.Labels("round", "raw"), func(context.Context) {
-							rawTime += signalWithStartTime(b, c, sites, parallel*relays, site)
+							rawTime += rawCallTime(b, c, sites, parallel*relays, site)
 						})
 						rawCPU = rawCPU.add(readRoundCPU(b, pg).sub(before))
 						rawCalls += sites
@@ -183,9 +186,37 @@ func (s *dispatchCounter) RecordDispatches(ctx context.Context, ds []store.Dispa
 }
 
 // signalWithStartTime makes n SignalWithStart calls of lead syncs, the
-// i-th for site(i), as the relay makes them, from workers goroutines and
-// returns the time they took.
+// i-th for site(i), from workers goroutines and returns the time they
+// took.
 func signalWithStartTime(b *testing.B, c client.Client, n, workers int, site func(int) string) time.Duration {
+	return callTime(b, n, workers, func(i int) error {
+		id := workflows.LeadSyncID(site(i))
+		_, err := c.SignalWithStartWorkflow(b.Context(), id, workflows.SignalLeadsCreated, workflows.LeadsCreatedSignal{EventIDs: []string{fmt.Sprintf("evt_w%d", i)}},
+			client.StartWorkflowOptions{ID: id, TaskQueue: taskQueue, WorkflowIDReusePolicy: workflows.LeadSyncKind.Policy.Reuse},
+			workflows.LeadSyncWorkflowName, workflows.LeadSyncInput{SiteID: site(i)})
+		return err
+	})
+}
+
+// RawCallEnv, set to "signal", makes BenchmarkRelayDispatch's raw calls
+// plain signals (SignalWorkflow) to the running lead syncs, the call the
+// relay makes to a lead sync that runs, instead of SignalWithStart.
+const RawCallEnv = "SITEOPS_BENCH_RAW"
+
+// rawCallTime makes the raw round's n calls, the i-th for site(i): as
+// signalWithStartTime, or plain signals when RawCallEnv says so.
+func rawCallTime(b *testing.B, c client.Client, n, workers int, site func(int) string) time.Duration {
+	if os.Getenv(RawCallEnv) != "signal" {
+		return signalWithStartTime(b, c, n, workers, site)
+	}
+	return callTime(b, n, workers, func(i int) error {
+		return c.SignalWorkflow(b.Context(), workflows.LeadSyncID(site(i)), "", workflows.SignalLeadsCreated, workflows.LeadsCreatedSignal{EventIDs: []string{fmt.Sprintf("evt_w%d", i)}})
+	})
+}
+
+// callTime makes call(0) … call(n-1) from workers goroutines and returns
+// the time they took.
+func callTime(b *testing.B, n, workers int, call func(i int) error) time.Duration {
 	var next atomic.Int64
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -196,11 +227,7 @@ func signalWithStartTime(b *testing.B, c client.Client, n, workers int, site fun
 				if i >= int64(n) {
 					return
 				}
-				id := workflows.LeadSyncID(site(int(i)))
-				_, err := c.SignalWithStartWorkflow(b.Context(), id, workflows.SignalLeadsCreated, workflows.LeadsCreatedSignal{EventIDs: []string{fmt.Sprintf("evt_w%d", i)}},
-					client.StartWorkflowOptions{ID: id, TaskQueue: taskQueue, WorkflowIDReusePolicy: workflows.LeadSyncKind.Policy.Reuse},
-					workflows.LeadSyncWorkflowName, workflows.LeadSyncInput{SiteID: site(int(i))})
-				if err != nil {
+				if err := call(int(i)); err != nil {
 					b.Error(err)
 					return
 				}
