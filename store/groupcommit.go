@@ -261,20 +261,20 @@ func (s *Store) insertEvents(ctx context.Context, evs []InboxEvent) (map[string]
 // unnestInsert inserts the rows of unnestColumns' ten arrays.
 const unnestInsert = `INSERT INTO inbox (event_id, event_type, kind, lane, receiver, endpoint_id, received_at, body, trace_context, next_attempt_at, subject_event_id)
 	SELECT e, t, k, l, r, p, a, b, c, a, s
-	FROM unnest($1::text[], $2::text[], $3::text[], $4::int2[], $5::text[], $6::text[], $7::timestamptz[], $8::bytea[], $9::text[], $10::text[])
+	FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::text[], $6::text[], $7::timestamptz[], $8::bytea[], $9::text[], $10::text[])
 	AS u(e, t, k, l, r, p, a, b, c, s)`
 
 // unnestColumns binds evs as unnestInsert's ten arrays, a column each.
 func unnestColumns(evs []InboxEvent) []any {
 	n := len(evs)
 	ids, types, kinds, receivers, endpoints, traces, subjects := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	lanes, at, bodies := make([]int16, n), make([]time.Time, n), make([][]byte, n)
+	lanes, at, bodies := make([]int64, n), make([]time.Time, n), make([][]byte, n)
 	for i, ev := range evs {
 		k := ev.Kind
 		if k == "" {
 			k = KindWebhook
 		}
-		ids[i], types[i], kinds[i], lanes[i], receivers[i], endpoints[i] = ev.EventID, ev.EventType, k, int16(ev.Lane), ev.Receiver, ev.EndpointID
+		ids[i], types[i], kinds[i], lanes[i], receivers[i], endpoints[i] = ev.EventID, ev.EventType, k, int64(ev.Lane), ev.Receiver, ev.EndpointID
 		at[i], bodies[i], traces[i], subjects[i] = ev.ReceivedAt.UTC(), ev.Body, ev.TraceContext, ev.SubjectEventID
 	}
 	return []any{ids, types, kinds, lanes, receivers, endpoints, at, bodies, traces, subjects}
