@@ -107,7 +107,7 @@ func waitErr(ctx context.Context, workflowID, runID string, err error) error {
 	if errors.As(err, &unavailable) {
 		return err // not the workflow's failure: Temporal did not answer
 	}
-	if ended := ctxEnded(ctx); ended != nil {
+	if ended := ContextEnded(ctx); ended != nil {
 		return &ErrStoppedWaiting{WorkflowID: workflowID, Cause: ended}
 	}
 	var nf *serviceerror.NotFound

@@ -117,7 +117,7 @@ func answered(err error) bool {
 // --timeout 5s` then said Temporal gave no answer within 5 s (exit 5)
 // instead of that it stopped waiting (exit 1).
 func IsUnavailable(ctx context.Context, err error) bool {
-	if err == nil || ctxEnded(ctx) != nil {
+	if err == nil || ContextEnded(ctx) != nil {
 		return false
 	}
 	var (
@@ -138,9 +138,12 @@ func IsUnavailable(ctx context.Context, err error) bool {
 	return false
 }
 
-// ctxEnded is ctx.Err(), or context.DeadlineExceeded once ctx's deadline
-// has passed though its timer has not fired yet.
-func ctxEnded(ctx context.Context) error {
+// ContextEnded is ctx.Err(), or context.DeadlineExceeded once ctx's
+// deadline has passed though its timer has not fired yet: whoever asks
+// whether the caller's time is up asks this, not ctx.Err(), or a try that
+// ends just as the deadline passes is told apart from one that ends a
+// moment later.
+func ContextEnded(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -180,7 +183,7 @@ func (s *Starter) Patiently(ctx context.Context, what string, call func() error)
 			return false, err
 		case IsUnavailable(ctx, err):
 			return true, nil
-		case again && ctx.Err() != nil:
+		case again && ContextEnded(ctx) != nil:
 			// ctx ran out during a try after earlier ones found Temporal
 			// unavailable: it still was.
 			return true, nil
@@ -225,7 +228,7 @@ func retry(ctx context.Context, patience time.Duration, e *UnavailableError, ret
 		}
 		// A try that ctx cut short says nothing of Temporal: the one
 		// before it, when there was one, names the cause.
-		if e.Err == nil || ctx.Err() == nil {
+		if e.Err == nil || ContextEnded(ctx) == nil {
 			e.Err = err
 		}
 		e.Attempts, e.Waited = attempts, max(e.Waited, time.Since(began))
@@ -234,7 +237,7 @@ func retry(ctx context.Context, patience time.Duration, e *UnavailableError, ret
 			e.Said = ask(ctx, min(time.Second, left))
 		}
 		e.For = time.Since(first)
-		if ctx.Err() != nil || left <= 0 {
+		if ContextEnded(ctx) != nil || left <= 0 {
 			return e
 		}
 		if attempts == 1 && retrying != nil {

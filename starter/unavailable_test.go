@@ -118,3 +118,39 @@ func TestADeadlineThatPassedIsTheCallers(t *testing.T) {
 		t.Errorf("a wait whose deadline passed = %v; want it to have stopped waiting, at the deadline", err)
 	}
 }
+
+// TestRetryThatEndsAtTheDeadlineSaysUnavailable: a retried call whose last
+// try ends as the caller's deadline passes (its context's timer not fired
+// yet) ends as Temporal unavailable with the cause of the try before it,
+// not with the last try's bare "deadline exceeded". retryable is the
+// connection's (wiring's dialUnavailable): after an earlier try found
+// Temporal unavailable, a try that the deadline ended still did.
+func TestRetryThatEndsAtTheDeadlineSaysUnavailable(t *testing.T) {
+	refused := serviceerror.NewUnavailable("connection refused")
+	var ctx context.Context = context.Background()
+	at := deadlineAfter{&ctx}
+	tries := 0
+	e := &UnavailableError{Address: "127.0.0.1:1", Namespace: "default", What: Connecting}
+	err := Retry(at, time.Hour, e, nil, func() error {
+		tries++
+		if tries == 2 {
+			ctx = deadlinePassed{context.Background()} // the deadline passes during the second try
+			return serviceerror.NewDeadlineExceeded("context deadline exceeded")
+		}
+		return refused
+	}, func(err error, again bool) (bool, error) {
+		return again && ContextEnded(at) != nil || IsUnavailable(at, err), err
+	})
+	var gaveUp *UnavailableError
+	if !errors.As(err, &gaveUp) || !errors.Is(gaveUp.Err, refused) || gaveUp.Attempts != 2 {
+		t.Errorf("after %d tries: %v; want Temporal unavailable after 2 tries, for the first's connection refused", tries, err)
+	}
+}
+
+// deadlineAfter is the context *ctx is: a test swaps it mid-call.
+type deadlineAfter struct{ ctx *context.Context }
+
+func (d deadlineAfter) Deadline() (time.Time, bool) { return (*d.ctx).Deadline() }
+func (d deadlineAfter) Done() <-chan struct{}       { return (*d.ctx).Done() }
+func (d deadlineAfter) Err() error                  { return (*d.ctx).Err() }
+func (d deadlineAfter) Value(k any) any             { return (*d.ctx).Value(k) }

@@ -93,7 +93,7 @@ func dialUnavailable(ctx context.Context, err error, again bool) bool {
 		return false
 	case strings.Contains(err.Error(), "TLS"):
 		return false // DialError names TLS for a connection that cannot work as configured
-	case again && ctx.Err() != nil:
+	case again && starter.ContextEnded(ctx) != nil:
 		return true
 	}
 	return starter.IsUnavailable(ctx, err)
