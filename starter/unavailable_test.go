@@ -127,7 +127,8 @@ func TestADeadlineThatPassedIsTheCallers(t *testing.T) {
 // Temporal unavailable, a try that the deadline ended still did.
 func TestRetryThatEndsAtTheDeadlineSaysUnavailable(t *testing.T) {
 	refused := serviceerror.NewUnavailable("connection refused")
-	var ctx context.Context = context.Background()
+	var ctx context.Context
+	ctx = context.Background()
 	at := deadlineAfter{&ctx}
 	tries := 0
 	e := &UnavailableError{Address: "127.0.0.1:1", Namespace: "default", What: Connecting}
