@@ -239,21 +239,13 @@ func (s *Store) insertEvents(ctx context.Context, evs []InboxEvent) (map[string]
 		}
 		s.group.conflicted()
 	}
-	rows, err := s.db.QueryContext(ctx, unnestInsert+` ON CONFLICT (event_id) DO NOTHING RETURNING event_id`, args...)
+	ids, err := s.queryStrings(ctx, unnestInsert+` ON CONFLICT (event_id) DO NOTHING RETURNING event_id`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: recording %d event(s) (%s): %w", len(evs), firstIDs(evs), err)
 	}
-	defer func() { _ = rows.Close() }()
-	inserted := make(map[string]bool, len(evs))
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
+	inserted := make(map[string]bool, len(ids))
+	for _, id := range ids {
 		inserted[id] = true
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: recording %d event(s) (%s): %w", len(evs), firstIDs(evs), err)
 	}
 	return inserted, nil
 }
