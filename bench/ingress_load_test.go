@@ -48,6 +48,58 @@ type noStore struct{ *store.Store }
 
 func (noStore) RecordEvent(context.Context, store.InboxEvent) (bool, error) { return true, nil }
 
+// CommitWaitEnv, set to a duration (e.g. 1.5ms), adds a variant to
+// BenchmarkIngressAccept between the ceiling and the inboxes: commitWait,
+// a store that writes nothing but answers each delivery only at the end of
+// a shared "commit" that takes that long, one at a time, as the group
+// commit's do. It measures what waiting for a commit costs the handler and
+// the senders apart from the database.
+const CommitWaitEnv = "SITEOPS_BENCH_COMMIT_WAIT"
+
+// commitWait is noStore whose RecordEvent returns at the end of the next
+// commit: the first caller starts one, and every caller that queues while
+// it lasts waits for the one after it.
+type commitWait struct {
+	noStore
+	d time.Duration
+
+	mu      sync.Mutex
+	queued  []chan struct{}
+	running bool
+}
+
+func (w *commitWait) RecordEvent(context.Context, store.InboxEvent) (bool, error) {
+	done := make(chan struct{})
+	w.mu.Lock()
+	w.queued = append(w.queued, done)
+	if !w.running {
+		w.running = true
+		go w.commits()
+	}
+	w.mu.Unlock()
+	<-done
+	return true, nil
+}
+
+// commits runs one commit after another while callers are queued.
+func (w *commitWait) commits() {
+	for {
+		w.mu.Lock()
+		batch := w.queued
+		w.queued = nil
+		if len(batch) == 0 {
+			w.running = false
+			w.mu.Unlock()
+			return
+		}
+		w.mu.Unlock()
+		time.Sleep(w.d)
+		for _, done := range batch {
+			close(done)
+		}
+	}
+}
+
 // send posts n distinct signed lead.created deliveries to url+"/webhooks"
 // from at most workers concurrent senders; with rate > 0 the i-th is sent
 // at start + i/rate (open loop), otherwise as fast as the senders go. It

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -86,6 +87,10 @@ func (signalInRequest) RecordHandled(context.Context, store.InboxEvent, string, 
 }
 func (signalInRequest) Ping(context.Context) error { return nil }
 
+// SendersEnv sets how many concurrent senders BenchmarkIngressAccept runs
+// (default 32).
+const SendersEnv = "SITEOPS_BENCH_SENDERS"
+
 // BenchmarkIngressAccept sends b.N signed, distinct lead.created deliveries
 // over loopback HTTP from 32 concurrent senders and reports the accept rate
 // and the latency percentiles, in one run: for the same handler with no
@@ -106,14 +111,20 @@ func (signalInRequest) Ping(context.Context) error { return nil }
 // commit. Its of-ceiling-cpu is the ceiling's self-cpu-us over its own: the
 // share of the ceiling it would reach with PostgreSQL's CPU on cores of its
 // own, both CPU-bound, which is the database's share separated from the
-// ingress's.
+// ingress's. busy-cores is how many of the machine's cores this process
+// and PostgreSQL kept busy (their CPU time over the run's): a variant that
+// leaves cores idle is bound by its latency (32 senders, each waiting for
+// its answer), not by CPU. With CommitWaitEnv set, a commit-wait variant
+// runs after the ceiling.
 func BenchmarkIngressAccept(b *testing.B) {
 	rates := map[string]float64{}
 	var ceilingCPU float64
-	variants := []struct {
+	senders := capSize(b, SendersEnv, 1024, concurrency)
+	type variant struct {
 		name  string
 		inbox func(b *testing.B) (webhookingress.Inbox, *pgSessions)
-	}{
+	}
+	variants := []variant{
 		{"no-store", func(b *testing.B) (webhookingress.Inbox, *pgSessions) {
 			return noStore{storetest.Open(b, store.SQLite)}, nil
 		}},
@@ -124,38 +135,35 @@ func BenchmarkIngressAccept(b *testing.B) {
 		}},
 		{"signal-in-request", func(b *testing.B) (webhookingress.Inbox, *pgSessions) { return signalInRequest{dial(b)}, nil }},
 	}
+	if v := os.Getenv(CommitWaitEnv); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			b.Fatalf("%s=%q: want a positive duration such as 1.5ms", CommitWaitEnv, v)
+		}
+		variants = slices.Insert(variants, 1, variant{"commit-wait", func(b *testing.B) (webhookingress.Inbox, *pgSessions) {
+			return &commitWait{noStore: noStore{storetest.Open(b, store.SQLite)}, d: d}, nil
+		}})
+	}
 	for _, v := range variants {
 		b.Run(v.name, func(b *testing.B) {
 			inbox, pg := v.inbox(b)
 			srv := httptest.NewServer(webhookingress.NewHandler(webhookingress.Options{Inbox: inbox, EnvSecrets: []string{secret}}))
 			defer srv.Close()
-			var before pgUse
-			var commits0, events0 int64
-			if pg != nil {
-				before = pg.read(b)
-				commits0, events0 = inbox.(*store.Store).GroupCommits()
-			}
-			self0 := selfCPU()
-			lat, elapsed, failed := send(b, srv.URL, b.N, concurrency, 0)
-			self := float64((selfCPU() - self0).Microseconds()) / float64(b.N)
-			if failed > 0 {
-				b.Fatalf("%d of %d deliveries were not accepted", failed, b.N)
-			}
-			rates[v.name] = report(b, lat, elapsed)
+			r := runAccept(b, srv.URL, inbox, pg, b.N, senders)
+			rates[v.name] = report(b, r.lat, r.elapsed)
+			self := r.self
 			b.ReportMetric(self, "self-cpu-us")
 			if pg != nil {
-				used := pg.read(b).sub(before)
-				commits, events := inbox.(*store.Store).GroupCommits()
-				per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(b.N) }
-				b.ReportMetric(per(used.backends), "pg-cpu-us")
-				b.ReportMetric(per(used.background), "pg-bg-cpu-us")
-				b.ReportMetric(float64(used.wal)/float64(b.N), "wal-B")
-				b.ReportMetric(float64(events-events0)/float64(max(commits-commits0, 1)), "per-commit")
+				b.ReportMetric(r.pgCPU, "pg-cpu-us")
+				b.ReportMetric(r.pgBG, "pg-bg-cpu-us")
+				b.ReportMetric(r.wal, "wal-B")
+				b.ReportMetric(r.perCommit, "per-commit")
 			}
+			b.ReportMetric(r.busyCores(), "busy-cores")
 			switch v.name {
 			case "no-store":
 				ceilingCPU = self
-			case "inbox=sqlite", "inbox=postgres":
+			case "commit-wait", "inbox=sqlite", "inbox=postgres":
 				if c := rates["no-store"]; c > 0 {
 					b.ReportMetric(rates[v.name]/c, "of-ceiling")
 					b.ReportMetric(ceilingCPU/self, "of-ceiling-cpu")
@@ -166,4 +174,47 @@ func BenchmarkIngressAccept(b *testing.B) {
 			}
 		})
 	}
+}
+
+// acceptRun is what one run of deliveries to one handler measured.
+type acceptRun struct {
+	lat     []time.Duration
+	elapsed time.Duration
+	rate    float64 // deliveries accepted per second
+	self    float64 // this process's CPU per delivery (senders and handler), µs
+	// On PostgreSQL, per delivery: the store's backends' CPU and the
+	// server's background processes' (µs), the WAL written (bytes); and the
+	// deliveries per commit.
+	pgCPU, pgBG, wal, perCommit float64
+}
+
+// busyCores is how many cores this process and PostgreSQL kept busy.
+func (r acceptRun) busyCores() float64 { return (r.self + r.pgCPU + r.pgBG) * r.rate / 1e6 }
+
+// runAccept sends n deliveries from senders concurrent senders to the
+// handler at url, whose inbox is inbox (pg measures its PostgreSQL, when it
+// has one), and fails b unless every one is accepted.
+func runAccept(b *testing.B, url string, inbox webhookingress.Inbox, pg *pgSessions, n, senders int) acceptRun {
+	b.Helper()
+	var before pgUse
+	var commits0, events0 int64
+	if pg != nil {
+		before = pg.read(b)
+		commits0, events0 = inbox.(*store.Store).GroupCommits()
+	}
+	self0 := selfCPU()
+	lat, elapsed, failed := send(b, url, n, senders, 0)
+	r := acceptRun{lat: lat, elapsed: elapsed, rate: float64(n) / elapsed.Seconds(), self: float64((selfCPU() - self0).Microseconds()) / float64(n)}
+	if failed > 0 {
+		b.Fatalf("%d of %d deliveries were not accepted", failed, n)
+	}
+	if pg != nil {
+		used := pg.read(b).sub(before)
+		commits, events := inbox.(*store.Store).GroupCommits()
+		per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(n) }
+		r.pgCPU, r.pgBG = per(used.backends), per(used.background)
+		r.wal = float64(used.wal) / float64(n)
+		r.perCommit = float64(events-events0) / float64(max(commits-commits0, 1))
+	}
+	return r
 }
