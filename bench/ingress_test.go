@@ -92,7 +92,7 @@ func (signalInRequest) Ping(context.Context) error { return nil }
 const SendersEnv = "SITEOPS_BENCH_SENDERS"
 
 // BenchmarkIngressAccept sends b.N signed, distinct lead.created deliveries
-// over loopback HTTP from 32 concurrent senders and reports the accept rate
+// over loopback HTTP from 32 concurrent senders (SendersEnv) and reports the accept rate
 // and the latency percentiles, in one run: for the same handler with no
 // store (it verifies and answers: the ceiling), for the ingress as built
 // (record in the inbox, answer) on SQLite and PostgreSQL, and for the
