@@ -123,7 +123,7 @@ func (r *Relay) send(ctx context.Context, rt Route, evs []store.InboxEvent, d Ev
 			return store.OutcomeMalformed, target{}, nil
 		}
 		if rt.Start != nil {
-			return r.signalWithStart(ctx, rt, d.SiteID, rt.Arg(evs, d))
+			return r.signalOrStart(ctx, rt, d.SiteID, rt.Arg(evs, d))
 		}
 		wf = rt.Target.ID(d.SiteID)
 	case ViaSiteWorkflow:
@@ -145,25 +145,20 @@ func (r *Relay) send(ctx context.Context, rt Route, evs []store.InboxEvent, d Ev
 	return r.signal(ctx, wf, rt.Signal, rt.Arg(evs, d))
 }
 
-// signalWithStart signals the target of rt for key, starting it if needed.
+// signalOrStart signals the target of rt for key, starting it if needed.
 // Nearly always it runs already (a lead sync runs from its site's
 // onboarding on), and a plain signal to a running workflow costs Temporal
 // less than a SignalWithStart: 2.5 against 3.5 ms of the dev server's CPU
 // per call (BenchmarkRelayDispatch's raw calls both ways, bench/README.md).
-// So it signals first, and only a target that is not running (NotFound:
-// never started, or ended) gets the SignalWithStart, one call more. Either
-// way the target runs and has the signal once the call returns, as with
-// SignalWithStart alone; a plain signal does not say which run it
-// reached, so the event's record then has no run id.
-func (r *Relay) signalWithStart(ctx context.Context, rt Route, key string, arg any) (string, target, error) {
+// So it signals first, and only a target that is not running (never
+// started, or ended: what signal calls gone) gets the SignalWithStart, one
+// call more. Either way the target runs and has the signal once the call
+// returns, as with SignalWithStart alone; a plain signal does not say
+// which run it reached, so the event's record then has no run id.
+func (r *Relay) signalOrStart(ctx context.Context, rt Route, key string, arg any) (string, target, error) {
 	id := rt.Target.ID(key)
-	err := r.opts.Temporal.SignalWorkflow(ctx, id, "", rt.Signal, arg)
-	var notRunning *serviceerror.NotFound
-	if !errors.As(err, &notRunning) {
-		if err != nil {
-			return "", target{workflow: id}, fmt.Errorf("signalling %s: %w", id, err)
-		}
-		return store.OutcomeSignalled, target{workflow: id}, nil
+	if outcome, to, err := r.signal(ctx, id, rt.Signal, arg); err != nil || outcome != store.OutcomeTargetGone {
+		return outcome, to, err
 	}
 	run, err := r.opts.Temporal.SignalWithStartWorkflow(ctx, id, rt.Signal, arg,
 		client.StartWorkflowOptions{ID: id, TaskQueue: r.opts.TaskQueue, WorkflowIDReusePolicy: rt.Target.Policy.Reuse},
