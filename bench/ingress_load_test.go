@@ -28,15 +28,21 @@ import (
 func BenchmarkIngressOfferedLoad(b *testing.B) {
 	for _, rate := range []int{100, 250, 500, 1000, 2000, 5000, 10000} {
 		b.Run(fmt.Sprintf("rate=%d", rate), func(b *testing.B) {
-			srv := httptest.NewServer(webhookingress.NewHandler(webhookingress.Options{Inbox: storetest.Open(b, store.Postgres), EnvSecrets: []string{secret}}))
-			defer srv.Close()
-			lat, elapsed, failed := send(b, srv.URL, b.N, 256, rate)
+			lat, elapsed, failed := send(b, ingressServer(b, storetest.Open(b, store.Postgres)), b.N, 256, rate)
 			if failed > 0 {
 				b.Fatalf("%d of %d deliveries were not accepted", failed, b.N)
 			}
 			_ = report(b, lat, elapsed)
 		})
 	}
+}
+
+// ingressServer serves the ingress's handler on inbox, signed with the
+// benchmarks' secret, over loopback HTTP until b ends, and returns its URL.
+func ingressServer(b *testing.B, inbox webhookingress.Inbox) string {
+	srv := httptest.NewServer(webhookingress.NewHandler(webhookingress.Options{Inbox: inbox, EnvSecrets: []string{secret}}))
+	b.Cleanup(srv.Close)
+	return srv.URL
 }
 
 // noStore is the ingress without its store: every verified delivery is

@@ -1,13 +1,11 @@
 package bench
 
 import (
-	"net/http/httptest"
 	"slices"
 	"testing"
 
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/store/storetest"
-	"github.com/siteops/siteops/webhookingress"
 )
 
 // saturatingSenders is BenchmarkIngressPaired's default sender count: enough
@@ -40,14 +38,9 @@ func BenchmarkIngressPaired(b *testing.B) {
 	}
 	senders := capSize(b, SendersEnv, 1024, saturatingSenders)
 	rounds := benchCount(b, "SITEOPS_BENCH_ROUNDS", 4)
-	handler := func(inbox webhookingress.Inbox) string {
-		srv := httptest.NewServer(webhookingress.NewHandler(webhookingress.Options{Inbox: inbox, EnvSecrets: []string{secret}}))
-		b.Cleanup(srv.Close)
-		return srv.URL
-	}
 	bare := noStore{storetest.Open(b, store.SQLite)}
 	st, pg := openPostgres(b)
-	ceiling, inbox := handler(bare), handler(st)
+	ceiling, inbox := ingressServer(b, bare), ingressServer(b, st)
 	// A first run of each, not counted: connections, statements, pages.
 	runAccept(b, ceiling, bare, nil, min(b.N, 2000), senders)
 	runAccept(b, inbox, st, &pg, min(b.N, 2000), senders)

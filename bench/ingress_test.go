@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net/http/httptest"
 	"os"
 	"slices"
 	"testing"
@@ -147,9 +146,7 @@ func BenchmarkIngressAccept(b *testing.B) {
 	for _, v := range variants {
 		b.Run(v.name, func(b *testing.B) {
 			inbox, pg := v.inbox(b)
-			srv := httptest.NewServer(webhookingress.NewHandler(webhookingress.Options{Inbox: inbox, EnvSecrets: []string{secret}}))
-			defer srv.Close()
-			r := runAccept(b, srv.URL, inbox, pg, b.N, senders)
+			r := runAccept(b, ingressServer(b, inbox), inbox, pg, b.N, senders)
 			rates[v.name] = report(b, r.lat, r.elapsed)
 			self := r.self
 			b.ReportMetric(self, "self-cpu-us")
