@@ -50,7 +50,9 @@ test: unit fuzz-short
 # SITEOPS_REQUIRE_PREVIOUS_RELEASE: the tests that run the previous release
 # beside this one (built from git) fail, naming the fix, rather than skip
 # when it cannot be built.
-UNIT_TEST = SITEOPS_REQUIRE_TEMPORAL=1 SITEOPS_REQUIRE_PREVIOUS_RELEASE=1 $(GO) test -race -count=1 -timeout 20m ./...
+# -parallel 4: the end-to-end tests that mostly wait run four at a time
+# (e2e/main_test.go says which and why), whatever the machine's core count.
+UNIT_TEST = SITEOPS_REQUIRE_TEMPORAL=1 SITEOPS_REQUIRE_PREVIOUS_RELEASE=1 $(GO) test -race -count=1 -parallel 4 -timeout 20m ./...
 
 # go test shows nothing of a package that passes, skipped tests included, so
 # unit says before and after the run (localcluster check) whether the tests

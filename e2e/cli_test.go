@@ -276,6 +276,7 @@ func TestCLIWebhooksIngressAndRotation(t *testing.T) {
 // which task queue one should run, and still shows what Temporal keeps —
 // the state and a completed run's result.
 func TestCLIStatusWithoutAWorker(t *testing.T) {
+	t.Parallel() // it mostly waits (main_test.go)
 	e := newEnv(t, store.SQLite, simulator.Config{})
 	w := e.startWorker(t)
 	out, err := e.siteops(t, "onboard", "-f", "../examples/bayside-dental.json", "--wait", "-o", "json")

@@ -66,6 +66,7 @@ func TestAPIKeyReachesTheServer(t *testing.T) {
 // fails in one line that names the setting to fix, with the documented
 // exit code, and that the flags and profiles of the temporal CLI work.
 func TestConnectionErrorsNameTheSetting(t *testing.T) {
+	t.Parallel() // it mostly waits (main_test.go)
 	e := newEnv(t, store.SQLite, simulator.Config{})
 	dir := t.TempDir()
 	certs, err := testcerts.Write(dir, "front")

@@ -135,6 +135,7 @@ func TestWorkerStartsThroughTransientAPIFaults(t *testing.T) {
 // for (the worker on /readyz), the ingress accepts a delivery meanwhile,
 // and once Temporal is up the worker onboards and the relay dispatches.
 func TestProcessesWaitForALateTemporal(t *testing.T) {
+	t.Parallel() // it mostly waits (main_test.go)
 	e := newEnv(t, store.SQLite, simulator.Config{})
 	port, err := devserver.FreePort()
 	if err != nil {

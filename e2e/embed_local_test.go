@@ -34,6 +34,7 @@ import (
 // next worker sends again carries the same key and is answered from the
 // stored response.
 func TestWorkerKilledMidEmbedPatch(t *testing.T) {
+	t.Parallel() // it mostly waits (main_test.go)
 	e := newEnv(t, store.SQLite, simulator.Config{Faults: simulator.Faults{Latency: simulator.Duration(1500 * time.Millisecond)}})
 	api, _ := agentsite.NewClient(e.SimURL, apiKey)
 	cs, err := api.CreateSite(t.Context(), "embed-crash", agentsite.NewSite{Title: "E", Slug: "embed-crash", Type: "business", Template: "minimal"})

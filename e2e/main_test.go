@@ -21,6 +21,18 @@ const namespaces = 80
 
 // TestMain starts one dev server with a namespace per test, so that derived
 // workflow IDs (lead-sync/site_1 in every simulator) never collide.
+//
+// The tests that mostly wait (for a CLI's --timeout against a Temporal that
+// does not answer, for Retry-After under throttling, for a killed worker's
+// activities to time out, for a Temporal that comes up late, for the
+// previous release beside this one) call t.Parallel: go test runs them
+// after the others, together (make test passes -parallel 4), and the
+// package's time is no longer their sum. Each kept 0.2–0.4 of a core busy
+// when run alone. A test that may run in parallel uses its own namespace,
+// simulator, store and ports (internal/ports never hands out a port twice),
+// and never looks at processes it did not start; one that measures
+// something the others would disturb (memory, latency, the processes left
+// behind) stays sequential.
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }

@@ -109,6 +109,7 @@ func TestOnboardingSurvivesFaults(t *testing.T) {
 // activity is in flight and starts another: the onboarding still ends with
 // exactly one site.
 func TestWorkerKilledMidOnboarding(t *testing.T) {
+	t.Parallel() // it mostly waits (main_test.go)
 	e := newEnv(t, store.SQLite, simulator.Config{Faults: simulator.Faults{Latency: simulator.Duration(1500 * time.Millisecond)}})
 	// No metrics endpoint: the default :9090 may be taken on the machine
 	// running the tests, and the worker refuses a busy address.

@@ -31,6 +31,7 @@ import (
 // incident this release ran stays on this release, and rolling forward
 // again moves on.
 func TestPreviousReleaseBesideThisOne(t *testing.T) {
+	t.Parallel() // it mostly waits (main_test.go)
 	prev := previousBinary(t)
 	for _, d := range []store.Dialect{store.SQLite, store.Postgres} {
 		t.Run(string(d), func(t *testing.T) { besideThePrevious(t, prev, d) })

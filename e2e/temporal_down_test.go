@@ -201,6 +201,7 @@ type errorJSONLine struct {
 // within its --timeout with exit 5 and one error naming Temporal's address,
 // what was tried and the cause, and no secret.
 func TestCLISaysTemporalIsUnavailable(t *testing.T) {
+	t.Parallel() // it mostly waits (main_test.go)
 	e := newEnv(t, store.SQLite, simulator.Config{})
 	stopped, err := ports.Free()
 	if err != nil {
@@ -264,6 +265,7 @@ func TestCLISaysTemporalIsUnavailable(t *testing.T) {
 // server hangs, the start when only the history service does) and
 // succeeds.
 func TestCLIRidesOutAShortTemporalOutage(t *testing.T) {
+	t.Parallel() // it mostly waits (main_test.go)
 	e := newEnv(t, store.SQLite, simulator.Config{})
 	e.startWorker(t)
 	for i, tc := range []struct {

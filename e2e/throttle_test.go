@@ -24,6 +24,7 @@ import (
 // was once allowed (checked in its history), which the bug this guards
 // against needs.
 func TestLeadSyncSurvivesThrottling(t *testing.T) {
+	t.Parallel() // it mostly waits (main_test.go)
 	leads := size(10_000, 2_000)
 	for _, rate := range []float64{0.3, 0.5} {
 		t.Run(fmt.Sprintf("%.0f%% 429", rate*100), func(t *testing.T) {
