@@ -14,18 +14,19 @@ func (c *cli) doctorCmd() *cobra.Command {
 	var tf temporalFlags
 	cmd := &cobra.Command{
 		Use:   "doctor",
-		Short: "Check everything siteops needs: Temporal, search attributes, the API key, the database, the secret key, the addresses",
+		Short: "Check everything siteops needs: Temporal, search attributes, the API key, the database, the secret key, the build id, the addresses",
 		Long: `Check, one line each, everything siteops needs from this environment:
 Temporal reachable and the namespace present, the search attributes siteops
 uses registered, the Agent-Site API accepting the key with the scopes siteops
-reads with, the database reachable and migrated, SITEOPS_SECRET_KEY able to
-decrypt the stored secrets, and the metrics and ingress addresses free (or
-held by a running siteops worker or ingress, which answer GET /healthz
-there). It changes nothing: it opens the database read-only, so a database that does not
-exist or is not migrated fails (start the worker or the ingress, which create
-and migrate it). The exit code is that of the first failure (see --help of
-siteops), 0 when every check passes. The worker and the ingress run the
-checks that concern them when they start.`,
+reads with, SITEOPS_PUBLIC_URL well formed, the database reachable and
+migrated, SITEOPS_SECRET_KEY able to decrypt the stored secrets, the build id
+a versioned worker would poll as, and the metrics and ingress addresses free
+(or held by a running siteops worker or ingress, which answer GET /healthz
+there). It changes nothing: it opens the database read-only, so a database
+that does not exist or is not migrated fails (start the worker or the
+ingress, which create and migrate it). The exit code is that of the first
+failure (see --help of siteops), 0 when every check passes. The worker and
+the ingress run the checks that concern them when they start.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			t, err := tf.load()
