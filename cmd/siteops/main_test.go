@@ -71,6 +71,29 @@ func TestSignatureSignThenVerify(t *testing.T) {
 	}
 }
 
+// TestUnknownFlagSuggests checks that a mistyped flag is a usage error that
+// names the flags it probably meant, inherited ones included, and points
+// to --help when nothing is near.
+func TestUnknownFlagSuggests(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"onboard", "--dryrun"}, "unknown flag: --dryrun; did you mean --dry-run?"},
+		{[]string{"onboard", "--wiat"}, "did you mean --wait?"},
+		{[]string{"status", "onboarding/x", "--outptu", "json"}, "did you mean --output?"},
+		{[]string{"leads", "sync", "--ful"}, "did you mean --full?"},
+		{[]string{"embed", "off", "--zzzzzzzz"}, "unknown flag: --zzzzzzzz (see siteops embed off --help)"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			_, err := runCLI(t, "", tc.args...)
+			if err == nil || exitCode(err) != exitUsage || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("siteops %s = %v; want a usage error saying %q", strings.Join(tc.args, " "), err, tc.want)
+			}
+		})
+	}
+}
+
 // TestUnknownSubcommandSuggests checks that a mistyped subcommand is a
 // usage error that names what it probably meant (a swap of two letters, a
 // letter left out, a beginning), and lists the choices when nothing is

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/siteops/siteops/internal/rollout"
 	"github.com/siteops/siteops/release"
@@ -60,7 +61,7 @@ TEMPORAL_TLS_*, and TEMPORAL_PROFILE / TEMPORAL_CONFIG_FILE profiles; the
 		}
 		return nil
 	}
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return usageError{suggestFlag(cmd, err)} })
 	root.AddCommand(
 		c.versionCmd(), c.signatureCmd(), newSimCmd(), c.workerCmd(), c.ingressCmd(), c.doctorCmd(),
 		c.onboardCmd(), c.leadsCmd(), c.embedCmd(), c.statusCmd(),
@@ -119,6 +120,48 @@ func groupRunE(cmd *cobra.Command, args []string) error {
 func suggest(cmd *cobra.Command, typed string) []string {
 	cmd.SuggestionsMinimumDistance = 2
 	return slices.DeleteFunc(cmd.SuggestionsFor(typed), func(name string) bool { return name == "completion" })
+}
+
+// suggestFlag adds to pflag's "unknown flag: --dryrun" the flags of cmd
+// that were probably meant (--dry-run): those the typed name begins, and
+// those at most two edits away, as suggest does for subcommands.
+func suggestFlag(cmd *cobra.Command, err error) error {
+	typed, ok := strings.CutPrefix(err.Error(), "unknown flag: --")
+	if !ok || typed == "" {
+		return err
+	}
+	var near []string
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if !f.Hidden && (strings.HasPrefix(f.Name, typed) || editDistance(typed, f.Name) <= 2) {
+			near = append(near, "--"+f.Name)
+		}
+	})
+	if len(near) == 0 {
+		return fmt.Errorf("%w (see %s --help)", err, cmd.CommandPath())
+	}
+	slices.Sort(near)
+	return fmt.Errorf("%w; did you mean %s?", err, strings.Join(near, " or "))
+}
+
+// editDistance is the Levenshtein distance between a and b, in bytes
+// (flag names are ASCII).
+func editDistance(a, b string) int {
+	prev, cur := make([]int, len(b)+1), make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 func (c *cli) versionCmd() *cobra.Command {
