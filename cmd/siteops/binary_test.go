@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -60,4 +61,48 @@ func TestMain(m *testing.M) {
 		_ = os.RemoveAll(built.dir)
 	}
 	os.Exit(code)
+}
+
+// TestBadFlagBeforeOutputJSON checks that a flag pflag cannot parse is
+// still answered as the one JSON error -o json asks for when -o json comes
+// after it (parsing stops at the bad flag, before it sets -o).
+func TestBadFlagBeforeOutputJSON(t *testing.T) {
+	for _, args := range [][]string{
+		{"onboard", "--dryrun", "-o", "json"},
+		{"onboard", "--dryrun", "--output=json"},
+		{"embed", "off", "--sit", "site_1", "-ojson"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			stdout, stderr, code := runBinary(t, t.TempDir(), nil, args...)
+			var got struct {
+				Error    string `json:"error"`
+				ExitCode int    `json:"exit_code"`
+			}
+			if err := json.Unmarshal([]byte(stderr), &got); err != nil || code != exitUsage || got.ExitCode != exitUsage || stdout != "" {
+				t.Fatalf("exit %d, stdout %q, stderr %q (%v); want exit %d and one JSON error", code, stdout, stderr, err, exitUsage)
+			}
+			if !strings.Contains(got.Error, "unknown flag") || !strings.Contains(got.Error, "did you mean") {
+				t.Errorf("the error %q does not name the flag and what was meant", got.Error)
+			}
+		})
+	}
+}
+
+func TestOutputAsked(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"onboard", "--bad", "-o", "json"}, "json"},
+		{[]string{"-ojson"}, "json"},
+		{[]string{"-o=json"}, "json"},
+		{[]string{"--output", "json", "-o", "text"}, "text"},
+		{[]string{"--output=json"}, "json"},
+		{[]string{"embed", "off", "--reason", "x"}, ""},
+		{[]string{"sim", "--", "-o", "json"}, ""},
+	} {
+		if got := outputAsked(tc.args); got != tc.want {
+			t.Errorf("outputAsked(%q) = %q, want %q", tc.args, got, tc.want)
+		}
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"context"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/siteops/siteops/config"
@@ -39,5 +40,31 @@ func run(ctx context.Context, args []string) int {
 	if err == nil {
 		return exitOK
 	}
+	if !cli.ran && outputAsked(args) == "json" {
+		// Parsing stopped at a bad flag before it reached -o json: the
+		// error is still the one JSON object the script asked for.
+		cli.output = "json"
+	}
 	return cli.fail(root.ErrOrStderr(), err)
+}
+
+// outputAsked returns the value args give -o/--output, wherever they give
+// it (the last one wins, as when parsed), or "" if they do not.
+func outputAsked(args []string) string {
+	asked := ""
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			return asked
+		case (a == "-o" || a == "--output") && i+1 < len(args):
+			asked = args[i+1]
+			i++
+		case strings.HasPrefix(a, "--output="):
+			asked = strings.TrimPrefix(a, "--output=")
+		case strings.HasPrefix(a, "-o") && !strings.HasPrefix(a, "--"):
+			asked = strings.TrimPrefix(strings.TrimPrefix(a, "-o"), "=")
+		}
+	}
+	return asked
 }
