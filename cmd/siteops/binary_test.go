@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -104,5 +105,23 @@ func TestOutputAsked(t *testing.T) {
 		if got := outputAsked(tc.args); got != tc.want {
 			t.Errorf("outputAsked(%q) = %q, want %q", tc.args, got, tc.want)
 		}
+	}
+}
+
+// TestSecretFileErrorAsJSON checks that a NAME_FILE that cannot be read,
+// which stops siteops before any command runs, is still answered as the
+// one JSON error -o json asks for, naming the variable and the path.
+func TestSecretFileErrorAsJSON(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "api-key")
+	stdout, stderr, code := runBinary(t, t.TempDir(), []string{"AGENTSITE_API_KEY_FILE=" + missing}, "status", "onboarding/x", "-o", "json")
+	var got struct {
+		Error    string `json:"error"`
+		ExitCode int    `json:"exit_code"`
+	}
+	if err := json.Unmarshal([]byte(stderr), &got); err != nil || code != exitUsage || got.ExitCode != exitUsage || stdout != "" {
+		t.Fatalf("exit %d, stdout %q, stderr %q (%v); want exit %d and one JSON error", code, stdout, stderr, err, exitUsage)
+	}
+	if !strings.Contains(got.Error, "AGENTSITE_API_KEY_FILE") || !strings.Contains(got.Error, missing) {
+		t.Errorf("the error %q does not name the variable and its path", got.Error)
 	}
 }

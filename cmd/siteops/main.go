@@ -21,7 +21,7 @@ func main() {
 	// Secrets given as files (NAME_FILE) become variables before anything
 	// reads the environment: envconfig, the Temporal SDK's loader, children.
 	if err := config.LoadSecretFiles(); err != nil {
-		writeError(os.Stderr, err, exitUsage, false)
+		writeError(os.Stderr, err, exitUsage, outputAsked(os.Args[1:]) == "json")
 		os.Exit(exitUsage)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
