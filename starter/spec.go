@@ -267,14 +267,17 @@ func jsonFields(t reflect.Type) []string {
 func nearest(s string, candidates []string) string {
 	best, bestD := "", 3
 	for _, c := range candidates {
-		if d := editDistance(s, c); d < bestD {
+		if d := EditDistance(s, c); d < bestD {
 			best, bestD = c, d
 		}
 	}
 	return best
 }
 
-func editDistance(a, b string) int {
+// EditDistance is the Levenshtein distance between a and b, in bytes (the
+// names it compares are ASCII): what the spec's and the CLI's "did you
+// mean" suggestions measure nearness by.
+func EditDistance(a, b string) int {
 	prev := make([]int, len(b)+1)
 	for j := range prev {
 		prev[j] = j

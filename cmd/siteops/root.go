@@ -12,6 +12,7 @@ import (
 
 	"github.com/siteops/siteops/internal/rollout"
 	"github.com/siteops/siteops/release"
+	"github.com/siteops/siteops/starter"
 )
 
 // version is set at build time with -ldflags "-X main.version=..."; when it
@@ -132,7 +133,7 @@ func suggestFlag(cmd *cobra.Command, err error) error {
 	}
 	var near []string
 	cmd.Flags().VisitAll(func(f *pflag.Flag) {
-		if !f.Hidden && (strings.HasPrefix(f.Name, typed) || editDistance(typed, f.Name) <= 2) {
+		if !f.Hidden && (strings.HasPrefix(f.Name, typed) || starter.EditDistance(typed, f.Name) <= 2) {
 			near = append(near, "--"+f.Name)
 		}
 	})
@@ -141,27 +142,6 @@ func suggestFlag(cmd *cobra.Command, err error) error {
 	}
 	slices.Sort(near)
 	return fmt.Errorf("%w; did you mean %s?", err, strings.Join(near, " or "))
-}
-
-// editDistance is the Levenshtein distance between a and b, in bytes
-// (flag names are ASCII).
-func editDistance(a, b string) int {
-	prev, cur := make([]int, len(b)+1), make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 func (c *cli) versionCmd() *cobra.Command {
