@@ -87,6 +87,9 @@ func FuzzVerify(f *testing.F) {
 	f.Add([]byte{}, "", int64(0), int64(301), "t=0,v1="+goodV1)
 	f.Add([]byte("\x00\xff"), "whsec_b", int64(1<<40), int64(-300), "garbage")
 	f.Add([]byte(`{}`), "whsec_other", int64(1700000000), int64(5), "t=1700000000,v1="+goodV1+",v1="+goodV1)
+	// HMAC pads a short key with zero bytes, so this secret signs as
+	// whsec_other does (found by make test's short fuzz run).
+	f.Add([]byte("0"), "whsec_other\x00", int64(1700000000), int64(5), "0")
 	f.Fuzz(func(t *testing.T, body []byte, secret string, ts, skew int64, header string) {
 		if ts < 0 || ts > 1<<40 {
 			ts = 1700000000
@@ -105,10 +108,12 @@ func FuzzVerify(f *testing.F) {
 
 		// A signature made by Sign verifies iff the clock is within the
 		// window, after another secret's MAC was computed with a pooled
-		// state.
+		// state. It verifies with the first of the two only when both are
+		// the same HMAC key: HMAC pads a key of up to a block with zero
+		// bytes, so whsec_other and whsec_other followed by NULs sign alike.
 		idx, err := Verify(body, good, []string{"whsec_other", secret}, now, window)
 		switch {
-		case inWindow && (err != nil || (idx != 1 && secret != "whsec_other")):
+		case inWindow && (err != nil || (idx != 1 && !sameHMACKey(secret, "whsec_other"))):
 			t.Fatalf("own signature refused: %d, %v", idx, err)
 		case !inWindow && !errors.Is(err, ErrTimestampOutsideWindow):
 			t.Fatalf("out-of-window signature: %v", err)
@@ -140,4 +145,12 @@ func FuzzVerify(f *testing.F) {
 			t.Fatalf("header %q: Check then Match = %d, %v; Verify = %d, %v", header, cidx, cerr, idx, err)
 		}
 	})
+}
+
+// sameHMACKey reports whether HMAC-SHA256 treats secrets a and b, both at
+// most a block (64 bytes) long, as one key: equal once trailing zero bytes,
+// which HMAC's padding adds anyway, are removed.
+func sameHMACKey(a, b string) bool {
+	const block = 64
+	return len(a) <= block && len(b) <= block && strings.TrimRight(a, "\x00") == strings.TrimRight(b, "\x00")
 }
