@@ -42,10 +42,10 @@ const maxSecretFile = 64 << 10
 // directly, and a child never sees both. cmd/siteops calls it once, first.
 //
 // An empty variable counts as unset here; an empty file gives an empty
-// value, which is unset too. Setting both NAME and
-// NAME_FILE is an error naming both; a file that cannot be read is an error
-// naming the variable and the path, never the content. Every problem is
-// reported at once; each error matches ErrInvalid.
+// value, which is unset too. Setting both NAME and NAME_FILE is an error
+// naming both; a file that cannot be read is an error naming the variable
+// and the path, never the content. Every problem is reported at once; each
+// error matches ErrInvalid.
 func LoadSecretFiles() error {
 	var errs []error
 	for _, name := range SecretVariables {

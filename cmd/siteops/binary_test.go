@@ -74,14 +74,7 @@ func TestBadFlagBeforeOutputJSON(t *testing.T) {
 		{"embed", "off", "--sit", "site_1", "-ojson"},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
-			stdout, stderr, code := runBinary(t, t.TempDir(), nil, args...)
-			var got struct {
-				Error    string `json:"error"`
-				ExitCode int    `json:"exit_code"`
-			}
-			if err := json.Unmarshal([]byte(stderr), &got); err != nil || code != exitUsage || got.ExitCode != exitUsage || stdout != "" {
-				t.Fatalf("exit %d, stdout %q, stderr %q (%v); want exit %d and one JSON error", code, stdout, stderr, err, exitUsage)
-			}
+			got := usageErrorJSON(t, nil, args...)
 			if !strings.Contains(got.Error, "unknown flag") || !strings.Contains(got.Error, "did you mean") {
 				t.Errorf("the error %q does not name the flag and what was meant", got.Error)
 			}
@@ -113,15 +106,21 @@ func TestOutputAsked(t *testing.T) {
 // one JSON error -o json asks for, naming the variable and the path.
 func TestSecretFileErrorAsJSON(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "api-key")
-	stdout, stderr, code := runBinary(t, t.TempDir(), []string{"AGENTSITE_API_KEY_FILE=" + missing}, "status", "onboarding/x", "-o", "json")
-	var got struct {
-		Error    string `json:"error"`
-		ExitCode int    `json:"exit_code"`
-	}
-	if err := json.Unmarshal([]byte(stderr), &got); err != nil || code != exitUsage || got.ExitCode != exitUsage || stdout != "" {
-		t.Fatalf("exit %d, stdout %q, stderr %q (%v); want exit %d and one JSON error", code, stdout, stderr, err, exitUsage)
-	}
+	got := usageErrorJSON(t, []string{"AGENTSITE_API_KEY_FILE=" + missing}, "status", "onboarding/x", "-o", "json")
 	if !strings.Contains(got.Error, "AGENTSITE_API_KEY_FILE") || !strings.Contains(got.Error, missing) {
 		t.Errorf("the error %q does not name the variable and its path", got.Error)
 	}
+}
+
+// usageErrorJSON runs the binary with env and args and returns the one
+// JSON error it wrote to standard error, having written nothing else and
+// exited with the usage code.
+func usageErrorJSON(t *testing.T, env []string, args ...string) errorJSON {
+	t.Helper()
+	stdout, stderr, code := runBinary(t, t.TempDir(), env, args...)
+	var got errorJSON
+	if err := json.Unmarshal([]byte(stderr), &got); err != nil || code != exitUsage || got.ExitCode != exitUsage || stdout != "" {
+		t.Fatalf("exit %d, stdout %q, stderr %q (%v); want exit %d and one JSON error", code, stdout, stderr, err, exitUsage)
+	}
+	return got
 }
