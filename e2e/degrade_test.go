@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -127,6 +128,62 @@ func TestWorkerStartsThroughTransientAPIFaults(t *testing.T) {
 	var exit *exec.ExitError
 	if !errors.As(wrong.err, &exit) || exit.ExitCode() != 4 || !strings.Contains(wrong.log.String(), "AGENTSITE_API_KEY") {
 		t.Errorf("a wrong API key: %v after %s; want exit 4 naming AGENTSITE_API_KEY:\n%s", wrong.err, time.Since(start), wrong.log.String())
+	}
+}
+
+// TestWorkerStartsThroughASlowTemporal starts `siteops worker` against a
+// Temporal that passes its start-up checks and then, for 12 s, refuses
+// the SDK worker's first calls (DescribeNamespace answering Unavailable,
+// as an overloaded frontend does, for longer than the SDK's own 10 s of
+// retries): the worker does not exit; it says it tries again, /readyz
+// answers 503 naming the check "polling" while it does, and once Temporal
+// answers it polls and onboards.
+func TestWorkerStartsThroughASlowTemporal(t *testing.T) {
+	e := newEnv(t, store.SQLite, simulator.Config{})
+	const outage = 12 * time.Second
+	var describes atomic.Int32
+	var ends atomic.Int64 // when the outage ends, in Unix nanoseconds
+	// The start-up check's DescribeNamespace passes; the outage starts
+	// with the next one.
+	p := startOutageProxy(t, refuse, 0, func(method string) bool {
+		if !strings.HasSuffix(method, "/DescribeNamespace") || describes.Add(1) == 1 {
+			return true
+		}
+		ends.CompareAndSwap(0, time.Now().Add(outage).UnixNano())
+		return time.Now().UnixNano() > ends.Load()
+	})
+	metrics, err := ports.Free()
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := "http://127.0.0.1:" + strconv.Itoa(metrics)
+	env := append(e.cliEnv(), "TEMPORAL_ADDRESS="+p.addr, "AGENTSITE_BASE_URL="+e.SimURL, "AGENTSITE_API_KEY="+apiKey,
+		"SITEOPS_METRICS_ADDR=127.0.0.1:"+strconv.Itoa(metrics), "SITEOPS_SECRET_KEY="+testSecretKey(), "SITEOPS_WORKER_VERSIONING=false")
+	w := startProcess(t, env, "worker")
+	sawPolling := false
+	siteopstest.Eventually(t, 60*time.Second, "the worker to start once Temporal answers", func() bool {
+		w.alive(t, "the worker")
+		if code, checks := readyz(admin); code == http.StatusServiceUnavailable && checks["polling"] == "fail" {
+			sawPolling = true
+		}
+		return strings.Contains(w.log.String(), "worker started")
+	})
+	log := w.log.String()
+	if !strings.Contains(log, "the worker could not start polling; it tries again") {
+		t.Errorf("the worker did not say it tries again:\n%s", log)
+	}
+	if !strings.Contains(log, "the worker has started; no longer degraded by it") {
+		t.Errorf("the worker did not say it recovered:\n%s", log)
+	}
+	if !sawPolling { // from the SDK's giving up (10 s) to the outage's end
+		t.Error("/readyz never answered 503 naming the check polling while the worker retried")
+	}
+	if code, checks := readyz(admin); code != http.StatusOK || checks["polling"] != "ok" {
+		t.Errorf("/readyz after the start = %d %v; want 200 with polling ok", code, checks)
+	}
+	res := e.onboard(t, prepare(t, "../examples/acme-anvils.yaml", "slow-temporal"), 2*time.Minute)
+	if res.Status != "published" {
+		t.Errorf("onboarding after a slow start = %+v", res)
 	}
 }
 

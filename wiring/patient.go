@@ -22,6 +22,9 @@ import (
 const (
 	checkTemporal = "temporal"
 	checkDatabase = "database"
+	// checkPolling is the worker's own: whether it could start polling
+	// (recorded only once a start has failed).
+	checkPolling = "polling"
 )
 
 // waitAtMost is the longest a process waits between two tries to reach a
@@ -80,6 +83,29 @@ func dialPatiently(ctx context.Context, o client.Options, conn Connection, proce
 		case <-time.After(wait):
 		}
 	}
+}
+
+// startPatiently is the worker's answer to a failed start (worker.Options
+// StartFailed and Started): while Temporal is unavailable, overloaded or
+// too slow to answer the SDK worker's first calls, the worker keeps
+// trying, saying so in the log and in checks (check "polling", which
+// makes /readyz answer 503 until it passes), instead of exiting.
+func startPatiently(taskQueue string, logger *slog.Logger, checks *Checks) (failed func(error, time.Duration) bool, started func()) {
+	failed = func(err error, retryIn time.Duration) bool {
+		if !doctor.IsTransient(err) {
+			return false
+		}
+		r := doctor.FailedWith(checkPolling, err)
+		r.Transient = true
+		checks.set(r)
+		logger.Warn("the worker could not start polling; it tries again", "task_queue", taskQueue, "detail", r.Detail, "retry_in", retryIn)
+		return true
+	}
+	started = func() {
+		checks.set(doctor.Result{Check: checkPolling, Status: doctor.OK, Detail: "polling task queue " + taskQueue})
+		logger.Info("the worker has started; no longer degraded by it", "check", checkPolling, "task_queue", taskQueue)
+	}
+	return failed, started
 }
 
 // meters is the meter provider of tel, or none.

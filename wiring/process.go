@@ -86,7 +86,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, logger *slog.Logger, tel *
 			return err
 		}
 		go func() {
-			if err := tel.ServeMetricsAndReadiness(ctx, ln, checks.Readiness(checkTemporal, checkDatabase)); err != nil {
+			if err := tel.ServeMetricsAndReadiness(ctx, ln, checks.Readiness(checkTemporal, checkDatabase, checkPolling)); err != nil {
 				logger.Error("metrics endpoint failed", "addr", cfg.MetricsAddr, "error", err)
 			}
 		}()
@@ -122,10 +122,12 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, logger *slog.Logger, tel *
 	acts.Receivers = receivers
 	logger.Info("webhook endpoints may be registered and rotated under", "public_urls", receivers.String(), "loopback", receivers.AllowLoopback)
 	go purgeKnowledgeTexts(ctx, st, cfg.KnowledgeRetention, logger)
+	failed, started := startPatiently(cfg.TaskQueue, logger, checks)
 	return worker.Run(ctx, worker.Options{
 		Client: c, TaskQueue: cfg.TaskQueue, Activities: acts, Logger: logger,
 		Deployment:           dep,
 		SecretReconcileEvery: cfg.SecretReconcileEvery,
+		StartFailed:          failed, Started: started,
 		Nexus: &sitenexus.Options{Texts: st, PayloadKey: cfg.PayloadKey, Logger: logger,
 			Quota: store.TextQuota{PerOwner: cfg.NexusTextQuota, Total: cfg.NexusTextTotal}},
 	})

@@ -50,7 +50,21 @@ type Options struct {
 	// schedule, created or updated at start; zero is
 	// DefaultSecretReconcileEvery, negative leaves the schedule alone.
 	SecretReconcileEvery time.Duration
+	// StartFailed, when set, is told of each failure to start (the SDK
+	// worker's first calls to Temporal, or making a first build current)
+	// and says whether a retry may fix it: Temporal unavailable,
+	// overloaded or too slow to answer. Run then tries again after
+	// retryIn, instead of returning the failure. Started, when set, is
+	// told once a start that failed succeeds.
+	StartFailed func(err error, retryIn time.Duration) (retry bool)
+	Started     func()
 }
+
+// The waits between two tries to start: the first, and the longest.
+const (
+	firstStartWait   = time.Second
+	longestStartWait = 10 * time.Second
+)
 
 // HeartbeatThrottle is the longest the worker holds back an activity's
 // heartbeats, and so the longest a cancellation waits to reach it.
@@ -77,20 +91,12 @@ func Run(ctx context.Context, o Options) error {
 			DefaultVersioningBehavior: workflow.VersioningBehaviorPinned,
 		}
 	}
-	w := sdkworker.New(o.Client, o.TaskQueue, o.Worker)
-	Register(w, o.Activities)
-	if o.Nexus != nil {
-		n := *o.Nexus
-		if n.TaskQueue == "" {
-			n.TaskQueue = o.TaskQueue
+	w, err := start(ctx, o)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped before it started
 		}
-		if err := RegisterNexus(w, n); err != nil {
-			return err
-		}
-		o.Logger.Info("Nexus service registered", "service", api.ServiceName)
-	}
-	if err := w.Start(); err != nil {
-		return fmt.Errorf("starting the worker: %w", err)
+		return err
 	}
 	o.Logger.Info("worker started", "task_queue", o.TaskQueue, "nexus", o.Nexus != nil)
 	if every := o.SecretReconcileEvery; every >= 0 {
@@ -104,7 +110,7 @@ func Run(ctx context.Context, o Options) error {
 		}
 	}
 	if d := o.Deployment; d != nil {
-		if err := becomeCurrentIfFirst(ctx, o.Client, *d, o.Logger); err != nil {
+		if err := becomeCurrentIfFirst(ctx, o, *d); err != nil {
 			w.Stop()
 			return err
 		}
@@ -115,50 +121,111 @@ func Run(ctx context.Context, o Options) error {
 	return nil
 }
 
+// start builds the SDK worker, registers siteops on it and starts it. A
+// start that fails in a way o.StartFailed says a retry may fix is tried
+// again, on a new SDK worker (one that failed to start cannot start
+// again), with a growing wait, until it succeeds or ctx ends.
+func start(ctx context.Context, o Options) (sdkworker.Worker, error) {
+	failed := false
+	for wait := firstStartWait; ; wait = min(2*wait, longestStartWait) {
+		w := sdkworker.New(o.Client, o.TaskQueue, o.Worker)
+		Register(w, o.Activities)
+		if o.Nexus != nil {
+			n := *o.Nexus
+			if n.TaskQueue == "" {
+				n.TaskQueue = o.TaskQueue
+			}
+			if err := RegisterNexus(w, n); err != nil {
+				return nil, err
+			}
+			if !failed {
+				o.Logger.Info("Nexus service registered", "service", api.ServiceName)
+			}
+		}
+		err := w.Start()
+		if err == nil {
+			if failed && o.Started != nil {
+				o.Started()
+			}
+			return w, nil
+		}
+		err = fmt.Errorf("starting the worker: %w", err)
+		if ctx.Err() != nil || o.StartFailed == nil || !o.StartFailed(err, wait) {
+			return nil, err
+		}
+		failed = true
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
+
 // becomeCurrentIfFirst makes d the current version of its deployment when
 // the deployment has none (the first build ever deployed), so that a new
 // namespace works without a manual step; it leaves a current version that
 // exists alone, and says how to move to d. The version is registered when
-// its first poll reaches the server, so it retries for a while.
-func becomeCurrentIfFirst(ctx context.Context, c client.Client, d Deployment, logger *slog.Logger) error {
-	h := c.WorkerDeploymentClient().GetHandle(d.Name)
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	var lastErr error
-	for {
-		desc, err := h.Describe(ctx, client.WorkerDeploymentDescribeOptions{})
+// its first poll reaches the server, so it retries for a minute; after
+// that, it goes on retrying only what o.StartFailed says a retry may fix
+// (Temporal unavailable or too slow), with a growing wait.
+func becomeCurrentIfFirst(ctx context.Context, o Options, d Deployment) error {
+	h := o.Client.WorkerDeploymentClient().GetHandle(d.Name)
+	patient := time.Now().Add(time.Minute)
+	failed := false
+	for wait := firstStartWait; ; {
+		err := makeCurrentIfNone(ctx, h, d, o.Logger)
 		if err == nil {
-			cur := desc.Info.RoutingConfig.CurrentVersion
-			switch {
-			case cur != nil && cur.BuildID == d.BuildID:
-				logger.Info("worker deployment version is current", "deployment", d.Name, "build_id", d.BuildID)
-				return nil
-			case cur != nil:
-				logger.Warn("another build is the deployment's current version: this worker serves the pinned workflows of its own build and waits to be made current",
-					"deployment", d.Name, "build_id", d.BuildID, "current_build_id", cur.BuildID,
-					"to_switch", fmt.Sprintf("siteops release promote --build-id %s", d.BuildID))
-				return nil
+			if failed && o.Started != nil {
+				o.Started()
 			}
-			_, err = h.SetCurrentVersion(ctx, client.WorkerDeploymentSetCurrentVersionOptions{BuildID: d.BuildID, ConflictToken: desc.ConflictToken})
-			if err == nil {
-				logger.Info("the deployment had no current version: this build is now current", "deployment", d.Name, "build_id", d.BuildID)
-				return nil
-			}
+			return nil
 		}
-		lastErr = err
+		if ctx.Err() != nil {
+			return nil // the worker is stopping
+		}
 		var nf *serviceerror.NotFound
 		var pre *serviceerror.FailedPrecondition
-		if !errors.As(err, &nf) && !errors.As(err, &pre) && ctx.Err() == nil {
-			logger.Warn("reading the worker deployment failed; retrying", "deployment", d.Name, "error", err)
+		expected := errors.As(err, &nf) || errors.As(err, &pre) // the version is not registered yet
+		next := 200 * time.Millisecond
+		switch {
+		case time.Now().Before(patient):
+			if !expected {
+				o.Logger.Warn("reading the worker deployment failed; retrying", "deployment", d.Name, "error", err)
+			}
+		case o.StartFailed != nil && o.StartFailed(fmt.Errorf("worker deployment %s: making build %s current: %w", d.Name, d.BuildID, err), wait):
+			failed, next, wait = true, wait, min(2*wait, longestStartWait)
+		default:
+			return fmt.Errorf("worker deployment %s: build %s could not be made current (%w); make it current with `siteops release promote --build-id %s` (SITEOPS_DEPLOYMENT_NAME=%s), or start with SITEOPS_WORKER_VERSIONING=false",
+				d.Name, d.BuildID, err, d.BuildID, d.Name)
 		}
 		select {
 		case <-ctx.Done():
-			if errors.Is(ctx.Err(), context.Canceled) {
-				return nil // the worker is stopping
-			}
-			return fmt.Errorf("worker deployment %s: build %s could not be made current (%w); make it current with `siteops release promote --build-id %s` (SITEOPS_DEPLOYMENT_NAME=%s), or start with SITEOPS_WORKER_VERSIONING=false",
-				d.Name, d.BuildID, lastErr, d.BuildID, d.Name)
-		case <-time.After(200 * time.Millisecond):
+			return nil
+		case <-time.After(next):
 		}
 	}
+}
+
+// makeCurrentIfNone is one try of becomeCurrentIfFirst.
+func makeCurrentIfNone(ctx context.Context, h client.WorkerDeploymentHandle, d Deployment, logger *slog.Logger) error {
+	desc, err := h.Describe(ctx, client.WorkerDeploymentDescribeOptions{})
+	if err != nil {
+		return err
+	}
+	switch cur := desc.Info.RoutingConfig.CurrentVersion; {
+	case cur != nil && cur.BuildID == d.BuildID:
+		logger.Info("worker deployment version is current", "deployment", d.Name, "build_id", d.BuildID)
+		return nil
+	case cur != nil:
+		logger.Warn("another build is the deployment's current version: this worker serves the pinned workflows of its own build and waits to be made current",
+			"deployment", d.Name, "build_id", d.BuildID, "current_build_id", cur.BuildID,
+			"to_switch", fmt.Sprintf("siteops release promote --build-id %s", d.BuildID))
+		return nil
+	}
+	if _, err := h.SetCurrentVersion(ctx, client.WorkerDeploymentSetCurrentVersionOptions{BuildID: d.BuildID, ConflictToken: desc.ConflictToken}); err != nil {
+		return err
+	}
+	logger.Info("the deployment had no current version: this build is now current", "deployment", d.Name, "build_id", d.BuildID)
+	return nil
 }
