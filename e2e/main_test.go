@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 
@@ -46,28 +47,39 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "SKIP e2e: %v\n", err)
 		return 0
 	}
-	var ns []string
-	for i := range namespaces {
-		ns = append(ns, fmt.Sprintf("e2e-%d", i))
-	}
-	var err error
-	server, err = devserver.Start(context.Background(), devserver.Options{Namespaces: ns})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2e:", err)
-		return 1
-	}
-	defer server.Stop()
 	dir, err := os.MkdirTemp("", "siteops-e2e")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
+	serverLog, err := os.Create(filepath.Join(dir, "devserver.log"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	defer func() { _ = serverLog.Close() }()
+	var ns []string
+	for i := range namespaces {
+		ns = append(ns, fmt.Sprintf("e2e-%d", i))
+	}
+	server, err = devserver.Start(context.Background(), devserver.Options{Namespaces: ns, Log: serverLog})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	defer server.Stop()
 	if binary, err = siteopstest.Build(dir); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
-	return m.Run()
+	code := m.Run()
+	if code != 0 {
+		// What the shared server said of its own errors: a failure of
+		// many tests at once is often the server's, not theirs.
+		fmt.Fprintf(os.Stderr, "e2e: the shared dev server's last errors (of %s):\n%s", serverLog.Name(), siteopstest.Tail(serverLog.Name(), 40, 400))
+	}
+	return code
 }
 
 // nextNamespace hands each test its own namespace.

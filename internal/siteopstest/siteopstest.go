@@ -1,13 +1,15 @@
 // Package siteopstest holds what the tests of several packages share: one
-// way to wait for a condition (Eventually, EventuallyNil) and one way to
+// way to wait for a condition (Eventually, EventuallyNil), one way to
 // build the siteops binary that the end-to-end tests, the production-shape
-// tests and the benchmarks run as processes (Build). The world those tests
-// run in — simulator, store, Temporal client, the worker as the binary runs
-// it — is package testenv beneath it.
+// tests and the benchmarks run as processes (Build), and one way to show
+// the end of a server's log (Tail). The world those tests run in —
+// simulator, store, Temporal client, the worker as the binary runs it — is
+// package testenv beneath it.
 package siteopstest
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -93,4 +95,36 @@ func (l *Log) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// Tail returns the last n lines of the file at path, each cut to width
+// bytes, for a test to print what a server it ran said last; it reads at
+// most the last 256 KiB. A file it cannot read is said as such.
+func Tail(path string, n, width int) string {
+	f, err := os.Open(path) //nolint:gosec // a log file the test made
+	if err != nil {
+		return fmt.Sprintf("(unreadable: %v)\n", err)
+	}
+	defer func() { _ = f.Close() }()
+	const most = 256 << 10
+	if fi, err := f.Stat(); err == nil && fi.Size() > most {
+		_, _ = f.Seek(-most, io.SeekEnd)
+	}
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return fmt.Sprintf("(unreadable: %v)\n", err)
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) == 1 && lines[0] == "" {
+		return "(empty)\n"
+	}
+	lines = lines[max(0, len(lines)-n):]
+	var out strings.Builder
+	for _, l := range lines {
+		if len(l) > width {
+			l = l[:width] + "…"
+		}
+		out.WriteString(l + "\n")
+	}
+	return out.String()
 }
