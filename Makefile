@@ -52,7 +52,9 @@ test: unit fuzz-short
 # when it cannot be built.
 # -parallel 4: the end-to-end tests that mostly wait run four at a time
 # (e2e/main_test.go says which and why), whatever the machine's core count.
-UNIT_TEST = SITEOPS_REQUIRE_TEMPORAL=1 SITEOPS_REQUIRE_PREVIOUS_RELEASE=1 $(GO) test -race -count=1 -parallel 4 -timeout 20m ./...
+# -timeout 40m: e2e takes 6 to 13 minutes; on a machine twice as slow a
+# failing test should say why, not be cut short by the package's timeout.
+UNIT_TEST = SITEOPS_REQUIRE_TEMPORAL=1 SITEOPS_REQUIRE_PREVIOUS_RELEASE=1 $(GO) test -race -count=1 -parallel 4 -timeout 40m ./...
 
 # go test shows nothing of a package that passes, skipped tests included, so
 # unit says before and after the run (localcluster check) whether the tests

@@ -25,7 +25,7 @@ import (
 )
 
 func (e *env) cliEnv() []string {
-	return append(os.Environ(), "TEMPORAL_ADDRESS="+server.Address, "TEMPORAL_NAMESPACE="+e.Namespace,
+	return append(os.Environ(), "TEMPORAL_ADDRESS="+e.Address, "TEMPORAL_NAMESPACE="+e.Namespace,
 		"SITEOPS_TASK_QUEUE="+taskQueue, "SITEOPS_DATABASE_URL="+e.DBURL, "SITEOPS_OPERATOR=oncall-e2e",
 		"SITEOPS_ALLOW_LOOPBACK_RECEIVERS=true") // the simulator's test mode: endpoints on loopback
 }

@@ -35,7 +35,7 @@ func TestPayloadEncryption(t *testing.T) {
 	e := newEnv(t, store.SQLite, simulator.Config{})
 	rawKey := []byte("payload-key-for-e2e-0123456789ab")
 	key := base64.StdEncoding.EncodeToString(rawKey)
-	tc := config.Temporal{Address: server.Address, Namespace: e.Namespace, TaskQueue: taskQueue, PayloadKey: key}
+	tc := config.Temporal{Address: e.Address, Namespace: e.Namespace, TaskQueue: taskQueue, PayloadKey: key}
 	c, _, err := wiring.DialTemporal(t.Context(), tc, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -107,7 +107,7 @@ func TestCodecKeyRotationThroughTemporal(t *testing.T) {
 	rawA, rawB := []byte("payload-key-A-for-e2e-0123456789"), []byte("payload-key-B-for-e2e-0123456789")
 	keyA, keyB := base64.StdEncoding.EncodeToString(rawA), base64.StdEncoding.EncodeToString(rawB)
 	dial := func(ring string) *starter.Starter {
-		tc := config.Temporal{Address: server.Address, Namespace: e.Namespace, TaskQueue: taskQueue, PayloadKey: ring}
+		tc := config.Temporal{Address: e.Address, Namespace: e.Namespace, TaskQueue: taskQueue, PayloadKey: ring}
 		c, _, err := wiring.DialTemporal(t.Context(), tc, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 		if err != nil {
 			t.Fatal(err)

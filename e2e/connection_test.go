@@ -25,7 +25,7 @@ func TestAPIKeyReachesTheServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy := startAuthProxy(t, certs.ServerCert, certs.ServerKey, server.Address)
+	proxy := startAuthProxy(t, certs.ServerCert, certs.ServerKey, e.Address)
 	const key = "tmprl_e2e_api_key_7f3c9a" //nolint:gosec // a made-up key for the test
 	conn := []string{"TEMPORAL_ADDRESS=" + proxy.addr, "TEMPORAL_API_KEY=" + key, "TEMPORAL_TLS_SERVER_CA_CERT_PATH=" + certs.CA,
 		"AGENTSITE_BASE_URL=" + e.SimURL, "AGENTSITE_API_KEY=" + apiKey}
@@ -77,9 +77,9 @@ func TestConnectionErrorsNameTheSetting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy := startAuthProxy(t, certs.ServerCert, certs.ServerKey, server.Address)
+	proxy := startAuthProxy(t, certs.ServerCert, certs.ServerKey, e.Address)
 	profile := filepath.Join(dir, "temporal.toml")
-	toml := "[profile.staging]\naddress = \"" + server.Address + "\"\nnamespace = \"" + e.Namespace + "\"\n"
+	toml := "[profile.staging]\naddress = \"" + e.Address + "\"\nnamespace = \"" + e.Namespace + "\"\n"
 	if err := os.WriteFile(profile, []byte(toml), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestConnectionErrorsNameTheSetting(t *testing.T) {
 		{"unknown profile", []string{"TEMPORAL_CONFIG_FILE=" + profile},
 			[]string{"--profile", "prod"}, 2, []string{`"prod"`, profile}},
 		{"--address wins over TEMPORAL_ADDRESS", []string{"TEMPORAL_ADDRESS=127.0.0.1:1"},
-			[]string{"--address", server.Address}, 3, []string{"no workflow with ID onboarding/none"}},
+			[]string{"--address", e.Address}, 3, []string{"no workflow with ID onboarding/none"}},
 		{"a profile of the temporal CLI", []string{"TEMPORAL_CONFIG_FILE=" + profile, "TEMPORAL_ADDRESS=", "TEMPORAL_NAMESPACE="},
 			[]string{"--profile", "staging"}, 3, []string{"no workflow with ID onboarding/none"}},
 	}

@@ -145,7 +145,7 @@ func TestWorkerStartsThroughASlowTemporal(t *testing.T) {
 	var ends atomic.Int64 // when the outage ends, in Unix nanoseconds
 	// The start-up check's DescribeNamespace passes; the outage starts
 	// with the next one.
-	p := startOutageProxy(t, refuse, 0, func(method string) bool {
+	p := startOutageProxy(t, e.Address, refuse, 0, func(method string) bool {
 		if !strings.HasSuffix(method, "/DescribeNamespace") || describes.Add(1) == 1 {
 			return true
 		}

@@ -43,7 +43,7 @@ func TestWorkerKilledMidEmbedPatch(t *testing.T) {
 	}
 	site := cs.Site.ID
 	env := append(os.Environ(),
-		"TEMPORAL_ADDRESS="+server.Address, "TEMPORAL_NAMESPACE="+e.Namespace, "SITEOPS_TASK_QUEUE="+taskQueue,
+		"TEMPORAL_ADDRESS="+e.Address, "TEMPORAL_NAMESPACE="+e.Namespace, "SITEOPS_TASK_QUEUE="+taskQueue,
 		"AGENTSITE_BASE_URL="+e.SimURL, "AGENTSITE_API_KEY="+apiKey, "SITEOPS_DATABASE_URL="+e.DBURL,
 		"SITEOPS_METRICS_ADDR=", "SITEOPS_OPERATOR=alice")
 	startWorker := func() *exec.Cmd {
@@ -196,7 +196,7 @@ func TestEmbedOffWithoutSearchAttributes(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	env := append(os.Environ(), "TEMPORAL_ADDRESS="+server.Address, "TEMPORAL_NAMESPACE="+bare, "SITEOPS_TASK_QUEUE="+taskQueue,
+	env := append(os.Environ(), "TEMPORAL_ADDRESS="+e.Address, "TEMPORAL_NAMESPACE="+bare, "SITEOPS_TASK_QUEUE="+taskQueue,
 		"AGENTSITE_BASE_URL="+e.SimURL, "AGENTSITE_API_KEY="+apiKey, "SITEOPS_DATABASE_URL="+e.DBURL,
 		"SITEOPS_METRICS_ADDR=", "SITEOPS_OPERATOR=alice")
 	// The worker refuses a namespace without the search attributes unless

@@ -18,14 +18,15 @@ const (
 )
 
 // env is one test's world (package testenv) in a namespace of its own on
-// the shared dev server.
+// one of the shared dev servers.
 type env struct{ *testenv.Env }
 
-// newEnv builds the test's world on the shared dev server, with the
+// newEnv builds the test's world on a shared dev server, with the
 // simulator as the end-to-end tests run it (testenv.EndToEnd).
 func newEnv(t *testing.T, d store.Dialect, cfg simulator.Config) *env {
 	t.Helper()
-	return newEnvAt(t, server.Address, nextNamespace(t), d, cfg)
+	address, ns := nextNamespace(t)
+	return newEnvAt(t, address, ns, d, cfg)
 }
 
 // envOn is newEnv, on SQLite with the default simulator, in namespace ns

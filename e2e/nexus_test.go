@@ -214,8 +214,8 @@ func nexusSpec(slug string) api.OnboardInput {
 func TestNexusOnboardingFromAnotherNamespace(t *testing.T) {
 	e := newEnv(t, store.SQLite, simulator.Config{})
 	e.startWorker(t) // it serves the Nexus service too
-	endpoint, _ := createEndpoint(t, server.Address, e.Namespace)
-	c := newCaller(t, server.Address)
+	endpoint, _ := createEndpoint(t, e.Address, e.Namespace)
+	c := newCaller(t, e.Address)
 
 	text := longText(150_000)
 	spec := nexusSpec("nexus-anvils")
@@ -313,8 +313,8 @@ func TestNexusThroughTheWorkerProcess(t *testing.T) {
 	if !strings.Contains(log.String(), "Nexus service registered") {
 		t.Errorf("the worker did not say it handles the Nexus service:\n%s", log.String())
 	}
-	endpoint, _ := createEndpoint(t, server.Address, e.Namespace)
-	c := newCallerWith(t, server.Address, cd.DataConverter())
+	endpoint, _ := createEndpoint(t, e.Address, e.Namespace)
+	c := newCallerWith(t, e.Address, cd.DataConverter())
 	var res api.OnboardResult
 	if err := c.call(t, endpoint, api.OnboardName, nexusSpec("nexus-process"), &res); err != nil || res.Status != "published" {
 		t.Fatalf("onboard through the worker process: %+v, %v\n%s", res, err, log.String())
@@ -336,8 +336,8 @@ func TestNexusThroughTheWorkerProcess(t *testing.T) {
 func TestNexusCancellationReachesOnboarding(t *testing.T) {
 	e := newEnv(t, store.SQLite, simulator.Config{})
 	e.startWorker(t) // it serves the Nexus service too
-	endpoint, _ := createEndpoint(t, server.Address, e.Namespace)
-	c := newCaller(t, server.Address)
+	endpoint, _ := createEndpoint(t, e.Address, e.Namespace)
+	c := newCaller(t, e.Address)
 
 	spec := nexusSpec("nexus-waits")
 	spec.WaitForKnowledge, spec.KnowledgeTimeout = true, api.Duration(time.Hour)

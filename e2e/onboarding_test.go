@@ -114,7 +114,7 @@ func TestWorkerKilledMidOnboarding(t *testing.T) {
 	// No metrics endpoint: the default :9090 may be taken on the machine
 	// running the tests, and the worker refuses a busy address.
 	workerEnv := append(os.Environ(),
-		"TEMPORAL_ADDRESS="+server.Address, "TEMPORAL_NAMESPACE="+e.Namespace, "SITEOPS_TASK_QUEUE="+taskQueue,
+		"TEMPORAL_ADDRESS="+e.Address, "TEMPORAL_NAMESPACE="+e.Namespace, "SITEOPS_TASK_QUEUE="+taskQueue,
 		"AGENTSITE_BASE_URL="+e.SimURL, "AGENTSITE_API_KEY="+apiKey, "SITEOPS_DATABASE_URL="+e.DBURL, "SITEOPS_METRICS_ADDR=")
 	startWorker := func() *exec.Cmd {
 		cmd := exec.Command(binary, "worker")

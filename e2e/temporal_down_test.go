@@ -129,7 +129,7 @@ const (
 // refusal is what the proxy says when it refuses a call.
 const refusal = "history service unavailable (test outage)"
 
-// outageProxy is a plaintext gRPC front for the dev server's frontend that
+// outageProxy is a plaintext gRPC front for a dev server's frontend that
 // plays a Temporal outage: between start and end it blackholes or refuses
 // every call but those it spares (GetSystemInfo and the health check, when
 // only the history service is down), and forwards the rest unchanged
@@ -150,9 +150,9 @@ func frontendOnly(method string) bool {
 	return strings.HasSuffix(method, "/GetSystemInfo") || strings.HasPrefix(method, "/grpc.health.")
 }
 
-func startOutageProxy(t *testing.T, mode outage, lasts time.Duration, spare func(string) bool) *outageProxy {
+func startOutageProxy(t *testing.T, upstreamAddr string, mode outage, lasts time.Duration, spare func(string) bool) *outageProxy {
 	t.Helper()
-	upstream, err := grpc.NewClient(server.Address, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	upstream, err := grpc.NewClient(upstreamAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,15 +215,15 @@ func TestCLISaysTemporalIsUnavailable(t *testing.T) {
 		want    []string
 	}{
 		{"history down: workflow calls get no answer",
-			func(t *testing.T) string { return startOutageProxy(t, blackhole, 0, frontendOnly).addr },
+			func(t *testing.T) string { return startOutageProxy(t, e.Address, blackhole, 0, frontendOnly).addr },
 			[]string{"onboard", "-f", "../examples/bayside-dental.json", "--wait"}, 6 * time.Second,
 			[]string{"is unavailable", "starting onboarding/bayside-dental", "no answer within", "temporal operator cluster health"}},
 		{"the frontend answers Unavailable",
-			func(t *testing.T) string { return startOutageProxy(t, refuse, 0, frontendOnly).addr },
+			func(t *testing.T) string { return startOutageProxy(t, e.Address, refuse, 0, frontendOnly).addr },
 			[]string{"status", "onboarding/bayside-dental"}, 4 * time.Second,
 			[]string{"is unavailable", "reading onboarding/bayside-dental", "Unavailable", refusal}},
 		{"the whole server blackholed: the connection hangs",
-			func(t *testing.T) string { return startOutageProxy(t, blackhole, 0, nil).addr },
+			func(t *testing.T) string { return startOutageProxy(t, e.Address, blackhole, 0, nil).addr },
 			[]string{"embed", "off", "--site", "site_1", "--reason", "test"}, 7 * time.Second,
 			[]string{"is unavailable", "connecting failed", "no answer within"}},
 		{"a stopped server: connection refused",
@@ -286,7 +286,7 @@ func TestCLIRidesOutAShortTemporalOutage(t *testing.T) {
 			if err := os.WriteFile(spec, []byte(strings.Replace(string(b), `"bayside-dental"`, `"`+slug+`"`, 1)), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			p := startOutageProxy(t, blackhole, outageFor, tc.spare)
+			p := startOutageProxy(t, e.Address, blackhole, outageFor, tc.spare)
 			began := time.Now()
 			stdout, stderr, code := e.runSplit(t, []string{"TEMPORAL_ADDRESS=" + p.addr}, "", "onboard", "-f", spec, "--wait", "--timeout", "60s", "-o", "json")
 			took := time.Since(began)
@@ -310,7 +310,7 @@ func TestCLIRidesOutAShortTemporalOutage(t *testing.T) {
 // error says that Temporal did not answer within the dispatch timeout, not
 // only "context deadline exceeded".
 func TestRelayLastErrorNamesTemporalThatDoesNotAnswer(t *testing.T) {
-	p := startOutageProxy(t, blackhole, 0, frontendOnly)
+	p := startOutageProxy(t, servers[0].Address, blackhole, 0, frontendOnly)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	st, _, err := wiring.OpenStore(t.Context(), config.Database{URL: storetest.SQLiteURL(t)})
 	if err != nil {

@@ -40,7 +40,7 @@ func TestOneDeliveryTracedEndToEnd(t *testing.T) {
 	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
 	e := newEnv(t, store.SQLite, simulator.Config{})
 
-	tc := config.Temporal{Address: server.Address, Namespace: e.Namespace, TaskQueue: taskQueue}
+	tc := config.Temporal{Address: e.Address, Namespace: e.Namespace, TaskQueue: taskQueue}
 	c, _, err := wiring.DialTemporal(t.Context(), tc, slog.New(slog.NewTextHandler(io.Discard, nil)), tel)
 	if err != nil {
 		t.Fatal(err)

@@ -190,7 +190,7 @@ func TestInterruptedWaitLeavesTheWorkflowRunning(t *testing.T) {
 	// No worker: the onboarding waits for one. The command reaches
 	// Temporal through a proxy that shows when it waits: once it asks for
 	// the run's history after its start.
-	proxy := startPlainProxy(t, server.Address)
+	proxy := startPlainProxy(t, e.Address)
 	cmd := exec.Command(binary, "onboard", "-f", "../examples/bayside-dental.json", "--wait")
 	cmd.Env = append(e.cliEnv(), "TEMPORAL_ADDRESS="+proxy.addr)
 	var out strings.Builder
