@@ -3,6 +3,7 @@ package wiring
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"go.temporal.io/api/serviceerror"
 
 	"github.com/siteops/siteops/config"
 	"github.com/siteops/siteops/doctor"
@@ -147,5 +150,47 @@ func TestProbe(t *testing.T) {
 		if err := Probe(t.Context(), role); !errors.Is(err, config.ErrInvalid) {
 			t.Errorf("probe %s with %s=%q = %v, want a setting to fix", role, env[0], env[1], err)
 		}
+	}
+}
+
+// TestStartPatiently is the worker's answer to a failed start: Temporal
+// unavailable or too slow is retried and makes /readyz answer 503 naming
+// the check polling until the worker starts; a refusal (permission
+// denied, a namespace that is not there) is not retried.
+func TestStartPatiently(t *testing.T) {
+	checks := NewChecks(nil)
+	failed, started := startPatiently("siteops", slog.New(slog.DiscardHandler), checks)
+	ready := func() int {
+		rec := httptest.NewRecorder()
+		checks.Readiness(checkTemporal, checkDatabase, checkPolling).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+		return rec.Code
+	}
+	for _, err := range []error{
+		serviceerror.NewPermissionDenied("not allowed", ""),
+		serviceerror.NewNamespaceNotFound("e2e-x"),
+		serviceerror.NewInvalidArgument("bad"),
+	} {
+		if failed(err, time.Second) {
+			t.Errorf("%T is retried; no retry fixes it", err)
+		}
+	}
+	if code := ready(); code != http.StatusOK {
+		t.Fatalf("/readyz after refusals = %d; they are the process's to end, not a check's", code)
+	}
+	for _, err := range []error{
+		fmt.Errorf("starting the worker: failed reaching server: %w", context.DeadlineExceeded),
+		serviceerror.NewUnavailable("GetNamespace operation failed. Error interrupted (9)"),
+		serviceerror.NewResourceExhausted(0, "busy"),
+	} {
+		if !failed(err, time.Second) {
+			t.Errorf("%v is not retried; Temporal may answer the next time", err)
+		}
+		if code := ready(); code != http.StatusServiceUnavailable {
+			t.Errorf("/readyz while the worker retries = %d, want 503", code)
+		}
+	}
+	started()
+	if code := ready(); code != http.StatusOK {
+		t.Errorf("/readyz once started = %d, want 200", code)
 	}
 }
