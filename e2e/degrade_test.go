@@ -172,7 +172,7 @@ func TestWorkerStartsThroughASlowTemporal(t *testing.T) {
 	if !strings.Contains(log, "the worker could not start polling; it tries again") {
 		t.Errorf("the worker did not say it tries again:\n%s", log)
 	}
-	if !strings.Contains(log, "the worker has started; no longer degraded by it") {
+	if !strings.Contains(log, "the worker's start went through after all; no longer degraded by it") {
 		t.Errorf("the worker did not say it recovered:\n%s", log)
 	}
 	if !sawPolling { // from the SDK's giving up (10 s) to the outage's end

@@ -15,6 +15,7 @@ import (
 	"github.com/siteops/siteops/doctor"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/telemetry"
+	"github.com/siteops/siteops/worker"
 )
 
 // The names of the checks a process keeps while it waits for a dependency;
@@ -24,7 +25,7 @@ const (
 	checkDatabase = "database"
 	// checkPolling is the worker's own: whether it could start polling
 	// (recorded only once a start has failed).
-	checkPolling = "polling"
+	checkPolling = string(worker.StepPolling)
 )
 
 // waitAtMost is the longest a process waits between two tries to reach a
@@ -85,25 +86,35 @@ func dialPatiently(ctx context.Context, o client.Options, conn Connection, proce
 	}
 }
 
-// startPatiently is the worker's answer to a failed start (worker.Options
-// StartFailed and Started): while Temporal is unavailable, overloaded or
-// too slow to answer the SDK worker's first calls, the worker keeps
-// trying, saying so in the log and in checks (check "polling", which
-// makes /readyz answer 503 until it passes), instead of exiting.
-func startPatiently(taskQueue string, logger *slog.Logger, checks *Checks) (failed func(error, time.Duration) bool, started func()) {
-	failed = func(err error, retryIn time.Duration) bool {
+// startPatiently is the worker's answer to a failed step of its start
+// (worker.Options StartFailed and Started): while Temporal is
+// unavailable, overloaded or too slow, the worker keeps trying, saying so
+// in the log and in checks, instead of exiting. The check is the step's
+// name: polling (the SDK worker's first calls; /readyz answers 503 until
+// it passes) or deployment (making a first build current; the worker
+// polls meanwhile, degraded).
+func startPatiently(taskQueue string, logger *slog.Logger, checks *Checks) (failed func(worker.StartStep, error, time.Duration) bool, started func(worker.StartStep)) {
+	failed = func(step worker.StartStep, err error, retryIn time.Duration) bool {
 		if !doctor.IsTransient(err) {
 			return false
 		}
-		r := doctor.FailedWith(checkPolling, err)
+		r := doctor.FailedWith(string(step), err)
 		r.Transient = true
 		checks.set(r)
-		logger.Warn("the worker could not start polling; it tries again", "task_queue", taskQueue, "detail", r.Detail, "retry_in", retryIn)
+		msg := "the worker could not start polling; it tries again"
+		if step == worker.StepDeployment {
+			msg = "the worker polls, but its build could not be made its deployment's current version yet; it tries again"
+		}
+		logger.Warn(msg, "task_queue", taskQueue, "detail", r.Detail, "retry_in", retryIn)
 		return true
 	}
-	started = func() {
-		checks.set(doctor.Result{Check: checkPolling, Status: doctor.OK, Detail: "polling task queue " + taskQueue})
-		logger.Info("the worker has started; no longer degraded by it", "check", checkPolling, "task_queue", taskQueue)
+	started = func(step worker.StartStep) {
+		detail := "polling task queue " + taskQueue
+		if step == worker.StepDeployment {
+			detail = "the worker's build is its deployment's current version"
+		}
+		checks.set(doctor.Result{Check: string(step), Status: doctor.OK, Detail: detail})
+		logger.Info("the worker's start went through after all; no longer degraded by it", "check", string(step), "detail", detail)
 	}
 	return failed, started
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/siteops/siteops/config"
 	"github.com/siteops/siteops/doctor"
+	"github.com/siteops/siteops/worker"
 )
 
 // flaky is a check that fails as kind until it has been run okAfter
@@ -155,8 +156,9 @@ func TestProbe(t *testing.T) {
 
 // TestStartPatiently is the worker's answer to a failed start: Temporal
 // unavailable or too slow is retried and makes /readyz answer 503 naming
-// the check polling until the worker starts; a refusal (permission
-// denied, a namespace that is not there) is not retried.
+// the check polling until the worker starts (only degrades it while its
+// build waits to be made current); a refusal (permission denied, a
+// namespace that is not there) is not retried.
 func TestStartPatiently(t *testing.T) {
 	checks := NewChecks(nil)
 	failed, started := startPatiently("siteops", slog.New(slog.DiscardHandler), checks)
@@ -170,7 +172,7 @@ func TestStartPatiently(t *testing.T) {
 		serviceerror.NewNamespaceNotFound("e2e-x"),
 		serviceerror.NewInvalidArgument("bad"),
 	} {
-		if failed(err, time.Second) {
+		if failed(worker.StepPolling, err, time.Second) {
 			t.Errorf("%T is retried; no retry fixes it", err)
 		}
 	}
@@ -182,15 +184,27 @@ func TestStartPatiently(t *testing.T) {
 		serviceerror.NewUnavailable("GetNamespace operation failed. Error interrupted (9)"),
 		serviceerror.NewResourceExhausted(0, "busy"),
 	} {
-		if !failed(err, time.Second) {
+		if !failed(worker.StepPolling, err, time.Second) {
 			t.Errorf("%v is not retried; Temporal may answer the next time", err)
 		}
 		if code := ready(); code != http.StatusServiceUnavailable {
 			t.Errorf("/readyz while the worker retries = %d, want 503", code)
 		}
 	}
-	started()
+	started(worker.StepPolling)
 	if code := ready(); code != http.StatusOK {
 		t.Errorf("/readyz once started = %d, want 200", code)
+	}
+	// Making a first build current waits while the worker polls: it
+	// degrades the worker, it does not make it unready.
+	if !failed(worker.StepDeployment, serviceerror.NewUnavailable("busy"), time.Second) {
+		t.Error("an unavailable Temporal is not retried while making a build current")
+	}
+	if code := ready(); code != http.StatusOK || !checks.Degraded() {
+		t.Errorf("/readyz while the build waits to be made current = %d (degraded %v), want 200 and degraded", code, checks.Degraded())
+	}
+	started(worker.StepDeployment)
+	if checks.Degraded() {
+		t.Errorf("still degraded once the build is current: %+v", checks.Results())
 	}
 }

@@ -50,15 +50,27 @@ type Options struct {
 	// schedule, created or updated at start; zero is
 	// DefaultSecretReconcileEvery, negative leaves the schedule alone.
 	SecretReconcileEvery time.Duration
-	// StartFailed, when set, is told of each failure to start (the SDK
-	// worker's first calls to Temporal, or making a first build current)
-	// and says whether a retry may fix it: Temporal unavailable,
-	// overloaded or too slow to answer. Run then tries again after
-	// retryIn, instead of returning the failure. Started, when set, is
-	// told once a start that failed succeeds.
-	StartFailed func(err error, retryIn time.Duration) (retry bool)
-	Started     func()
+	// StartFailed, when set, is told of each failure of a step of the
+	// start and says whether a retry may fix it: Temporal unavailable,
+	// overloaded or too slow to answer. Run then tries the step again
+	// after retryIn, instead of returning the failure. Started, when set,
+	// is told once a step that failed succeeds.
+	StartFailed func(step StartStep, err error, retryIn time.Duration) (retry bool)
+	Started     func(step StartStep)
 }
+
+// StartStep is a step of a worker's start that may wait for Temporal.
+type StartStep string
+
+// The steps of a worker's start that may wait for Temporal.
+const (
+	// StepPolling is the SDK worker's first calls (the namespace's
+	// capabilities), before it polls.
+	StepPolling StartStep = "polling"
+	// StepDeployment is making the worker's build its deployment's
+	// current version when it has none; the worker polls meanwhile.
+	StepDeployment StartStep = "deployment"
+)
 
 // The waits between two tries to start: the first, and the longest.
 const (
@@ -142,15 +154,19 @@ func start(ctx context.Context, o Options) (sdkworker.Worker, error) {
 				o.Logger.Info("Nexus service registered", "service", api.ServiceName)
 			}
 		}
-		err := w.Start()
+		err := w.Start() // the SDK's calls in it do not end with ctx
+		if err == nil && ctx.Err() != nil {
+			w.Stop()
+			return nil, ctx.Err()
+		}
 		if err == nil {
 			if failed && o.Started != nil {
-				o.Started()
+				o.Started(StepPolling)
 			}
 			return w, nil
 		}
 		err = fmt.Errorf("starting the worker: %w", err)
-		if ctx.Err() != nil || o.StartFailed == nil || !o.StartFailed(err, wait) {
+		if ctx.Err() != nil || o.StartFailed == nil || !o.StartFailed(StepPolling, err, wait) {
 			return nil, err
 		}
 		failed = true
@@ -168,7 +184,9 @@ func start(ctx context.Context, o Options) (sdkworker.Worker, error) {
 // exists alone, and says how to move to d. The version is registered when
 // its first poll reaches the server, so it retries for a minute; after
 // that, it goes on retrying only what o.StartFailed says a retry may fix
-// (Temporal unavailable or too slow), with a growing wait.
+// (Temporal unavailable or too slow), with a growing wait, and gives the
+// version its minute again after each of those (the pollers reach a
+// Temporal that is back on their own backoff).
 func becomeCurrentIfFirst(ctx context.Context, o Options, d Deployment) error {
 	h := o.Client.WorkerDeploymentClient().GetHandle(d.Name)
 	patient := time.Now().Add(time.Minute)
@@ -177,7 +195,7 @@ func becomeCurrentIfFirst(ctx context.Context, o Options, d Deployment) error {
 		err := makeCurrentIfNone(ctx, h, d, o.Logger)
 		if err == nil {
 			if failed && o.Started != nil {
-				o.Started()
+				o.Started(StepDeployment)
 			}
 			return nil
 		}
@@ -193,8 +211,9 @@ func becomeCurrentIfFirst(ctx context.Context, o Options, d Deployment) error {
 			if !expected {
 				o.Logger.Warn("reading the worker deployment failed; retrying", "deployment", d.Name, "error", err)
 			}
-		case o.StartFailed != nil && o.StartFailed(fmt.Errorf("worker deployment %s: making build %s current: %w", d.Name, d.BuildID, err), wait):
+		case o.StartFailed != nil && o.StartFailed(StepDeployment, fmt.Errorf("worker deployment %s: making build %s current: %w", d.Name, d.BuildID, err), wait):
 			failed, next, wait = true, wait, min(2*wait, longestStartWait)
+			patient = time.Now().Add(next + time.Minute)
 		default:
 			return fmt.Errorf("worker deployment %s: build %s could not be made current (%w); make it current with `siteops release promote --build-id %s` (SITEOPS_DEPLOYMENT_NAME=%s), or start with SITEOPS_WORKER_VERSIONING=false",
 				d.Name, d.BuildID, err, d.BuildID, d.Name)
