@@ -133,24 +133,32 @@ func TestWorkerStartsThroughTransientAPIFaults(t *testing.T) {
 
 // TestWorkerStartsThroughASlowTemporal starts `siteops worker` against a
 // Temporal that passes its start-up checks and then, for 12 s, refuses
-// the SDK worker's first calls (DescribeNamespace answering Unavailable,
-// as an overloaded frontend does, for longer than the SDK's own 10 s of
+// the SDK worker's first calls and the secret reconciliation's schedule
+// (DescribeNamespace and CreateSchedule answering Unavailable, as an
+// overloaded frontend does, for longer than the SDK's own 10 s of
 // retries): the worker does not exit; it says it tries again, /readyz
 // answers 503 naming the check "polling" while it does, and once Temporal
-// answers it polls and onboards.
+// answers it polls, schedules the reconciliation and onboards.
 func TestWorkerStartsThroughASlowTemporal(t *testing.T) {
+	t.Parallel() // it mostly waits (main_test.go)
 	e := newEnv(t, store.SQLite, simulator.Config{})
 	const outage = 12 * time.Second
 	var describes atomic.Int32
-	var ends atomic.Int64 // when the outage ends, in Unix nanoseconds
-	// The start-up check's DescribeNamespace passes; the outage starts
-	// with the next one.
-	p := startOutageProxy(t, e.Address, refuse, 0, func(method string) bool {
-		if !strings.HasSuffix(method, "/DescribeNamespace") || describes.Add(1) == 1 {
-			return true
-		}
+	var describeEnds, scheduleEnds atomic.Int64 // when each outage ends, in Unix nanoseconds
+	refused := func(ends *atomic.Int64) bool {
 		ends.CompareAndSwap(0, time.Now().Add(outage).UnixNano())
-		return time.Now().UnixNano() > ends.Load()
+		return time.Now().UnixNano() <= ends.Load()
+	}
+	// The start-up check's DescribeNamespace passes; the outage starts
+	// with the next one. The schedule's starts with the first create.
+	p := startOutageProxy(t, e.Address, refuse, 0, func(method string) bool {
+		switch {
+		case strings.HasSuffix(method, "/DescribeNamespace"):
+			return describes.Add(1) == 1 || !refused(&describeEnds)
+		case strings.HasSuffix(method, "/CreateSchedule"):
+			return !refused(&scheduleEnds)
+		}
+		return true
 	})
 	metrics, err := ports.Free()
 	if err != nil {
@@ -174,6 +182,13 @@ func TestWorkerStartsThroughASlowTemporal(t *testing.T) {
 	}
 	if !strings.Contains(log, "the worker's start went through after all; no longer degraded by it") {
 		t.Errorf("the worker did not say it recovered:\n%s", log)
+	}
+	siteopstest.Eventually(t, 30*time.Second, "the secret reconciliation's schedule once Temporal answers", func() bool {
+		_, err := e.Client.ScheduleClient().GetHandle(t.Context(), workflows.SecretReconcileScheduleID).Describe(t.Context())
+		return err == nil
+	})
+	if log := w.log.String(); !strings.Contains(log, "the secret reconciliation is not scheduled yet") || !strings.Contains(log, `check="secret reconcile schedule"`) {
+		t.Errorf("the worker did not say the schedule waits, then that it is made:\n%s", log)
 	}
 	if !sawPolling { // from the SDK's giving up (10 s) to the outage's end
 		t.Error("/readyz never answered 503 naming the check polling while the worker retried")

@@ -35,7 +35,7 @@ const (
 //
 // The tests that mostly wait (for a CLI's --timeout against a Temporal that
 // does not answer, for Retry-After under throttling, for a killed worker's
-// activities to time out, for a Temporal that comes up late, for the
+// activities to time out, for a Temporal that comes up late or slow, for the
 // previous release beside this one) call t.Parallel: go test runs them
 // after the others, together (make test passes -parallel 4), and the
 // package's time is no longer their sum. Each kept 0.2–0.4 of a core busy

@@ -91,9 +91,16 @@ func dialPatiently(ctx context.Context, o client.Options, conn Connection, proce
 // unavailable, overloaded or too slow, the worker keeps trying, saying so
 // in the log and in checks, instead of exiting. The check is the step's
 // name: polling (the SDK worker's first calls; /readyz answers 503 until
-// it passes) or deployment (making a first build current; the worker
-// polls meanwhile, degraded).
+// it passes), deployment (making a first build current) or secret
+// reconcile schedule; the worker polls during the last two, degraded.
 func startPatiently(taskQueue string, logger *slog.Logger, checks *Checks) (failed func(worker.StartStep, error, time.Duration) bool, started func(worker.StartStep)) {
+	// What the log says of each step while it fails, and the check's
+	// detail once it passes.
+	says := map[worker.StartStep][2]string{
+		worker.StepPolling:    {"the worker could not start polling; it tries again", "polling task queue " + taskQueue},
+		worker.StepDeployment: {"the worker polls, but its build could not be made its deployment's current version yet; it tries again", "the worker's build is its deployment's current version"},
+		worker.StepSchedule:   {"the secret reconciliation is not scheduled yet (deleted endpoints' secrets stay accepted until it is); the worker tries again", "the secret reconciliation is scheduled"},
+	}
 	failed = func(step worker.StartStep, err error, retryIn time.Duration) bool {
 		if !doctor.IsTransient(err) {
 			return false
@@ -101,20 +108,12 @@ func startPatiently(taskQueue string, logger *slog.Logger, checks *Checks) (fail
 		r := doctor.FailedWith(string(step), err)
 		r.Transient = true
 		checks.set(r)
-		msg := "the worker could not start polling; it tries again"
-		if step == worker.StepDeployment {
-			msg = "the worker polls, but its build could not be made its deployment's current version yet; it tries again"
-		}
-		logger.Warn(msg, "task_queue", taskQueue, "detail", r.Detail, "retry_in", retryIn)
+		logger.Warn(says[step][0], "task_queue", taskQueue, "detail", r.Detail, "retry_in", retryIn)
 		return true
 	}
 	started = func(step worker.StartStep) {
-		detail := "polling task queue " + taskQueue
-		if step == worker.StepDeployment {
-			detail = "the worker's build is its deployment's current version"
-		}
-		checks.set(doctor.Result{Check: string(step), Status: doctor.OK, Detail: detail})
-		logger.Info("the worker's start went through after all; no longer degraded by it", "check", string(step), "detail", detail)
+		checks.set(doctor.Result{Check: string(step), Status: doctor.OK, Detail: says[step][1]})
+		logger.Info("the worker's start went through after all; no longer degraded by it", "check", string(step), "detail", says[step][1])
 	}
 	return failed, started
 }

@@ -204,6 +204,13 @@ func TestStartPatiently(t *testing.T) {
 		t.Errorf("/readyz while the build waits to be made current = %d (degraded %v), want 200 and degraded", code, checks.Degraded())
 	}
 	started(worker.StepDeployment)
+	if !failed(worker.StepSchedule, serviceerror.NewDeadlineExceeded("slow"), time.Second) {
+		t.Error("a slow Temporal is not retried while scheduling the secret reconciliation")
+	}
+	if code := ready(); code != http.StatusOK || !checks.Degraded() {
+		t.Errorf("/readyz while the schedule waits = %d (degraded %v), want 200 and degraded", code, checks.Degraded())
+	}
+	started(worker.StepSchedule)
 	if checks.Degraded() {
 		t.Errorf("still degraded once the build is current: %+v", checks.Results())
 	}

@@ -70,6 +70,9 @@ const (
 	// StepDeployment is making the worker's build its deployment's
 	// current version when it has none; the worker polls meanwhile.
 	StepDeployment StartStep = "deployment"
+	// StepSchedule is creating or updating the secret reconciliation's
+	// schedule; the worker polls meanwhile.
+	StepSchedule StartStep = "secret reconcile schedule"
 )
 
 // The waits between two tries to start: the first, and the longest.
@@ -116,9 +119,14 @@ func Run(ctx context.Context, o Options) error {
 			every = DefaultSecretReconcileEvery
 		}
 		// A worker without the right to manage schedules still serves;
-		// the reconciliation waits until one can create it.
+		// the reconciliation waits until one can create it. A Temporal
+		// too slow to answer is asked again, in the background.
 		if err := EnsureSecretReconcileSchedule(ctx, o.Client, o.TaskQueue, every, o.Logger); err != nil {
-			o.Logger.Error("the secret reconciliation is not scheduled: deleted endpoints' secrets stay accepted until it is", "error", err)
+			if ctx.Err() == nil && o.StartFailed != nil && o.StartFailed(StepSchedule, err, firstStartWait) {
+				go scheduleAgain(ctx, o, every)
+			} else if ctx.Err() == nil {
+				o.Logger.Error("the secret reconciliation is not scheduled: deleted endpoints' secrets stay accepted until it is", "error", err)
+			}
 		}
 	}
 	if d := o.Deployment; d != nil {
@@ -174,6 +182,33 @@ func start(ctx context.Context, o Options) (sdkworker.Worker, error) {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-time.After(wait):
+		}
+	}
+}
+
+// scheduleAgain tries EnsureSecretReconcileSchedule again, with a
+// growing wait, while o.StartFailed says a retry may fix its failure.
+func scheduleAgain(ctx context.Context, o Options, every time.Duration) {
+	for wait := firstStartWait; ; {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		err := EnsureSecretReconcileSchedule(ctx, o.Client, o.TaskQueue, every, o.Logger)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err == nil:
+			if o.Started != nil {
+				o.Started(StepSchedule)
+			}
+			return
+		}
+		wait = min(2*wait, longestStartWait)
+		if !o.StartFailed(StepSchedule, err, wait) {
+			o.Logger.Error("the secret reconciliation is not scheduled: deleted endpoints' secrets stay accepted until it is", "error", err)
+			return
 		}
 	}
 }
