@@ -4,11 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
 
 	"github.com/siteops/siteops/internal/devserver"
 	"github.com/siteops/siteops/internal/siteopstest"
@@ -101,24 +108,74 @@ func run(m *testing.M) int {
 }
 
 // startShared starts a shared dev server with namespaces ns, its output
-// going to the file logPath.
+// going to the file logPath (left open: a restart writes to it too).
 func startShared(ns []string, logPath string) (*devserver.Server, error) {
 	f, err := os.Create(logPath) //nolint:gosec // a file of the test's own directory
 	if err != nil {
 		return nil, err
 	}
-	s, err := devserver.Start(context.Background(), devserver.Options{Namespaces: ns, Log: f})
-	_ = f.Close() // the server has its own descriptor
-	return s, err
+	return devserver.Start(context.Background(), devserver.Options{Namespaces: ns, Log: f})
+}
+
+// stuck is how a dev server answers every call once its one SQLite
+// connection is stuck: SQLite's sqlite3_interrupt, which the driver calls
+// when a query's context ends, interrupts every statement that starts
+// until none is running, and a server that always has one running never
+// gets there. The last CI run of stop 30 saw a server answer so for its
+// last 13 minutes, failing every test after it.
+const stuck = "interrupted (9)"
+
+// restarts serialises the health checks of each shared server.
+var restarts [shared]sync.Mutex
+
+// healthy makes sure that the shared server holding namespace ns answers
+// it, before a test starts on it: a server stuck on its SQLite
+// connection (stuck) is restarted, said on standard error and in the
+// test's log, so that the tests after it run on a working one. Other
+// failures are left to the test.
+func healthy(t *testing.T, i int, ns string) {
+	t.Helper()
+	restarts[i].Lock()
+	defer restarts[i].Unlock()
+	var err error
+	for range 3 {
+		if err = describeNamespace(t, servers[i].Address, ns); err == nil || !strings.Contains(err.Error(), stuck) {
+			return
+		}
+		time.Sleep(time.Second)
+	}
+	msg := fmt.Sprintf("e2e: shared dev server %d (%s) answers %q to everything (%v): restarting it; its workflows are gone", i, servers[i].Address, stuck, err)
+	fmt.Fprintln(os.Stderr, msg)
+	t.Log(msg)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if err := servers[i].Restart(ctx); err != nil {
+		t.Fatalf("restarting shared dev server %d: %v", i, err)
+	}
+}
+
+// describeNamespace asks the server at address for namespace ns.
+func describeNamespace(t *testing.T, address, ns string) error {
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	c, err := client.DialContext(ctx, client.Options{HostPort: address, Namespace: ns, Logger: tlog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_, err = c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: ns})
+	return err
 }
 
 // nextNamespace hands each test its own namespace, and the address of the
-// shared dev server that holds it.
+// shared dev server that holds it, once that server answers (healthy).
 func nextNamespace(t *testing.T) (address, ns string) {
 	t.Helper()
 	n := int(namespace.Add(1) - 1)
 	if n >= namespaces {
 		t.Fatalf("more than %d e2e tests: raise namespaces in main_test.go", namespaces)
 	}
-	return servers[n%shared].Address, fmt.Sprintf("e2e-%d", n)
+	ns = fmt.Sprintf("e2e-%d", n)
+	healthy(t, n%shared, ns)
+	return servers[n%shared].Address, ns
 }

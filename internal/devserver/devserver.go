@@ -40,6 +40,10 @@ type Server struct {
 	cmd        *exec.Cmd
 	done       chan struct{}
 	namespaces []string
+	// bin, args and log start the process again (Restart).
+	bin  string
+	args []string
+	log  *os.File
 }
 
 // Options tune Start.
@@ -125,7 +129,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	for k, v := range SearchAttributes {
 		args = append(args, "--search-attribute", k+"="+v)
 	}
-	s := &Server{Address: fmt.Sprintf("127.0.0.1:%d", port), done: make(chan struct{}), namespaces: opts.Namespaces}
+	s := &Server{Address: fmt.Sprintf("127.0.0.1:%d", port), namespaces: opts.Namespaces}
 	if opts.UICodecEndpoint != "" && !opts.UI {
 		return nil, errors.New("devserver: UICodecEndpoint is for the Web UI; set UI too")
 	}
@@ -149,20 +153,40 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if opts.DBFile != "" {
 		args = append(args, "--db-filename", opts.DBFile)
 	}
-	s.cmd = exec.Command(bin, args...) //nolint:gosec // the pinned CLI with fixed arguments
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if opts.Log != nil {
-		s.cmd.Stdout, s.cmd.Stderr = opts.Log, opts.Log
-	}
-	if err := s.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s: %w", bin, err)
-	}
-	go func() { _ = s.cmd.Wait(); close(s.done) }()
-	if err := s.waitReady(ctx); err != nil {
-		s.Stop()
+	s.bin, s.args, s.log = bin, args, opts.Log
+	if err := s.launch(ctx); err != nil {
 		return nil, err
 	}
 	return s, nil
+}
+
+// launch starts the server's process and waits until it is ready.
+func (s *Server) launch(ctx context.Context) error {
+	s.done = make(chan struct{})
+	s.cmd = exec.Command(s.bin, s.args...) //nolint:gosec // the pinned CLI with fixed arguments
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if s.log != nil {
+		s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
+	}
+	if err := s.cmd.Start(); err != nil {
+		return fmt.Errorf("starting %s: %w", s.bin, err)
+	}
+	done := s.done
+	go func() { _ = s.cmd.Wait(); close(done) }()
+	if err := s.waitReady(ctx); err != nil {
+		s.Stop()
+		return err
+	}
+	return nil
+}
+
+// Restart stops the server and starts it again on the same ports, with
+// the namespaces and search attributes it started with and nothing else
+// (a server in memory forgets its workflows). Clients reconnect on their
+// own. It is not safe to call concurrently with Stop or itself.
+func (s *Server) Restart(ctx context.Context) error {
+	s.Stop()
+	return s.launch(ctx)
 }
 
 func (s *Server) waitReady(ctx context.Context) error {

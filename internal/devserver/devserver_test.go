@@ -1,0 +1,60 @@
+package devserver
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+)
+
+// TestRestart restarts a server: it answers again on the same address,
+// for the namespace it started with, and a client dialled before the
+// restart reaches it once its connection is back, without dialling again.
+func TestRestart(t *testing.T) {
+	if _, err := FindCLI(); err != nil {
+		if os.Getenv("SITEOPS_REQUIRE_TEMPORAL") != "" {
+			t.Fatal(err)
+		}
+		t.Skipf("SKIP: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	s, err := Start(ctx, Options{Namespaces: []string{"restarted"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	c, err := client.DialContext(ctx, client.Options{HostPort: s.Address, Namespace: "restarted", Logger: quiet{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	address, pid := s.Address, s.cmd.Process.Pid
+	if err := s.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s.Address != address || s.cmd.Process.Pid == pid {
+		t.Fatalf("after the restart: %s (pid %d), want %s in a new process (was pid %d)", s.Address, s.cmd.Process.Pid, address, pid)
+	}
+	// The old connection reconnects on gRPC's backoff (1 s at first).
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		_, err := c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: "restarted"})
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the namespace 15 s after the restart: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	s.Stop()
+	select {
+	case <-s.done:
+	default:
+		t.Error("the restarted server still runs after Stop")
+	}
+}
