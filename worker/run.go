@@ -118,16 +118,7 @@ func Run(ctx context.Context, o Options) error {
 		if every == 0 {
 			every = DefaultSecretReconcileEvery
 		}
-		// A worker without the right to manage schedules still serves;
-		// the reconciliation waits until one can create it. A Temporal
-		// too slow to answer is asked again, in the background.
-		if err := EnsureSecretReconcileSchedule(ctx, o.Client, o.TaskQueue, every, o.Logger); err != nil {
-			if ctx.Err() == nil && o.StartFailed != nil && o.StartFailed(StepSchedule, err, firstStartWait) {
-				go scheduleAgain(ctx, o, every)
-			} else if ctx.Err() == nil {
-				o.Logger.Error("the secret reconciliation is not scheduled: deleted endpoints' secrets stay accepted until it is", "error", err)
-			}
-		}
+		scheduleReconcile(ctx, o, every)
 	}
 	if d := o.Deployment; d != nil {
 		if err := becomeCurrentIfFirst(ctx, o, *d); err != nil {
@@ -147,7 +138,7 @@ func Run(ctx context.Context, o Options) error {
 // again), with a growing wait, until it succeeds or ctx ends.
 func start(ctx context.Context, o Options) (sdkworker.Worker, error) {
 	failed := false
-	for wait := firstStartWait; ; wait = min(2*wait, longestStartWait) {
+	for wait := firstStartWait; ; wait = longer(wait) {
 		w := sdkworker.New(o.Client, o.TaskQueue, o.Worker)
 		Register(w, o.Activities)
 		if o.Nexus != nil {
@@ -186,32 +177,49 @@ func start(ctx context.Context, o Options) (sdkworker.Worker, error) {
 	}
 }
 
-// scheduleAgain tries EnsureSecretReconcileSchedule again, with a
-// growing wait, while o.StartFailed says a retry may fix its failure.
-func scheduleAgain(ctx context.Context, o Options, every time.Duration) {
-	for wait := firstStartWait; ; {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(wait):
-		}
-		err := EnsureSecretReconcileSchedule(ctx, o.Client, o.TaskQueue, every, o.Logger)
+// scheduleReconcile creates or updates the secret reconciliation's
+// schedule. A worker without the right to manage schedules still serves;
+// the reconciliation waits until one can create it. A failure
+// o.StartFailed says a retry may fix (Temporal too slow) is tried again
+// in the background, with a growing wait.
+func scheduleReconcile(ctx context.Context, o Options, every time.Duration) {
+	again := func(err error, wait time.Duration) bool {
 		switch {
 		case ctx.Err() != nil:
-			return
-		case err == nil:
-			if o.Started != nil {
-				o.Started(StepSchedule)
-			}
-			return
+			return false
+		case o.StartFailed != nil && o.StartFailed(StepSchedule, err, wait):
+			return true
 		}
-		wait = min(2*wait, longestStartWait)
-		if !o.StartFailed(StepSchedule, err, wait) {
-			o.Logger.Error("the secret reconciliation is not scheduled: deleted endpoints' secrets stay accepted until it is", "error", err)
-			return
-		}
+		o.Logger.Error("the secret reconciliation is not scheduled: deleted endpoints' secrets stay accepted until it is", "error", err)
+		return false
 	}
+	err := EnsureSecretReconcileSchedule(ctx, o.Client, o.TaskQueue, every, o.Logger)
+	if err == nil || !again(err, firstStartWait) {
+		return
+	}
+	go func() {
+		for wait := firstStartWait; ; wait = longer(wait) {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+			err := EnsureSecretReconcileSchedule(ctx, o.Client, o.TaskQueue, every, o.Logger)
+			if err == nil {
+				if o.Started != nil {
+					o.Started(StepSchedule)
+				}
+				return
+			}
+			if !again(err, longer(wait)) {
+				return
+			}
+		}
+	}()
 }
+
+// longer is the wait after wait between two tries of a step of the start.
+func longer(wait time.Duration) time.Duration { return min(2*wait, longestStartWait) }
 
 // becomeCurrentIfFirst makes d the current version of its deployment when
 // the deployment has none (the first build ever deployed), so that a new
@@ -247,7 +255,7 @@ func becomeCurrentIfFirst(ctx context.Context, o Options, d Deployment) error {
 				o.Logger.Warn("reading the worker deployment failed; retrying", "deployment", d.Name, "error", err)
 			}
 		case o.StartFailed != nil && o.StartFailed(StepDeployment, fmt.Errorf("worker deployment %s: making build %s current: %w", d.Name, d.BuildID, err), wait):
-			failed, next, wait = true, wait, min(2*wait, longestStartWait)
+			failed, next, wait = true, wait, longer(wait)
 			patient = time.Now().Add(next + time.Minute)
 		default:
 			return fmt.Errorf("worker deployment %s: build %s could not be made current (%w); make it current with `siteops release promote --build-id %s` (SITEOPS_DEPLOYMENT_NAME=%s), or start with SITEOPS_WORKER_VERSIONING=false",
