@@ -31,6 +31,13 @@ const (
 	// DefaultRecovery is how fast the rate grows back, in requests per
 	// second gained per second of answers that are not 429 (WithRecovery).
 	DefaultRecovery = 2.0
+	// DefaultHeadroom is the share of the rate at which the API last
+	// answered 429 that the Limiter leaves unused (WithHeadroom), so that
+	// a playbook's call finds the service's own budget not yet spent.
+	DefaultHeadroom = 0.1
+	// DefaultProbeEvery is how often a Limiter held at its ceiling tries a
+	// slightly higher one, in case the service's limit rose (WithHeadroom).
+	DefaultProbeEvery = 30 * time.Second
 )
 
 // Limiter is one adaptive limit on the calls made with one API key. Every
@@ -41,17 +48,27 @@ const (
 // Before each request the client calls Wait; after each answer it calls
 // Observe with the status and the Retry-After. The Limiter then behaves so:
 //
-//   - Rate. Requests go out through a token bucket (golang.org/x/time/rate)
-//     whose rate starts at the maximum (or WithStartRate, or unlimited with
-//     WithUnlimitedStart) and whose burst is DefaultBurst.
+//   - Rate. Requests go out through a token bucket whose rate starts at
+//     the maximum (or WithStartRate, or unlimited with WithUnlimitedStart)
+//     and whose burst is DefaultBurst.
+//   - Order. When callers wait, each token goes to the most urgent class
+//     that waits (the Priority of Wait's context, WithPriority): playbook
+//     before onboarding before bulk. Within a class the callers' keys take
+//     turns, a token each, so that one key's many calls do not hold
+//     another's first one behind them. A playbook call therefore waits
+//     for at most the next token, however many bulk calls queued before it.
 //   - Pause. A Retry-After on any answer (a 429, or a 503 that carries one)
-//     pauses every caller until that time: no request with the key is sent
-//     before it. A later Retry-After can lengthen a pause, never shorten it.
-//     When the pause ends, the bucket holds a single token, so the callers
-//     that waited resume at the allowed rate instead of all at once.
-//   - Deadline. If the pause, or the wait for a token, would end after the
-//     deadline of Wait's context, Wait returns at once a *ThrottledError
-//     whose RetryAfter is the remaining wait, and nothing is sent. A
+//     pauses every caller of every class until that time: no request with
+//     the key is sent before it. A later Retry-After can lengthen a pause,
+//     never shorten it. When the pause ends, the bucket holds a single
+//     token, which goes to the most urgent waiter; the others follow at the
+//     allowed rate instead of all at once.
+//   - Deadline. If the pause, or the wait for a token with the callers
+//     served before it, would end after the deadline of Wait's context
+//     (less a margin of up to a second to send the request), Wait returns
+//     at once a *ThrottledError whose RetryAfter is the expected wait, and
+//     nothing is sent. A caller pushed back while it waits (more urgent
+//     calls arrived) is told so at that margin, not at its deadline. A
 //     Temporal activity fails its attempt with NextRetryDelay = RetryAfter
 //     instead of burning its timeout in a queue.
 //   - AIMD. A 429 multiplies the rate by the decrease factor (0.5), at most
@@ -62,6 +79,13 @@ const (
 //     maximum. The rate never goes below the minimum nor above the maximum.
 //     A caller that uses less than the allowed rate recovers more slowly,
 //     which is right: it has not shown that a higher rate is accepted.
+//   - Headroom. The rate at which the API last answered 429 is a ceiling:
+//     the recovery stops at that rate less the headroom (10 %), instead of
+//     climbing into the next 429. So the service's own bucket is not empty
+//     when an urgent call comes, and that call is not answered 429 for the
+//     bulk traffic's sake. Every DefaultProbeEvery without a 429 at the
+//     ceiling, it rises by a quarter of the headroom, so that a limit the
+//     service raised is found again.
 //   - Unlimited start. WithUnlimitedStart sends without a rate limit (pauses
 //     still apply) until the first 429, which sets the rate to the maximum;
 //     AIMD runs from there. It suits a single worker that rarely meets the
@@ -76,7 +100,9 @@ const (
 // honours every Retry-After it sees; the processes that send most get most
 // 429s and slow down most. Retry-After pauses only the process that
 // received it, so the others may meet the limit a moment later and pause in
-// turn. Size the limits per process:
+// turn. The order of classes holds within a process: a playbook call goes
+// before that process's bulk calls, and the headroom each process keeps is
+// what lets it through the service's limit. Size the limits per process:
 //
 //   - set the maximum rate to about the service's limit for the key divided
 //     by the number of workers, times a small headroom (1.5 to 2) so that
@@ -88,24 +114,36 @@ const (
 //     contract advises, so that one system's load does not throttle
 //     another's.
 //
-// A Limiter is safe for concurrent use. It starts no goroutine: a caller
-// waits on its own timer, released when it returns.
+// A Limiter is safe for concurrent use. It starts no goroutine: each caller
+// waits on its own timer (the first in line for the next token, the others
+// for their deadline), released when it returns.
 type Limiter struct {
-	clock    LimiterClock
-	max      rate.Limit
-	min      rate.Limit
-	burst    int
-	factor   float64
-	window   time.Duration
-	recovery float64
-	metrics  limiterInstruments
+	clock      LimiterClock
+	max        rate.Limit
+	min        rate.Limit
+	burst      int
+	factor     float64
+	window     time.Duration
+	recovery   float64
+	headroom   float64
+	probeEvery time.Duration
+	metrics    limiterInstruments
 
-	mu           sync.Mutex
-	limit        rate.Limit // the allowed rate; rate.Inf until the first 429 with WithUnlimitedStart
-	bucket       *rate.Limiter
+	mu    sync.Mutex
+	limit rate.Limit // the allowed rate; rate.Inf until the first 429 with WithUnlimitedStart
+	// tokens is what the bucket holds at last; refills from last on at
+	// limit, up to burst. During a pause last is its end.
+	tokens       float64
+	last         time.Time
 	pausedUntil  time.Time
 	lastDecrease time.Time
-	changed      chan struct{} // closed and replaced when a pause begins or grows
+	// wall is the rate the API last answered 429 at (0: none yet); the
+	// recovery stops short of it by the headroom. lastProbe is when it
+	// was last set or raised.
+	wall      float64
+	lastProbe time.Time
+	queue     waitQueue
+	changed   chan struct{} // closed and replaced when a pause begins or grows
 }
 
 // LimiterClock is the time source of a Limiter: the real clock unless a test
@@ -135,6 +173,8 @@ type limiterConfig struct {
 	factor    float64
 	window    time.Duration
 	recovery  float64
+	headroom  float64
+	probe     time.Duration
 	name      string
 }
 
@@ -240,6 +280,27 @@ func WithRecovery(perSecond float64) LimiterOption {
 	}
 }
 
+// WithHeadroom sets the share of the rate at which the API last answered
+// 429 that the Limiter leaves unused, from 0 to 0.5 (DefaultHeadroom
+// otherwise), and how often a Limiter held at that ceiling tries a higher
+// one (DefaultProbeEvery otherwise; zero keeps the default). A headroom of
+// 0 climbs back to the rate of the last 429, as plain AIMD does.
+func WithHeadroom(fraction float64, probeEvery time.Duration) LimiterOption {
+	return func(cfg *limiterConfig) error {
+		if math.IsNaN(fraction) || fraction < 0 || fraction > 0.5 {
+			return fmt.Errorf("agentsite: WithHeadroom: %g; give a share from 0 to 0.5 of the rate, e.g. 0.1", fraction)
+		}
+		if probeEvery < 0 {
+			return fmt.Errorf("agentsite: WithHeadroom: probe period %s must not be negative", probeEvery)
+		}
+		cfg.headroom = fraction
+		if probeEvery > 0 {
+			cfg.probe = probeEvery
+		}
+		return nil
+	}
+}
+
 // WithLimiterName sets the "limiter" attribute of the Limiter's metrics
 // ("agentsite" otherwise), to tell the limiters of several keys apart. It
 // must not be the key itself.
@@ -275,6 +336,8 @@ func NewLimiter(opts ...LimiterOption) (*Limiter, error) {
 		factor:   DefaultDecreaseFactor,
 		window:   DefaultDecreaseWindow,
 		recovery: DefaultRecovery,
+		headroom: DefaultHeadroom,
+		probe:    DefaultProbeEvery,
 		name:     "agentsite",
 	}
 	for _, opt := range opts {
@@ -297,16 +360,19 @@ func NewLimiter(opts ...LimiterOption) (*Limiter, error) {
 		limit = rate.Inf
 	}
 	l := &Limiter{
-		clock:    cfg.clock,
-		max:      rate.Limit(cfg.max),
-		min:      rate.Limit(cfg.min),
-		burst:    cfg.burst,
-		factor:   cfg.factor,
-		window:   cfg.window,
-		recovery: cfg.recovery,
-		limit:    limit,
-		bucket:   rate.NewLimiter(limit, cfg.burst),
-		changed:  make(chan struct{}),
+		clock:      cfg.clock,
+		max:        rate.Limit(cfg.max),
+		min:        rate.Limit(cfg.min),
+		burst:      cfg.burst,
+		factor:     cfg.factor,
+		window:     cfg.window,
+		recovery:   cfg.recovery,
+		headroom:   cfg.headroom,
+		probeEvery: cfg.probe,
+		limit:      limit,
+		tokens:     float64(cfg.burst),
+		last:       cfg.clock.Now(),
+		changed:    make(chan struct{}),
 	}
 	l.metrics = newLimiterInstruments(l, cfg.name)
 	return l, nil
@@ -339,76 +405,173 @@ func (e *ThrottledError) Error() string {
 func (e *ThrottledError) Is(target error) bool { return target == ErrThrottled }
 
 // Wait blocks until the Limiter lets one request go, and returns nil then.
-// It returns a *ThrottledError at once when the wait would end after ctx's
-// deadline, and ctx's error when ctx is done first.
+// The request waits as the Priority of ctx (PriorityFrom). It returns a
+// *ThrottledError at once when the wait would end after ctx's deadline,
+// and ctx's error when ctx is done first.
 func (l *Limiter) Wait(ctx context.Context) error {
 	start := l.clock.Now()
-	err := l.wait(ctx)
-	l.metrics.waited(ctx, l.clock.Now().Sub(start), err)
+	p := PriorityFrom(ctx)
+	err := l.wait(ctx, p)
+	l.metrics.waited(ctx, p.Class, l.clock.Now().Sub(start), err)
 	return err
 }
 
-func (l *Limiter) wait(ctx context.Context) error {
+// maxSendMargin is the most of a caller's time before its deadline that
+// Wait keeps for sending the request: a token granted later would only
+// start a request that the deadline cuts short.
+const maxSendMargin = time.Second
+
+func (l *Limiter) wait(ctx context.Context, p Priority) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	deadline, hasDeadline := ctx.Deadline()
+	l.mu.Lock()
+	now := l.clock.Now()
+	if l.queue.n == 0 && l.takeLocked(now) {
+		l.mu.Unlock()
+		return nil
+	}
+	giveUp := deadline.Add(-max(0, min(maxSendMargin, deadline.Sub(now)/4)))
+	w := l.queue.push(p)
 	for {
-		l.mu.Lock()
-		now := l.clock.Now()
-		changed := l.changed
-		if now.Before(l.pausedUntil) {
-			until := l.pausedUntil
-			l.mu.Unlock()
-			if hasDeadline && until.After(deadline) {
-				return &ThrottledError{RetryAfter: until.Sub(now), Paused: true}
-			}
-			if err := l.sleepUntil(ctx, until, changed); err != nil {
-				return err
-			}
-			continue
-		}
-		res := l.bucket.ReserveN(now, 1)
-		d := res.DelayFrom(now)
-		if d == 0 {
+		l.dispatchLocked(now)
+		if w.granted {
 			l.mu.Unlock()
 			return nil
 		}
-		if hasDeadline && now.Add(d).After(deadline) {
-			res.CancelAt(now)
+		at, paused := l.expectedLocked(w, now)
+		if hasDeadline && at.After(giveUp) {
+			l.leaveLocked(w)
 			l.mu.Unlock()
-			return &ThrottledError{RetryAfter: d}
+			return &ThrottledError{RetryAfter: at.Sub(now), Paused: paused}
 		}
+		// The first in line watches for the next token; the others sleep
+		// until they are granted one, become first, or must give up.
+		var wakeAt time.Time
+		if l.queue.head() == w {
+			wakeAt = l.nextTokenLocked(now)
+		}
+		if hasDeadline && (wakeAt.IsZero() || giveUp.Before(wakeAt)) {
+			wakeAt = giveUp
+		}
+		changed := l.changed
 		l.mu.Unlock()
-		if err := l.sleepUntil(ctx, now.Add(d), changed); err != nil {
-			l.mu.Lock()
-			res.CancelAt(l.clock.Now())
+		err := l.sleep(ctx, w, wakeAt, changed)
+		l.mu.Lock()
+		if err != nil {
+			if w.granted {
+				// Granted as ctx ended: the token goes to the next caller.
+				l.tokens = min(float64(l.burst), l.tokens+1)
+			}
+			l.leaveLocked(w)
 			l.mu.Unlock()
 			return err
 		}
-		// The token is ours unless a pause began meanwhile: a pause
-		// replaces the bucket and voids the tokens handed out before it.
-		l.mu.Lock()
-		voided := l.changed != changed
-		l.mu.Unlock()
-		if !voided {
-			return nil
-		}
+		now = l.clock.Now()
 	}
 }
 
-// sleepUntil waits for the time until, for a change of pause, or for ctx.
-// Only ctx's end is an error. The timer runs to an absolute time, so that
-// the moments between deciding and sleeping do not lengthen the wait.
-func (l *Limiter) sleepUntil(ctx context.Context, until time.Time, changed <-chan struct{}) error {
-	d := until.Sub(l.clock.Now())
-	if d <= 0 {
-		return nil
+// takeLocked spends a token at now if the bucket has one and no pause
+// holds every caller.
+func (l *Limiter) takeLocked(now time.Time) bool {
+	if now.Before(l.pausedUntil) {
+		return false
 	}
-	c, stop := l.clock.NewTimer(d)
-	defer stop()
+	if l.limit == rate.Inf {
+		return true
+	}
+	l.refillLocked(now)
+	if l.tokens < 1 {
+		return false
+	}
+	l.tokens--
+	return true
+}
+
+// dispatchLocked hands the tokens the bucket holds at now to the waiters,
+// in the queue's order, and tells the new first in line.
+func (l *Limiter) dispatchLocked(now time.Time) {
+	for l.queue.n > 0 && l.takeLocked(now) {
+		w := l.queue.pop()
+		w.granted = true
+		w.nudge()
+	}
+	if h := l.queue.head(); h != nil {
+		h.nudge()
+	}
+}
+
+// leaveLocked takes w out of the queue; whoever is first in line after it
+// is told.
+func (l *Limiter) leaveLocked(w *waiter) {
+	l.queue.remove(w)
+	if h := l.queue.head(); h != nil {
+		h.nudge()
+	}
+}
+
+// refillLocked adds the tokens earned since last, up to the burst. During
+// a pause last is its end, so nothing is earned before it.
+func (l *Limiter) refillLocked(now time.Time) {
+	if l.limit == rate.Inf || !now.After(l.last) {
+		return
+	}
+	l.tokens = min(float64(l.burst), l.tokens+now.Sub(l.last).Seconds()*float64(l.limit))
+	l.last = now
+}
+
+// nextTokenLocked is when the bucket next holds a token: the end of a
+// pause, or the time the rate takes to earn the missing part.
+func (l *Limiter) nextTokenLocked(now time.Time) time.Time {
+	return l.tokenAtLocked(now, 1)
+}
+
+// tokenAtLocked is when the bucket has earned its n-th token from now on,
+// if nobody else spends one.
+func (l *Limiter) tokenAtLocked(now time.Time, n int) time.Time {
+	from, have := now, l.tokens
+	if now.Before(l.pausedUntil) {
+		from = l.pausedUntil
+	} else if l.limit != rate.Inf && now.After(l.last) {
+		have = min(float64(l.burst), have+now.Sub(l.last).Seconds()*float64(l.limit))
+	}
+	if l.limit == rate.Inf {
+		return from
+	}
+	missing := float64(n) - have
+	if missing <= 0 {
+		return from
+	}
+	return from.Add(time.Duration(math.Ceil(missing / float64(l.limit) * float64(time.Second))))
+}
+
+// expectedLocked is when w should get its token, the queue as it stands
+// (it may be pushed back by more urgent callers), and whether a pause is
+// part of the wait.
+func (l *Limiter) expectedLocked(w *waiter, now time.Time) (time.Time, bool) {
+	return l.tokenAtLocked(now, l.queue.ahead(w)+1), now.Before(l.pausedUntil)
+}
+
+// sleep waits until w is nudged, the time wakeAt (none when zero), a
+// change of pause, or ctx's end. Only ctx's end is an error. The timer
+// runs to an absolute time, so that the moments between deciding and
+// sleeping do not lengthen the wait.
+func (l *Limiter) sleep(ctx context.Context, w *waiter, wakeAt time.Time, changed <-chan struct{}) error {
+	var timer <-chan time.Time
+	if !wakeAt.IsZero() {
+		d := wakeAt.Sub(l.clock.Now())
+		if d <= 0 {
+			return nil
+		}
+		c, stop := l.clock.NewTimer(d)
+		defer stop()
+		timer = c
+	}
 	select {
-	case <-c:
+	case <-w.wake:
+		return nil
+	case <-timer:
 		return nil
 	case <-changed:
 		return nil
@@ -441,33 +604,54 @@ func (l *Limiter) Observe(status int, retryAfter time.Duration) {
 
 func (l *Limiter) decreaseLocked(now time.Time) {
 	if l.limit == rate.Inf {
-		l.limit = l.max // the first 429 after WithUnlimitedStart
+		l.setLimitLocked(now, l.max) // the first 429 after WithUnlimitedStart
 	} else {
 		if !l.lastDecrease.IsZero() && now.Sub(l.lastDecrease) < l.window {
 			return
 		}
-		l.limit = max(l.min, rate.Limit(float64(l.limit)*l.factor))
+		l.wall = float64(l.limit)
+		l.setLimitLocked(now, max(l.min, rate.Limit(float64(l.limit)*l.factor)))
 	}
-	l.lastDecrease = now
-	l.bucket.SetLimitAt(l.bucketTimeLocked(now), l.limit)
+	l.lastDecrease, l.lastProbe = now, now
 }
 
 func (l *Limiter) increaseLocked(now time.Time) {
 	if l.limit == rate.Inf || l.limit >= l.max {
 		return
 	}
-	l.limit = min(l.max, l.limit+rate.Limit(l.recovery/float64(l.limit)))
-	l.bucket.SetLimitAt(l.bucketTimeLocked(now), l.limit)
+	top := l.max
+	if l.wall > 0 {
+		ceiling := rate.Limit(l.wall * (1 - l.headroom))
+		if l.limit >= ceiling {
+			if now.Sub(l.lastProbe) < l.probeEvery {
+				return
+			}
+			// Held at the ceiling with no 429 for a while: try a little
+			// higher, in case the service's limit rose.
+			l.wall *= 1 + l.headroom/4
+			l.lastProbe = now
+			ceiling = rate.Limit(l.wall * (1 - l.headroom))
+		}
+		top = min(top, max(l.min, ceiling))
+	}
+	l.setLimitLocked(now, min(top, l.limit+rate.Limit(l.recovery/float64(l.limit))))
 }
 
-// bucketTimeLocked is the time at which to change the bucket's rate: the
-// end of a pause in force, which keeps the single token the pause left
-// there instead of letting the bucket refill during the pause.
-func (l *Limiter) bucketTimeLocked(now time.Time) time.Time {
-	if l.pausedUntil.After(now) {
-		return l.pausedUntil
+// setLimitLocked changes the rate at now: the tokens earned so far were
+// earned at the old one.
+func (l *Limiter) setLimitLocked(now time.Time, r rate.Limit) {
+	l.refillLocked(now)
+	if l.limit == rate.Inf {
+		l.tokens, l.last = float64(l.burst), now
+		if now.Before(l.pausedUntil) {
+			l.tokens, l.last = 1, l.pausedUntil
+		}
 	}
-	return now
+	l.limit = r
+	// The first in line may be owed its token sooner now.
+	if h := l.queue.head(); h != nil {
+		h.nudge()
+	}
 }
 
 func (l *Limiter) pauseLocked(until time.Time) {
@@ -476,13 +660,24 @@ func (l *Limiter) pauseLocked(until time.Time) {
 	}
 	l.metrics.pauses.Add(context.Background(), 1, l.metrics.attrs)
 	l.pausedUntil = until
-	// A fresh bucket holding one token at the end of the pause: callers
-	// resume at the allowed rate, not in one burst, and tokens handed out
-	// before the pause are void (their holders see changed closed).
-	l.bucket = rate.NewLimiter(l.limit, l.burst)
-	l.bucket.ReserveN(until, l.burst-1)
+	// One token at the end of the pause: callers resume at the allowed
+	// rate, not in one burst, the most urgent first.
+	l.tokens, l.last = 1, until
 	close(l.changed)
 	l.changed = make(chan struct{})
+}
+
+// Waiting returns how many callers wait for a token, by class.
+func (l *Limiter) Waiting() map[Class]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := map[Class]int{}
+	for c := range l.queue.classes {
+		for _, line := range l.queue.classes[c].ring {
+			out[Class(c)] += line.waiters.Len()
+		}
+	}
+	return out
 }
 
 // Rate returns the allowed rate in requests per second; +Inf before the

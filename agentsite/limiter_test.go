@@ -96,16 +96,26 @@ func newTestLimiter(t *testing.T, opts ...LimiterOption) (*Limiter, *fakeClock) 
 	return l, clock
 }
 
-// waitAsleep waits until n callers sleep on clock's timers, failing the
-// test with how many did when they do not within 5 s.
-func waitAsleep(t *testing.T, clock *fakeClock, n int, what string) {
+// waitAsleep waits until n callers wait in l and the first in line sleeps
+// on clock's timers, failing the test with how many did when they do not
+// within 5 s.
+func waitAsleep(t *testing.T, l *Limiter, clock *fakeClock, n int, what string) {
 	t.Helper()
-	siteopstest.EventuallyNil(t, 5*time.Second, fmt.Sprintf("%s (%d on the fake clock)", what, n), func() error {
-		if got := clock.Timers(); got != n {
-			return fmt.Errorf("%d asleep", got)
+	siteopstest.EventuallyNil(t, 5*time.Second, fmt.Sprintf("%s (%d waiting)", what, n), func() error {
+		if got, timers := queued(l), clock.Timers(); got != n || timers == 0 {
+			return fmt.Errorf("%d waiting, %d timers", got, timers)
 		}
 		return nil
 	})
+}
+
+// queued is how many callers wait in l, of every class.
+func queued(l *Limiter) int {
+	n := 0
+	for _, c := range l.Waiting() {
+		n += c
+	}
+	return n
 }
 
 // waiters runs n Waits at once and reports, for each one that returns, the
@@ -150,7 +160,7 @@ func TestLimiterPauseBlocksEveryCallerUntilRetryAfter(t *testing.T) {
 
 			const n = 5
 			done := waiters(t, t.Context(), l, clock, n)
-			waitAsleep(t, clock, n, "every caller asleep")
+			waitAsleep(t, l, clock, n, "every caller asleep")
 			clock.Advance(tc.retryAfter - time.Millisecond)
 			if len(done) != 0 {
 				t.Fatalf("%d callers went before the pause ended", len(done))
@@ -177,14 +187,14 @@ func TestLimiterPauseResumesAtTheRateNotInABurst(t *testing.T) {
 	l, clock := newTestLimiter(t, WithMaxRate(10), WithBurst(5))
 	l.Observe(http.StatusServiceUnavailable, time.Second)
 	done := waiters(t, t.Context(), l, clock, 5)
-	waitAsleep(t, clock, 5, "five callers asleep")
+	waitAsleep(t, l, clock, 5, "five callers asleep")
 
 	clock.Advance(time.Second)
 	// One token waits at the end of the pause; the other four follow at
 	// 10 per second even though the burst is 5.
-	siteopstest.EventuallyNil(t, 5*time.Second, "one caller gone, four asleep", func() error {
-		if gone, asleep := len(done), clock.Timers(); gone != 1 || asleep != 4 {
-			return fmt.Errorf("%d gone, %d asleep", gone, asleep)
+	siteopstest.EventuallyNil(t, 5*time.Second, "one caller gone, four waiting", func() error {
+		if gone, waiting := len(done), queued(l); gone != 1 || waiting != 4 {
+			return fmt.Errorf("%d gone, %d waiting", gone, waiting)
 		}
 		return nil
 	})
@@ -205,7 +215,7 @@ func TestLimiterPauseVoidsTokensHandedOutBeforeIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := waiters(t, t.Context(), l, clock, 1) // has the token due in 1 s
-	waitAsleep(t, clock, 1, "the caller asleep")
+	waitAsleep(t, l, clock, 1, "the caller asleep")
 
 	l.Observe(http.StatusServiceUnavailable, 10*time.Second)
 	clock.Advance(time.Second)
@@ -245,7 +255,7 @@ func TestLimiterThrottledErrorWhenTheDeadlineComesFirst(t *testing.T) {
 			errc := make(chan error, 1)
 			go func() { errc <- l.Wait(ctx) }()
 			if !tc.wantErr {
-				waitAsleep(t, clock, 1, "the caller asleep")
+				waitAsleep(t, l, clock, 1, "the caller asleep")
 				clock.Advance(tc.deadline)
 			}
 			var err error
@@ -289,7 +299,7 @@ func TestLimiterRefusedWaitGivesItsTokenBack(t *testing.T) {
 	}
 	// Had the refused Wait kept its token, the next one would be due in 2 s.
 	done := waiters(t, t.Context(), l, clock, 1)
-	waitAsleep(t, clock, 1, "the caller asleep")
+	waitAsleep(t, l, clock, 1, "the caller asleep")
 	clock.Advance(time.Second + time.Millisecond)
 	select {
 	case <-done:
@@ -306,7 +316,7 @@ func TestLimiterCancelledWaitersReturnAndLeaveNoTimer(t *testing.T) {
 	for range 3 {
 		go func() { errc <- l.Wait(ctx) }()
 	}
-	waitAsleep(t, clock, 3, "three callers asleep")
+	waitAsleep(t, l, clock, 3, "three callers asleep")
 	cancel()
 	for range 3 {
 		if err := <-errc; !errors.Is(err, context.Canceled) {
@@ -325,7 +335,7 @@ func TestLimiterLongerPauseRefusesSleepersWithAShortDeadline(t *testing.T) {
 	defer cancel()
 	errc := make(chan error, 1)
 	go func() { errc <- l.Wait(ctx) }()
-	waitAsleep(t, clock, 1, "the caller asleep")
+	waitAsleep(t, l, clock, 1, "the caller asleep")
 	l.Observe(http.StatusTooManyRequests, time.Minute)
 	select {
 	case err := <-errc:

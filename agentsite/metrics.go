@@ -67,7 +67,7 @@ func newLimiterInstruments(l *Limiter, name string) limiterInstruments {
 	attrs := metric.WithAttributes(attribute.String("limiter", name))
 	wait, _ := m.Float64Histogram("siteops.agentsite.limiter.wait",
 		metric.WithUnit("s"),
-		metric.WithDescription("Time a request waited for the Agent-Site rate limiter, by outcome (sent, throttled, cancelled)."))
+		metric.WithDescription("Time a request waited for the Agent-Site rate limiter, by class (playbook, onboarding, bulk) and outcome (sent, throttled, cancelled)."))
 	rateLimited, _ := m.Int64Counter("siteops.agentsite.limiter.rate_limited",
 		metric.WithDescription("429 answers of the Agent-Site API seen by the rate limiter."))
 	pauses, _ := m.Int64Counter("siteops.agentsite.limiter.pauses",
@@ -84,7 +84,7 @@ func newLimiterInstruments(l *Limiter, name string) limiterInstruments {
 	return limiterInstruments{attrs: attrs, name: name, wait: wait, rateLimited: rateLimited, pauses: pauses}
 }
 
-func (in limiterInstruments) waited(ctx context.Context, d time.Duration, err error) {
+func (in limiterInstruments) waited(ctx context.Context, class Class, d time.Duration, err error) {
 	outcome := "sent"
 	switch {
 	case errors.Is(err, ErrThrottled):
@@ -93,5 +93,5 @@ func (in limiterInstruments) waited(ctx context.Context, d time.Duration, err er
 		outcome = "cancelled"
 	}
 	in.wait.Record(context.WithoutCancel(ctx), d.Seconds(), metric.WithAttributes(
-		attribute.String("limiter", in.name), attribute.String("outcome", outcome)))
+		attribute.String("limiter", in.name), attribute.String("class", class.String()), attribute.String("outcome", outcome)))
 }
