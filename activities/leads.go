@@ -154,7 +154,7 @@ func (a *Activities) SyncLeads(ctx context.Context, in SyncLeadsInput) (SyncLead
 	hb := startHeartbeat(ctx, p)
 	defer hb.stop()
 	started := time.Now()
-	for page, err := range a.API.LeadPages(ctx, in.SiteID, agentsite.ListLeadsOptions{Limit: in.Limit, Cursor: p.Next}) {
+	for page, err := range a.API.LeadPages(calling(ctx, agentsite.ClassBulk), in.SiteID, agentsite.ListLeadsOptions{Limit: in.Limit, Cursor: p.Next}) {
 		if err != nil {
 			return SyncLeadsResult{}, a.failed(ctx, in.SiteID, err, hb.get(), stall)
 		}

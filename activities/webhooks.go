@@ -35,7 +35,7 @@ type EndpointInfo struct {
 // FindEndpoint reads an endpoint's URL and events from the endpoint list,
 // and whether the store holds its secret.
 func (a *Activities) FindEndpoint(ctx context.Context, in FindEndpointInput) (EndpointInfo, error) {
-	eps, err := a.API.ListWebhookEndpoints(ctx)
+	eps, err := a.API.ListWebhookEndpoints(calling(ctx, agentsite.ClassOnboarding))
 	if err != nil {
 		return EndpointInfo{}, classify(err)
 	}
@@ -120,7 +120,7 @@ func (a *Activities) CreateEndpoint(ctx context.Context, in CreateEndpointInput)
 }
 
 func (a *Activities) createEndpoint(ctx context.Context, in CreateEndpointInput) (CreatedEndpoint, error) {
-	created, err := a.API.CreateWebhookEndpoint(ctx, in.IdempotencyKey, agentsite.NewWebhookEndpoint{URL: in.URL, Events: in.Events})
+	created, err := a.API.CreateWebhookEndpoint(calling(ctx, agentsite.ClassOnboarding), in.IdempotencyKey, agentsite.NewWebhookEndpoint{URL: in.URL, Events: in.Events})
 	if err != nil {
 		return CreatedEndpoint{}, classify(err)
 	}
@@ -149,7 +149,7 @@ type DeleteEndpointInput struct {
 // DeleteEndpoint deletes the endpoint; one that is already gone counts as
 // deleted.
 func (a *Activities) DeleteEndpoint(ctx context.Context, in DeleteEndpointInput) error {
-	err := a.API.DeleteWebhookEndpoint(ctx, in.IdempotencyKey, in.EndpointID)
+	err := a.API.DeleteWebhookEndpoint(calling(ctx, agentsite.ClassOnboarding), in.IdempotencyKey, in.EndpointID)
 	var apiErr *agentsite.APIError
 	if errors.As(err, &apiErr) && apiErr.Status == http.StatusNotFound {
 		return nil
@@ -233,7 +233,7 @@ func (a *Activities) FindCreatedEndpoint(ctx context.Context, in FindCreatedInpu
 	if len(mine) == 0 {
 		return out, nil
 	}
-	eps, err := a.API.ListWebhookEndpoints(ctx)
+	eps, err := a.API.ListWebhookEndpoints(calling(ctx, agentsite.ClassOnboarding))
 	if err != nil {
 		return out, classify(err)
 	}
@@ -313,7 +313,7 @@ func (a *Activities) ReconcileSecrets(ctx context.Context) (ReconcileSecretsResu
 	}
 	out.Checked = len(stored)
 	if len(stored) > 0 {
-		eps, err := a.API.ListWebhookEndpoints(ctx)
+		eps, err := a.API.ListWebhookEndpoints(calling(ctx, agentsite.ClassBulk))
 		if err != nil {
 			return out, classify(err)
 		}
