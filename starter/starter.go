@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -55,7 +56,10 @@ type Starter struct {
 }
 
 // StartOptions are the options every start of a workflow of kind k with
-// ID id uses: the task queue and the kind's ID policies.
+// ID id uses: the task queue, the kind's ID policies, and its priority,
+// whose fairness key is what the ID is about (a site, an endpoint, a
+// slug). A caller that starts on behalf of someone (a partner) sets the
+// fairness key to them.
 func (s *Starter) StartOptions(k workflows.Kind, id string) client.StartWorkflowOptions {
 	return s.options(k, id)
 }
@@ -66,6 +70,7 @@ func (s *Starter) options(k workflows.Kind, id string) client.StartWorkflowOptio
 		TaskQueue:                s.TaskQueue,
 		WorkflowIDReusePolicy:    k.Policy.Reuse,
 		WorkflowIDConflictPolicy: k.Policy.Conflict,
+		Priority:                 k.Priority(strings.TrimPrefix(id, k.Prefix)),
 	}
 }
 

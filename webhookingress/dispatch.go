@@ -161,7 +161,7 @@ func (r *Relay) signalOrStart(ctx context.Context, rt Route, key string, arg any
 		return outcome, to, err
 	}
 	run, err := r.opts.Temporal.SignalWithStartWorkflow(ctx, id, rt.Signal, arg,
-		client.StartWorkflowOptions{ID: id, TaskQueue: r.opts.TaskQueue, WorkflowIDReusePolicy: rt.Target.Policy.Reuse},
+		client.StartWorkflowOptions{ID: id, TaskQueue: r.opts.TaskQueue, WorkflowIDReusePolicy: rt.Target.Policy.Reuse, Priority: rt.Target.Priority(key)},
 		rt.Target.Name, rt.Start(key))
 	if err != nil {
 		return "", target{workflow: id}, fmt.Errorf("signal-with-start %s: %w", id, err)

@@ -38,6 +38,8 @@ func EnsureSecretReconcileSchedule(ctx context.Context, c client.Client, taskQue
 		// A run that cannot finish before the next one is due is stopped:
 		// the next one starts afresh.
 		WorkflowRunTimeout: max(every, time.Minute) * 3,
+		// Last in the task queue and in the API's rate (bulk).
+		Priority: workflows.SecretReconcileKind.Priority(""),
 	}
 	spec := client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: every}}}
 	sc := c.ScheduleClient()
@@ -60,7 +62,7 @@ func EnsureSecretReconcileSchedule(ctx context.Context, c client.Client, taskQue
 		DoUpdate: func(in client.ScheduleUpdateInput) (*client.ScheduleUpdate, error) {
 			s := in.Description.Schedule
 			cur, _ := s.Action.(*client.ScheduleWorkflowAction)
-			if cur != nil && cur.TaskQueue == taskQueue && cur.Workflow == workflows.SecretReconcileWorkflowName &&
+			if cur != nil && cur.TaskQueue == taskQueue && cur.Workflow == workflows.SecretReconcileWorkflowName && cur.Priority == action.Priority &&
 				s.Spec != nil && len(s.Spec.Intervals) == 1 && s.Spec.Intervals[0].Every == every && len(s.Spec.Calendars) == 0 && len(s.Spec.CronExpressions) == 0 {
 				return nil, temporal.ErrSkipScheduleUpdate
 			}

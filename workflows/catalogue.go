@@ -4,7 +4,10 @@ import (
 	"strings"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/siteops/siteops/agentsite"
 )
 
 // Kind is one entry of the workflow catalogue: everything the worker, the
@@ -35,6 +38,24 @@ type Kind struct {
 	// pinned onto the current one when this build declares their kind
 	// AutoUpgrade.
 	Versioning workflow.VersioningBehavior
+	// Class is how urgent the kind's work is when the task queue or the
+	// API's rate runs short: its runs start with it as Temporal priority
+	// key, their activities inherit it, and their calls to the API wait
+	// in the same class (agentsite.Class).
+	Class agentsite.Class
+}
+
+// Priority is the Temporal priority a run of this kind starts with: the
+// kind's class, and key as fairness key, so that within the class the
+// task queue shares its dispatch among keys (partners, sites) rather than
+// by arrival. Temporal allows fairness keys of at most 64 bytes; a longer
+// key is cut.
+func (k Kind) Priority(key string) temporal.Priority {
+	const most = 64
+	if len(key) > most {
+		key = key[:most]
+	}
+	return temporal.Priority{PriorityKey: int(k.Class), FairnessKey: key}
 }
 
 // Status is what a workflow reports of itself through its status query.
@@ -67,14 +88,14 @@ var (
 		Name: OnboardingWorkflowName, Func: Onboarding, Prefix: "onboarding/",
 		Policy:      IDPolicy{enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY, enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL},
 		StatusQuery: QueryStatus, NewStatus: func() Status { return &OnboardingStatus{} },
-		Versioning: workflow.VersioningBehaviorPinned,
+		Versioning: workflow.VersioningBehaviorPinned, Class: agentsite.ClassOnboarding,
 	}
 	// One lead sync per site; starting it again joins the running one.
 	LeadSyncKind = Kind{
 		Name: LeadSyncWorkflowName, Func: LeadSync, Prefix: "lead-sync/",
 		Policy:      IDPolicy{enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE, enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING},
 		StatusQuery: QueryProgress, NewStatus: func() Status { return &LeadSyncProgress{} },
-		Versioning: workflow.VersioningBehaviorAutoUpgrade,
+		Versioning: workflow.VersioningBehaviorAutoUpgrade, Class: agentsite.ClassBulk,
 	}
 	// One open incident per site; a second "embed off" joins it (no second
 	// PATCH); after it closes, a new incident may start. An incident waits
@@ -85,7 +106,7 @@ var (
 		Name: EmbedIncidentWorkflowName, Func: EmbedIncident, Prefix: "embed-incident/",
 		Policy:      IDPolicy{enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE, enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING},
 		StatusQuery: QueryIncident, NewStatus: func() Status { return &EmbedIncidentStatus{} },
-		Versioning: workflow.VersioningBehaviorAutoUpgrade,
+		Versioning: workflow.VersioningBehaviorAutoUpgrade, Class: agentsite.ClassPlaybook,
 	}
 	// One running rotation per endpoint; a second start while it runs
 	// joins it; after it ends the endpoint may be rotated again. A rotation
@@ -96,7 +117,7 @@ var (
 		Name: SecretRotationWorkflowName, Func: SecretRotation, Prefix: "secret-rotation/",
 		Policy:      IDPolicy{enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE, enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING},
 		StatusQuery: QueryRotation, NewStatus: func() Status { return &SecretRotationStatus{} },
-		Versioning: workflow.VersioningBehaviorAutoUpgrade,
+		Versioning: workflow.VersioningBehaviorAutoUpgrade, Class: agentsite.ClassPlaybook,
 	}
 	// A registration is one logical operation: repeating it while it runs
 	// joins it, and after it succeeded the same request is answered with
@@ -107,7 +128,7 @@ var (
 		Name: EndpointRegistrationWorkflowName, Func: EndpointRegistration, Prefix: "webhook-endpoint/",
 		Policy:      IDPolicy{enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY, enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING},
 		StatusQuery: QueryRegistration, NewStatus: func() Status { return &EndpointRegistrationStatus{} },
-		Versioning: workflow.VersioningBehaviorPinned,
+		Versioning: workflow.VersioningBehaviorPinned, Class: agentsite.ClassOnboarding,
 	}
 )
 
@@ -118,7 +139,7 @@ var SecretReconcileKind = Kind{
 	Name: SecretReconcileWorkflowName, Func: SecretReconcile, Prefix: "secret-reconcile/",
 	Policy:      IDPolicy{enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE, enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL},
 	StatusQuery: QueryReconcile, NewStatus: func() Status { return &SecretReconcileStatus{} },
-	Versioning: workflow.VersioningBehaviorAutoUpgrade,
+	Versioning: workflow.VersioningBehaviorAutoUpgrade, Class: agentsite.ClassBulk,
 }
 
 // Catalogue lists every siteops workflow.
