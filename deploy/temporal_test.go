@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/siteops/siteops/internal/cluster"
+	"github.com/siteops/siteops/internal/devserver"
 )
 
 // TestTemporalImage checks deploy/temporal.Dockerfile: it builds the
@@ -249,4 +250,35 @@ func renderServerConfig(t *testing.T, bin string, env map[string]string) map[str
 		t.Fatalf("render-config output does not parse: %v\n%s", err, out)
 	}
 	return m
+}
+
+// TestClusterDynamicConfigIsTheDevServers holds the cluster's dynamic
+// configuration to what every dev server of siteops starts with
+// (devserver.Dynamic): Task Queue Priority and Fairness among it, so that
+// the playbooks go first on the cluster as in the tests.
+func TestClusterDynamicConfigIsTheDevServers(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("temporal", "dynamicconfig", "cluster.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string][]struct {
+		Value       any `json:"value"`
+		Constraints any `json:"constraints"`
+	}
+	if err := yaml.Unmarshal(raw, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range devserver.Dynamic {
+		if slices.Contains(devserver.DevOnly, key) {
+			continue
+		}
+		vals, ok := cfg[key]
+		if !ok || len(vals) != 1 || vals[0].Constraints != nil {
+			t.Errorf("cluster.yaml: %s is not set once for every namespace, as the dev server's --dynamic-config-value %s=%s", key, key, want)
+			continue
+		}
+		if got := fmt.Sprint(vals[0].Value); got != want {
+			t.Errorf("cluster.yaml: %s = %s, the dev server's %s", key, got, want)
+		}
+	}
 }

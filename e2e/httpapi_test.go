@@ -213,8 +213,8 @@ func startHTTPDevServer(t *testing.T, ns string) httpDevServer {
 		t.Fatal(err)
 	}
 	args := []string{"server", "start-dev", "--ip", "127.0.0.1", "--port", strconv.Itoa(port),
-		"--http-port", strconv.Itoa(httpPort), "--headless", "--log-level", "error", "--namespace", ns,
-		"--dynamic-config-value", "history.transferProcessorMaxPollRPS=1000"}
+		"--http-port", strconv.Itoa(httpPort), "--headless", "--log-level", "error", "--namespace", ns}
+	args = append(args, devserver.DynamicArgs()...)
 	for name, kind := range devserver.SearchAttributes {
 		args = append(args, "--search-attribute", name+"="+kind)
 	}

@@ -7,9 +7,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -28,8 +30,47 @@ const CLIVersion = "v1.5.1"
 // CLIEnv overrides where the temporal binary is looked for.
 const CLIEnv = "SITEOPS_TEMPORAL_CLI"
 
-// SearchAttributes are registered at start for the embed incident playbook.
-var SearchAttributes = map[string]string{"SiteopsSiteID": "Keyword", "SiteopsOperator": "Keyword"}
+// SearchAttributes are registered at start: SiteopsSiteID and
+// SiteopsOperator for the embed incident playbook, SiteopsCaller for the
+// Nexus service's limit of running onboardings per caller
+// (nexus.SearchAttrCaller).
+var SearchAttributes = map[string]string{"SiteopsSiteID": "Keyword", "SiteopsOperator": "Keyword", "SiteopsCaller": "Keyword"}
+
+// Dynamic is the dynamic configuration every dev server of siteops starts
+// with, as `--dynamic-config-value KEY=JSON`. The cluster's
+// deploy/temporal/dynamicconfig/cluster.yaml sets the same values but for
+// DevOnly (deploy/temporal_test.go holds the two together).
+var Dynamic = map[string]string{
+	// Without this every workflow step waits about 45 ms.
+	"history.transferProcessorMaxPollRPS":    "1000",
+	"frontend.enableUpdateWorkflowExecution": "true",
+	// Task Queue Priority: a backlogged queue dispatches by the priority
+	// key the catalogue gives each kind (playbooks first), not by arrival.
+	// The v1.29 server has it off by default.
+	"matching.useNewMatcher": "true",
+	// Task Queue Fairness: within a priority, dispatch is shared among
+	// fairness keys (partners, sites). It implies the new matcher.
+	"matching.enableFairness": "true",
+	// One partition per task queue: each partition keeps its own order,
+	// and a poller takes from one at a time, so with the default four a
+	// playbook's task goes ahead of a quarter of the backlog, not all of
+	// it. One process on SQLite gains nothing from more; a cluster keeps
+	// its partitions for throughput (docs/operations.md).
+	"matching.numTaskqueueReadPartitions":  "1",
+	"matching.numTaskqueueWritePartitions": "1",
+}
+
+// DevOnly names the settings of Dynamic that only the dev server takes.
+var DevOnly = []string{"matching.numTaskqueueReadPartitions", "matching.numTaskqueueWritePartitions"}
+
+// DynamicArgs returns Dynamic as the CLI's arguments, in a stable order.
+func DynamicArgs() []string {
+	var args []string
+	for _, k := range slices.Sorted(maps.Keys(Dynamic)) {
+		args = append(args, "--dynamic-config-value", k+"="+Dynamic[k])
+	}
+	return args
+}
 
 // Server is a running development server.
 type Server struct {
@@ -116,10 +157,8 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		"--ip", "127.0.0.1", "--port", strconv.Itoa(port),
 		"--log-level", "error",
 		"--sqlite-pragma", "journal_mode=WAL", "--sqlite-pragma", "synchronous=NORMAL",
-		// Without this every workflow step waits about 45 ms.
-		"--dynamic-config-value", "history.transferProcessorMaxPollRPS=1000",
-		"--dynamic-config-value", "frontend.enableUpdateWorkflowExecution=true",
 	}
+	args = append(args, DynamicArgs()...)
 	for k, v := range opts.DynamicConfig {
 		args = append(args, "--dynamic-config-value", k+"="+v)
 	}
