@@ -52,10 +52,13 @@ const (
 	// leads again with the new one; a site that takes leads for long has
 	// on average half a page there.
 	capLeadPrefill = 100
-	capIdlePoll    = 5 * time.Second
-	capIdleWindow  = 30 * time.Second
-	capMixedFor    = 60 * time.Second // SITEOPS_BENCH_CAP_MIXED_S
-	capMixedOnbPS  = 1                // onboardings per second in the mixed check (SITEOPS_BENCH_CAP_ONB_RATE)
+	// capIdlePoll is the shortest poll interval a lead sync accepts
+	// (workflows.MinPollInterval): the cost of a wake-up does not depend
+	// on it, only how many the window holds.
+	capIdlePoll   = workflows.MinPollInterval
+	capIdleWindow = 2*capIdlePoll + 10*time.Second
+	capMixedFor   = 60 * time.Second // SITEOPS_BENCH_CAP_MIXED_S
+	capMixedOnbPS = 1                // onboardings per second in the mixed check (SITEOPS_BENCH_CAP_ONB_RATE)
 )
 
 // BenchmarkCapacityCosts measures the unit costs docs/sizing.md's capacity
@@ -76,9 +79,10 @@ const (
 //     lead syncs run (so that no two events of a site fall in the relay's
 //     1 s coalescing: the regime of 100,000 sites), each relayed into its
 //     site's lead sync, which syncs the lead into the store;
-//   - idle-lead-sync: lead syncs with nothing to do, polling every 5 s
-//     instead of 5 minutes, so that their wake-ups (timer fired, one
-//     SyncLeads that finds nothing new) can be counted in 30 s;
+//   - idle-lead-sync: lead syncs with nothing to do, polling every minute
+//     (the shortest a lead sync accepts) instead of 5 minutes, so that
+//     their wake-ups (timer fired, one SyncLeads that finds nothing new)
+//     can be counted in 130 s;
 //   - mixed: the check of the model at one point: onboardings and
 //     lead.created deliveries together at known rates for 60 s, the worker's
 //     CPU time and the store's row writes measured against what the unit

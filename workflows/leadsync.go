@@ -2,7 +2,9 @@ package workflows
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -80,6 +82,64 @@ const versionCutSync = "cut-sync-at-history-bound"
 // cut is exact. Runs started before it keep positions in heartbeats
 // alone, as they ran.
 const versionSyncPosition = "sync-position-in-store"
+
+// versionLeadSyncLimits marks runs that check their settings against the
+// limits below (CheckLeadSyncLimits) and fail on a setting past them; runs
+// started before it replay unchecked.
+const versionLeadSyncLimits = "lead-sync-limits"
+
+// The bounds of a lead sync's settings. Whoever may start a workflow may
+// start a lead sync with any input: without bounds a poll interval of a
+// millisecond is a loop against the API and the task queue, and a page
+// limit of a million a page the service refuses.
+const (
+	MinPollInterval = time.Minute
+	MaxPollInterval = 24 * time.Hour
+	MinStallTimeout = time.Minute
+	MaxStallTimeout = 7 * 24 * time.Hour
+	MaxPageLimit    = 200
+	MaxPagesPerRun  = 1_000
+	MaxSyncsPerRun  = 1_000
+)
+
+// CheckLeadSyncLimits refuses settings outside their bounds (zero is the
+// default and always allowed), naming each bound. The workflow checks it
+// whoever started it; a starter may check it first.
+func CheckLeadSyncLimits(in LeadSyncInput) error {
+	var problems []string
+	durations := []struct {
+		field string
+		value Duration
+		least time.Duration
+		most  time.Duration
+	}{
+		{"poll_interval", in.PollInterval, MinPollInterval, MaxPollInterval},
+		{"stall_timeout", in.StallTimeout, MinStallTimeout, MaxStallTimeout},
+	}
+	for _, d := range durations {
+		if v := d.value.D(); v != 0 && (v < d.least || v > d.most) {
+			problems = append(problems, fmt.Sprintf("%s is %s; it must be from %s to %s", d.field, v, d.least, d.most))
+		}
+	}
+	counts := []struct {
+		field string
+		value int
+		most  int
+	}{
+		{"page_limit", in.PageLimit, MaxPageLimit},
+		{"pages_per_run", in.PagesPerRun, MaxPagesPerRun},
+		{"syncs_per_run", in.SyncsPerRun, MaxSyncsPerRun},
+	}
+	for _, c := range counts {
+		if c.value < 0 || c.value > c.most {
+			problems = append(problems, fmt.Sprintf("%s is %d; it must be from 1 to %d (0 for the default)", c.field, c.value, c.most))
+		}
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("lead sync refused: %s", strings.Join(problems, "; "))
+	}
+	return nil
+}
 
 // LeadSyncInput starts or continues a site's lead sync. The fields after
 // PollInterval carry state across continue-as-new; callers leave them empty.
@@ -277,6 +337,12 @@ func (s *leadSync) drain() {
 }
 
 func (s *leadSync) run(ctx workflow.Context) error {
+	if workflow.GetVersion(ctx, versionLeadSyncLimits, workflow.DefaultVersion, 1) == 1 {
+		if err := CheckLeadSyncLimits(s.in); err != nil {
+			workflow.GetLogger(ctx).Warn("lead sync refused", "site_id", s.in.SiteID, "error", err)
+			return temporal.NewNonRetryableApplicationError(err.Error(), activities.ErrTypePolicy, nil)
+		}
+	}
 	s.bounded = workflow.GetVersion(ctx, versionBoundedHistory, workflow.DefaultVersion, 1) == 1
 	// Only bounded runs ask, so that a run that predates both records no
 	// marker for this change.

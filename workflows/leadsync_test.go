@@ -540,3 +540,42 @@ func TestLeadSyncGoesOnWithASyncCutShort(t *testing.T) {
 		t.Errorf("progress = %+v; want 10 pages and 1,000 leads read, each page once", p)
 	}
 }
+
+// A lead sync started with settings past their bounds fails at once with a
+// PolicyViolation naming each bound, and reads nothing: whoever starts it
+// cannot turn it into a loop against the API.
+func TestLeadSyncRefusesSettingsPastTheirBounds(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   workflows.LeadSyncInput
+		want []string
+	}{
+		{"a negative poll interval", workflows.LeadSyncInput{PollInterval: workflows.Duration(-time.Second)}, []string{"poll_interval is -1s", "1m0s"}},
+		{"a millisecond's poll interval", workflows.LeadSyncInput{PollInterval: workflows.Duration(time.Millisecond)}, []string{"poll_interval is 1ms"}},
+		{"a stall timeout of a year", workflows.LeadSyncInput{StallTimeout: workflows.Duration(365 * 24 * time.Hour)}, []string{"stall_timeout is 8760h0m0s", "168h0m0s"}},
+		{"a page of a million", workflows.LeadSyncInput{PageLimit: 1_000_000, PagesPerRun: -1}, []string{"page_limit is 1000000", "from 1 to 200", "pages_per_run is -1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			site := f.siteWithLeads(t, 5)
+			tc.in.SiteID = site
+			f.env.ExecuteWorkflow(workflows.LeadSyncWorkflowName, tc.in)
+			err := f.env.GetWorkflowError()
+			var app *temporal.ApplicationError
+			if !errors.As(err, &app) || app.Type() != activities.ErrTypePolicy || !app.NonRetryable() {
+				t.Fatalf("workflow error = %v, want a non-retryable %s", err, activities.ErrTypePolicy)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+			if n, err := f.store.CountLeads(t.Context(), site); err != nil || n != 0 {
+				t.Errorf("the refused sync stored %d leads (%v)", n, err)
+			}
+		})
+	}
+	if err := workflows.CheckLeadSyncLimits(workflows.LeadSyncInput{SiteID: "s", PollInterval: workflows.Duration(time.Hour), PageLimit: 200, StallTimeout: workflows.Duration(7 * 24 * time.Hour)}); err != nil {
+		t.Errorf("settings at their bounds refused: %v", err)
+	}
+}
