@@ -7,7 +7,12 @@
 //
 // Secrets and lead records never enter payloads in the first place (see
 // package activities); the codec protects the rest: site content, origins,
-// incident reasons.
+// incident reasons. The exceptions are the types a codec is given with
+// Plaintext — the answers of the Nexus service, which partners read
+// without the key — whose payloads it writes in the clear and
+// authenticates instead (plaintext.go). What the codec never sees: failure
+// messages and the details of errors, which Temporal's default failure
+// converter writes in the clear, so siteops keeps secrets out of them.
 //
 // A payload is bound to what it belongs to as far as a codec can know it:
 // its namespace (the client's, for the SDK; the X-Namespace header the Web
@@ -29,7 +34,9 @@
 // `temporal workflow start` without a codec, a history written before the key
 // was set. The codec server (Handler) refuses plaintext by default: it serves
 // people reading histories, who should see that such a payload was not
-// written by a holder of the key rather than see it as if it had been.
+// written by a holder of the key rather than see it as if it had been. An
+// authenticated plaintext payload was written by a holder of the key, so
+// both accept it once its tag verifies.
 package codec
 
 import (
@@ -41,6 +48,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"reflect"
 	"regexp"
 	"strings"
 
@@ -78,8 +86,9 @@ const (
 // the additional data between NUL separators, and into error messages.
 var namespaceName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$`)
 
-// ErrNotEncrypted is the error Decode returns for a payload that is not
-// encrypted, when the codec requires encryption (RequireEncrypted).
+// ErrNotEncrypted is the error Decode returns for a payload that is
+// neither encrypted nor authenticated (Plaintext), when the codec requires
+// encryption (RequireEncrypted).
 var ErrNotEncrypted = errors.New("codec: a payload is not encrypted")
 
 // AESGCM is a converter.PayloadCodec over a key ring: the first key
@@ -88,7 +97,9 @@ type AESGCM struct {
 	aead             cipher.AEAD // the first key's, which encrypts
 	keyID            string      // the first key's ID
 	keys             map[string]cipher.AEAD
-	keyIDs           []string // in the ring's order
+	keyIDs           []string          // in the ring's order
+	macs             map[string][]byte // authentication keys by key ID (plaintext.go)
+	plain            map[reflect.Type]bool
 	namespace        string
 	requireEncrypted bool
 	err              error // from an option
@@ -100,8 +111,10 @@ var _ converter.PayloadCodec = (*AESGCM)(nil)
 type Option func(*AESGCM)
 
 // RequireEncrypted makes Decode refuse a payload that is not encrypted
-// (ErrNotEncrypted) instead of passing it through. With the key set,
-// siteops itself writes nothing in the clear, so a plaintext payload was
+// (ErrNotEncrypted) instead of passing it through; a plaintext payload
+// authenticated under the key (Plaintext) is accepted, since only a holder
+// of the key writes one. With the key set, siteops itself writes nothing
+// in the clear unauthenticated, so a plaintext payload was
 // written by a client without the key — a `temporal workflow signal`
 // without a codec, or someone who can reach Temporal but does not hold the
 // key — and only encryption proves who wrote a payload. It is an option,
@@ -163,7 +176,7 @@ func NewRing(keys [][]byte, opts ...Option) (*AESGCM, error) {
 	if len(keys) == 0 {
 		return nil, errors.New("codec: the key ring is empty; set SITEOPS_PAYLOAD_KEY to a key made with `openssl rand -base64 32`")
 	}
-	c := &AESGCM{keys: make(map[string]cipher.AEAD, len(keys))}
+	c := &AESGCM{keys: make(map[string]cipher.AEAD, len(keys)), macs: make(map[string][]byte, len(keys)), plain: map[reflect.Type]bool{}}
 	for i, key := range keys {
 		if len(key) != 32 {
 			return nil, fmt.Errorf("codec: key %d of the ring is %d bytes, want 32", i+1, len(key))
@@ -181,6 +194,7 @@ func NewRing(keys [][]byte, opts ...Option) (*AESGCM, error) {
 			return nil, fmt.Errorf("codec: key %d of the ring has the ID %s of an earlier key (the same key twice); list each key once in SITEOPS_PAYLOAD_KEY", i+1, id)
 		}
 		c.keys[id] = aead
+		c.macs[id] = authKey(key)
 		c.keyIDs = append(c.keyIDs, id)
 	}
 	c.keyID = c.keyIDs[0]
@@ -212,9 +226,11 @@ func (c *AESGCM) KeyIDs() []string { return append([]string(nil), c.keyIDs...) }
 // Namespace is the namespace the codec binds payloads to ("" for none).
 func (c *AESGCM) Namespace() string { return c.namespace }
 
-// DataConverter wraps the default converter with the codec.
+// DataConverter wraps the default converter with the codec: it encrypts
+// every payload but those of the Plaintext types, which it authenticates,
+// and reads all of them.
 func (c *AESGCM) DataConverter() converter.DataConverter {
-	return converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), c)
+	return converter.NewCodecDataConverter(&marking{converter.GetDefaultDataConverter(), c.plain}, &dataCodec{c})
 }
 
 // aadV2 is the additional data of a version-2 payload: every field of its
@@ -263,11 +279,13 @@ func (c *AESGCM) encode(payloads []*commonpb.Payload, ns string) ([]*commonpb.Pa
 	return out, nil
 }
 
-// Decode decrypts payloads this codec encrypted, of any version. A
-// payload that is not encrypted passes through unchanged, unless the codec
-// requires encryption; a payload that carries encryption metadata under
-// another encoding is refused, since only tampering makes one; so is one
-// written for another namespace than the codec's.
+// Decode decrypts payloads this codec encrypted, of any version, and
+// verifies and returns as they were those it authenticated in plaintext
+// (Plaintext). A payload that is neither passes through unchanged, unless
+// the codec requires encryption; a payload that carries encryption
+// metadata under another encoding is refused, since only tampering makes
+// one; so is one whose authentication does not verify, and one written for
+// another namespace than the codec's.
 func (c *AESGCM) Decode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error) {
 	return c.decode(payloads, c.namespace, c.requireEncrypted)
 }
@@ -278,6 +296,14 @@ func (c *AESGCM) decode(payloads []*commonpb.Payload, ns string, requireEncrypte
 	out := make([]*commonpb.Payload, len(payloads))
 	for i, p := range payloads {
 		md := p.GetMetadata()
+		if string(md[encodingKey]) != Encoding && authenticated(md) {
+			plain, err := c.verify(p, ns)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = plain
+			continue
+		}
 		if string(md[encodingKey]) != Encoding {
 			if _, ok := md[metaKeyID]; ok {
 				return nil, fmt.Errorf("codec: a payload has encryption metadata but the encoding %q: it was tampered with", truncate(string(md[encodingKey]), 40))

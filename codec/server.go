@@ -76,8 +76,9 @@ type Options struct {
 	// Logger logs every refusal with its reason, so that whoever sees
 	// "decode failed" in the Web UI can find out why. Nil logs nothing.
 	Logger *slog.Logger
-	// AllowPlaintext makes /decode return payloads that are not encrypted
-	// unchanged. By default it refuses them (400): nobody who holds the key
+	// AllowPlaintext makes /decode return payloads that are neither
+	// encrypted nor authenticated under the key (Plaintext) unchanged. By
+	// default it refuses them (400): nobody who holds the key
 	// wrote them, and shown decoded beside the rest of a history they
 	// would look as if someone had.
 	AllowPlaintext bool
@@ -155,7 +156,9 @@ func NewServer(h http.Handler) *http.Server {
 // X-Namespace (as the Web UI and the CLI send it; a codec bound to a
 // namespace serves that one only). /decode decrypts payloads written for
 // that namespace (or, in the formats before version 3 and by a codec given
-// no namespace, for none) and refuses a request holding a payload that is not encrypted,
+// no namespace, for none), returns the plaintext payloads authenticated
+// under the key (the Nexus service's answers, see Plaintext) once their
+// tag verifies, and refuses a request holding a payload that is neither,
 // unless o.AllowPlaintext: such a payload was written by a client without
 // the key (a history written before the key was set, a workflow started
 // through Temporal's HTTP API), and the Web UI then shows it as it is,

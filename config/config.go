@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -56,6 +57,10 @@ type AgentSite struct {
 	// Zero (unset) sends as fast as callers ask until the first 429, then
 	// adapts below DefaultAPIRateLimit.
 	RateLimit float64 `envconfig:"SITEOPS_API_RATE_LIMIT"`
+	// Headroom is the share of the rate at which the API last answered
+	// 429 that the process leaves unused, so that an on-call playbook's
+	// call finds the service's budget not yet spent by bulk work.
+	Headroom float64 `envconfig:"SITEOPS_API_HEADROOM" default:"0.1"`
 	// PublicURL lists, comma-separated, the public URLs under which the
 	// Agent-Site service reaches this deployment's ingress (for example
 	// https://hooks.example.com/webhooks). A webhook endpoint that siteops
@@ -133,6 +138,16 @@ type Worker struct {
 	// shares.
 	NexusTextQuota int64 `envconfig:"SITEOPS_NEXUS_TEXT_QUOTA" default:"67108864"`
 	NexusTextTotal int64 `envconfig:"SITEOPS_NEXUS_TEXT_TOTAL" default:"1073741824"`
+	// A caller of the Nexus service is the endpoint the server names
+	// (Temporal 1.30 and later). Every request without one — a Temporal
+	// server before 1.30, plain HTTP to the task queue's route — counts
+	// against one small shared bucket instead: NexusSharedTextQuota bytes
+	// of texts (0: as NexusTextQuota) and NexusSharedMaxRunning running
+	// onboardings (0: as NexusMaxRunning). NexusMaxRunning bounds each
+	// identified caller's running onboardings (0: no limit).
+	NexusSharedTextQuota  int64 `envconfig:"SITEOPS_NEXUS_SHARED_TEXT_QUOTA" default:"8388608"`
+	NexusMaxRunning       int   `envconfig:"SITEOPS_NEXUS_MAX_RUNNING_ONBOARDINGS" default:"20"`
+	NexusSharedMaxRunning int   `envconfig:"SITEOPS_NEXUS_SHARED_MAX_RUNNING_ONBOARDINGS" default:"10"`
 	// KnowledgeRetention is how long a stored knowledge text that no
 	// onboarding references or reads is kept before the worker purges it.
 	KnowledgeRetention time.Duration `envconfig:"SITEOPS_KNOWLEDGE_RETENTION" default:"720h"`
@@ -191,6 +206,9 @@ func (a AgentSite) Validate() error {
 	}
 	if a.RateLimit < 0 {
 		return Invalid("SITEOPS_API_RATE_LIMIT=%g must be a positive number of requests per second (or unset)", a.RateLimit)
+	}
+	if math.IsNaN(a.Headroom) || a.Headroom < 0 || a.Headroom > 0.5 {
+		return Invalid("SITEOPS_API_HEADROOM=%g must be a share from 0 to 0.5 of the API's rate, e.g. 0.1", a.Headroom)
 	}
 	return nil
 }

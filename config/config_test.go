@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/siteops/siteops/agentsite"
 )
 
 func TestLoadDefaultsAndErrors(t *testing.T) {
@@ -111,5 +113,21 @@ func TestSnakeCase(t *testing.T) {
 	l.Info("x", "WorkflowID", "onboarding/x")
 	if !strings.Contains(b.String(), "workflow_id=onboarding/x") {
 		t.Errorf("log = %s", b.String())
+	}
+}
+
+// The default of SITEOPS_API_HEADROOM is the limiter's own, which the
+// demo and the tests' workers set without the environment.
+func TestAPIHeadroomDefaultIsTheLimiters(t *testing.T) {
+	t.Setenv("SITEOPS_API_HEADROOM", "")
+	if err := os.Unsetenv("SITEOPS_API_HEADROOM"); err != nil {
+		t.Fatal(err)
+	}
+	var a AgentSite
+	if err := Load(&a); err != nil {
+		t.Fatal(err)
+	}
+	if a.Headroom != agentsite.DefaultHeadroom {
+		t.Errorf("SITEOPS_API_HEADROOM defaults to %g, the limiter to %g", a.Headroom, agentsite.DefaultHeadroom)
 	}
 }

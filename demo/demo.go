@@ -20,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/codec"
 	"github.com/siteops/siteops/config"
 	"github.com/siteops/siteops/internal/devserver"
@@ -195,7 +196,7 @@ func (d *run) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	api := config.AgentSite{BaseURL: d.simURL, APIKey: apiKey, AllowLoopback: true}
+	api := config.AgentSite{BaseURL: d.simURL, APIKey: apiKey, AllowLoopback: true, Headroom: agentsite.DefaultHeadroom}
 	d.goRun("worker", func() error {
 		return wiring.RunWorker(compCtx, wiring.WorkerConfig{Temporal: tcfg, Database: dcfg, AgentSite: api,
 			Worker: config.Worker{WorkflowCacheSize: 2000, SecretReconcileEvery: 5 * time.Minute, KnowledgeRetention: 720 * time.Hour,

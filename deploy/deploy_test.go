@@ -241,7 +241,7 @@ func TestSearchAttributeSetup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{starter.SearchAttrSiteID, starter.SearchAttrOperator} {
+	for name := range starter.SearchAttributes {
 		if !strings.Contains(string(b), "--name "+name+" --type Keyword") {
 			t.Errorf("temporal-setup.sh does not register %s", name)
 		}

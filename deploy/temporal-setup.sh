@@ -58,4 +58,5 @@ for ns in "$@"; do
   # Adding an attribute that exists with the same type succeeds.
   retry "$temporal" operator search-attribute create --namespace "$ns" --name SiteopsSiteID --type Keyword
   retry "$temporal" operator search-attribute create --namespace "$ns" --name SiteopsOperator --type Keyword
+  retry "$temporal" operator search-attribute create --namespace "$ns" --name SiteopsCaller --type Keyword
 done

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
@@ -9,12 +10,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
@@ -28,6 +32,7 @@ import (
 	"github.com/siteops/siteops/codec"
 	"github.com/siteops/siteops/internal/devserver"
 	"github.com/siteops/siteops/internal/siteopstest"
+	"github.com/siteops/siteops/internal/siteopstest/testenv"
 	"github.com/siteops/siteops/nexus/api"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/store"
@@ -325,6 +330,218 @@ func TestNexusThroughTheWorkerProcess(t *testing.T) {
 	var again api.OnboardResult
 	if err := c.call(t, endpoint, api.OnboardName, nexusSpec("nexus-process"), &again); err != nil || again.SiteID != res.SiteID {
 		t.Errorf("the same spec again: %+v, %v", again, err)
+	}
+}
+
+// TestNexusAnswersWithoutThePayloadKey is a partner that does not hold
+// SITEOPS_PAYLOAD_KEY: siteops' worker encrypts its payloads, the caller's
+// client has no codec at all, and a plain HTTP caller has curl. Both read
+// every answer — store-knowledge's, the onboarding's result (the run's
+// result payload, passed on by the completion callback), the same spec's
+// answer, onboarding-status, a refusal's type, message and details —
+// while siteops' own history keeps the onboarding's input, memo and
+// activity inputs encrypted, and the result it writes in the clear is
+// authenticated under the key.
+func TestNexusAnswersWithoutThePayloadKey(t *testing.T) {
+	const ns = "siteops-plaintext"
+	ds := startHTTPDevServer(t, ns)
+	e := envOn(t, ds.address, ns)
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		t.Fatal(err)
+	}
+	e.StartWorker(t, testenv.WorkerOptions{PayloadKey: base64.StdEncoding.EncodeToString(key)})
+	endpoint, endpointID := createEndpoint(t, ds.address, ns)
+	c := newCaller(t, ds.address) // no codec: the default data converter
+
+	text := longText(20_000)
+	spec := nexusSpec("plain-answers")
+	run := c.start(t, "OnboardThroughNexus", nexusOnboarding{Endpoint: endpoint, Text: text, Spec: spec})
+	var res api.OnboardResult
+	if err := run.Get(ctxWithin(t, 2*time.Minute), &res); err != nil {
+		t.Fatalf("the caller without the key: %v", err)
+	}
+	if res.Status != "published" || res.SiteID == "" || len(res.KnowledgeIDs) != 2 || len(res.FAQIDs) != 1 {
+		t.Errorf("the onboarding's result read without the key = %+v", res)
+	}
+	// The spec as the caller workflow sent it, the stored text by its hash.
+	spec.Knowledge = append(spec.Knowledge, api.Knowledge{Name: "Complete catalogue", TextHash: store.KnowledgeHash(text), Chars: len(text)})
+	var again api.OnboardResult
+	if err := c.call(t, endpoint, api.OnboardName, spec, &again); err != nil || again.SiteID != res.SiteID {
+		t.Errorf("the same spec again, answered at once: %+v, %v", again, err)
+	}
+	var st api.Onboarding
+	if err := c.call(t, endpoint, api.OnboardingStatusName, api.OnboardingStatusInput{Slug: "plain-answers"}, &st); err != nil ||
+		st.Status != "Completed" || st.Result == nil || st.Result.SiteID != res.SiteID || st.Progress == nil || st.Progress.Step != workflows.StepDone {
+		t.Errorf("onboarding-status read without the key: %+v, %v", st, err)
+	}
+	other := spec
+	other.Site.Title = "Plain Anvils"
+	err := c.call(t, endpoint, api.OnboardName, other, nil)
+	var differences []string
+	if app := appError(err); app == nil || app.Type() != api.ErrTypeSpecConflict || app.Details(&differences) != nil || !slices.Contains(differences, "site.title") {
+		t.Errorf("a different spec: %v (details %v); want %s naming site.title in its message and details", err, differences, api.ErrTypeSpecConflict)
+	}
+
+	// Plain HTTP, as the curl commands of docs/nexus-and-http.md.
+	route := ds.httpURL + "/nexus/endpoints/" + endpointID + "/services/siteops/"
+	code, body := postJSON(t, route+api.OnboardingStatusName, api.OnboardingStatusInput{Slug: "plain-answers"})
+	var overHTTP api.Onboarding
+	if err := json.Unmarshal([]byte(body), &overHTTP); code != http.StatusOK || err != nil || overHTTP.Result == nil || overHTTP.Result.SiteID != res.SiteID {
+		t.Errorf("onboarding-status over HTTP answered %d %s; want 200 with the result in JSON", code, body)
+	}
+	code, body = postJSON(t, route+api.StoreKnowledgeName, api.StoreKnowledgeInput{Text: "Open late on Fridays."})
+	var stored api.StoreKnowledgeOutput
+	if err := json.Unmarshal([]byte(body), &stored); code != http.StatusOK || err != nil || stored.TextHash != store.KnowledgeHash("Open late on Fridays.") {
+		t.Errorf("store-knowledge over HTTP answered %d %s; want 200 with the hash in JSON", code, body)
+	}
+
+	// siteops' history: the input, the memo and every activity input are
+	// encrypted; the result is in the clear, authenticated under the key
+	// for this namespace.
+	id := workflows.OnboardingID("plain-answers")
+	raw := history(t, e.Client, id)
+	for _, plain := range []string{"Nexus Anvils", "Anvils by API", "nexus-anvils.example", "Worldwide."} {
+		if bytes.Contains(raw, []byte(plain)) {
+			t.Errorf("siteops' history of %s holds %q in the clear", id, plain)
+		}
+	}
+	var activities int
+	it := e.Client.GetWorkflowHistory(t.Context(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a := ev.GetWorkflowExecutionStartedEventAttributes(); a != nil {
+			assertEncrypted(t, "the input", a.GetInput().GetPayloads()...)
+			for name, p := range a.GetMemo().GetFields() {
+				assertEncrypted(t, "memo "+name, p)
+			}
+		}
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
+			activities++
+			assertEncrypted(t, "the input of activity "+a.GetActivityType().GetName(), a.GetInput().GetPayloads()...)
+		}
+		if a := ev.GetWorkflowExecutionCompletedEventAttributes(); a != nil {
+			p := a.GetResult().GetPayloads()
+			if len(p) != 1 || string(p[0].GetMetadata()["encoding"]) != "json/plain" ||
+				string(p[0].GetMetadata()["authentication-key-id"]) != codec.KeyID(key) || string(p[0].GetMetadata()["authentication-namespace"]) != ns {
+				t.Errorf("the result is %v; want json/plain authenticated under key %s for %s", p, codec.KeyID(key), ns)
+			}
+		}
+	}
+	if activities == 0 {
+		t.Error("the check finds no activity in the onboarding's history")
+	}
+}
+
+// assertEncrypted fails the test for a payload that is not encrypted.
+func assertEncrypted(t *testing.T, what string, payloads ...*commonpb.Payload) {
+	t.Helper()
+	for _, p := range payloads {
+		if enc := string(p.GetMetadata()["encoding"]); enc != codec.Encoding {
+			t.Errorf("%s is %s in siteops' history, want %s", what, enc, codec.Encoding)
+		}
+	}
+}
+
+// TestNexusLimitsRunningOnboardings runs `siteops worker` with room for two
+// running onboardings among the requests no endpoint names (every request,
+// on this Temporal 1.29 dev server) and sends four onboardings at once,
+// each of which waits for its knowledge for an hour: two start, two are
+// refused TooManyOnboardings naming the setting, although visibility has
+// not caught up with the first two when the others are counted. A join of
+// a running onboarding of the same spec is not refused.
+func TestNexusLimitsRunningOnboardings(t *testing.T) {
+	e := newEnv(t, store.SQLite, simulator.Config{})
+	log := e.startWorkerProcess(t, "AGENTSITE_BASE_URL="+e.SimURL, "AGENTSITE_API_KEY="+apiKey, "SITEOPS_METRICS_ADDR=",
+		"SITEOPS_WORKER_VERSIONING=false", "SITEOPS_NEXUS_SHARED_MAX_RUNNING_ONBOARDINGS=2")
+	siteopstest.Eventually(t, 30*time.Second, "the worker to start", func() bool {
+		return strings.Contains(log.String(), "worker started")
+	})
+	endpoint, _ := createEndpoint(t, e.Address, e.Namespace)
+	c := newCaller(t, e.Address)
+
+	spec := func(slug string) api.OnboardInput {
+		s := nexusSpec(slug)
+		s.WaitForKnowledge, s.KnowledgeTimeout = true, api.Duration(time.Hour)
+		return s
+	}
+	slugs := []string{"limit-1", "limit-2", "limit-3", "limit-4"}
+	runs := map[string]client.WorkflowRun{}
+	for _, slug := range slugs {
+		runs[slug] = c.start(t, "CallNexus", nexusCall{Endpoint: endpoint, Operation: api.OnboardName, Input: spec(slug)})
+	}
+	t.Cleanup(func() {
+		for _, slug := range slugs {
+			_ = e.Client.TerminateWorkflow(context.WithoutCancel(t.Context()), workflows.OnboardingID(slug), "", "the test ends")
+		}
+	})
+	// Each caller's operation either started or was refused.
+	started, refused := map[string]bool{}, map[string]error{}
+	siteopstest.Eventually(t, time.Minute, "every onboard to be started or refused", func() bool {
+		for slug, run := range runs {
+			if started[slug] || refused[slug] != nil {
+				continue
+			}
+			d, err := c.client.DescribeWorkflowExecution(t.Context(), run.GetID(), "")
+			switch {
+			case err != nil:
+			case d.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_FAILED:
+				refused[slug] = run.Get(t.Context(), nil)
+			case len(d.GetPendingNexusOperations()) == 1 && d.GetPendingNexusOperations()[0].GetState() == enumspb.PENDING_NEXUS_OPERATION_STATE_STARTED:
+				started[slug] = true
+			}
+		}
+		return len(started)+len(refused) == len(slugs)
+	})
+	if len(started) != 2 || len(refused) != 2 {
+		t.Fatalf("%d onboardings started and %d refused; want 2 and 2\n%s", len(started), len(refused), log.String())
+	}
+	for slug, err := range refused {
+		app := appError(err)
+		if app == nil || app.Type() != api.ErrTypeTooManyOnboardings || !strings.Contains(app.Message(), "SITEOPS_NEXUS_SHARED_MAX_RUNNING_ONBOARDINGS") {
+			t.Errorf("%s: %v; want %s naming SITEOPS_NEXUS_SHARED_MAX_RUNNING_ONBOARDINGS", slug, err, api.ErrTypeTooManyOnboardings)
+		}
+		if _, err := e.Client.DescribeWorkflowExecution(t.Context(), workflows.OnboardingID(slug), ""); err == nil {
+			t.Errorf("%s was refused but its onboarding started", slug)
+		}
+	}
+	if n := strings.Count(log.String(), "nexus request refused: running onboardings"); n != 2 {
+		t.Errorf("%d refusals logged, want 2:\n%s", n, log.String())
+	}
+	var joined string
+	for slug := range started {
+		joined = slug
+		id := workflows.OnboardingID(slug)
+		d, err := e.Client.DescribeWorkflowExecution(t.Context(), id, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var key string
+		if p := d.GetWorkflowExecutionInfo().GetSearchAttributes().GetIndexedFields()["SiteopsCaller"]; p == nil ||
+			converter.GetDefaultDataConverter().FromPayload(p, &key) != nil || key != "nexus:unidentified" {
+			t.Errorf("%s's SiteopsCaller is %q, want nexus:unidentified", id, key)
+		}
+	}
+	// At the limit, a second caller of a running onboarding's spec joins it.
+	id := workflows.OnboardingID(joined)
+	d, err := e.Client.DescribeWorkflowExecution(t.Context(), id, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	join := c.start(t, "CallNexus", nexusCall{Endpoint: endpoint, Operation: api.OnboardName, Input: spec(joined)})
+	siteopstest.Eventually(t, 30*time.Second, "the join to attach to "+id, func() bool {
+		d, err := c.client.DescribeWorkflowExecution(t.Context(), join.GetID(), "")
+		if err == nil && d.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_FAILED {
+			t.Fatalf("the join was refused: %v", join.Get(t.Context(), nil))
+		}
+		ops := d.GetPendingNexusOperations()
+		return err == nil && len(ops) == 1 && ops[0].GetState() == enumspb.PENDING_NEXUS_OPERATION_STATE_STARTED
+	})
+	if again, _ := e.Client.DescribeWorkflowExecution(t.Context(), id, ""); again.GetWorkflowExecutionInfo().GetExecution().GetRunId() != d.GetWorkflowExecutionInfo().GetExecution().GetRunId() {
+		t.Error("the join started a second onboarding")
 	}
 }
 

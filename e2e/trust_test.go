@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"slices"
@@ -14,12 +13,13 @@ import (
 	"testing"
 	"time"
 
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporalnexus"
 
 	"github.com/siteops/siteops/activities"
 	"github.com/siteops/siteops/internal/siteopstest"
-	"github.com/siteops/siteops/internal/siteopstest/testenv"
 	"github.com/siteops/siteops/nexus/api"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/store"
@@ -32,15 +32,21 @@ import (
 // HTTP through the route that addresses the task queue's service with no
 // endpoint at all. Each playbook is refused, changes nothing at the
 // service (no PATCH, no endpoint, no workflow) and is logged with the
-// caller as the request names it, while a partner still onboards and
-// reads its onboarding, and store-knowledge holds each caller to its
-// quota.
+// caller as the request asserts it, while a partner still onboards and
+// reads its onboarding, and store-knowledge holds the callers to their
+// quota: on this Temporal (1.29) the server names no endpoint, so every
+// request counts against the one shared bucket, whichever namespace it
+// names. The worker is `siteops worker`, with its quotas set as an
+// operator sets them.
 func TestNexusRefusesThePlaybooks(t *testing.T) {
 	const ns = "siteops-trust"
 	ds := startHTTPDevServer(t, ns)
 	e := envOn(t, ds.address, ns)
-	var log siteopstest.Log
-	e.StartWorker(t, testenv.WorkerOptions{Logger: slog.New(slog.NewTextHandler(&log, nil)), NexusTextQuota: 300})
+	log := e.startWorkerProcess(t, "AGENTSITE_BASE_URL="+e.SimURL, "AGENTSITE_API_KEY="+apiKey, "SITEOPS_METRICS_ADDR=",
+		"SITEOPS_WORKER_VERSIONING=false", "SITEOPS_NEXUS_TEXT_QUOTA=300", "SITEOPS_NEXUS_SHARED_TEXT_QUOTA=300")
+	siteopstest.Eventually(t, 30*time.Second, "the worker to start", func() bool {
+		return strings.Contains(log.String(), "worker started")
+	})
 	endpoint, endpointID := createEndpoint(t, ds.address, ns)
 	c := newCaller(t, ds.address)
 	site := e.site(t, "trusted")
@@ -77,12 +83,12 @@ func TestNexusRefusesThePlaybooks(t *testing.T) {
 	}
 	logged := log.String()
 	for _, op := range api.NotServed {
-		if n := strings.Count(logged, "operation="+op); n != 3 {
+		if n := strings.Count(logged, " operation="+op); n != 3 {
 			t.Errorf("%d refusals of %s logged, want 3 (workflow, endpoint route, task-queue route):\n%s", n, op, logged)
 		}
 	}
-	if !strings.Contains(logged, "caller.namespace="+callerNamespace) || !strings.Contains(logged, "caller.namespace=\"none given") {
-		t.Errorf("the refusals do not name their callers (the workflow's namespace, and none for plain HTTP):\n%s", logged)
+	if !strings.Contains(logged, "caller.asserted_namespace="+callerNamespace) || !strings.Contains(logged, "caller.asserted_namespace=\"none given") {
+		t.Errorf("the refusals do not name their callers as asserted (the workflow's namespace, and none for plain HTTP):\n%s", logged)
 	}
 
 	// A partner still onboards, and store-knowledge keeps it to its quota.
@@ -97,6 +103,21 @@ func TestNexusRefusesThePlaybooks(t *testing.T) {
 	if !strings.Contains(log.String(), "knowledge text quota") {
 		t.Errorf("the quota refusal is not logged:\n%s", log.String())
 	}
+	// A request that names a namespace of its own choosing gets no fresh
+	// bucket: on this Temporal (1.29) no request carries an endpoint the
+	// server names, so they all share one, whatever they assert.
+	for _, url := range []string{
+		ds.httpURL + "/nexus/endpoints/" + endpointID + "/services/siteops/" + api.StoreKnowledgeName,
+		ds.httpURL + "/namespaces/" + ns + "/task-queues/" + taskQueue + "/nexus-services/siteops/" + api.StoreKnowledgeName,
+	} {
+		code, body := postWithLink(t, url, "invented-namespace", api.StoreKnowledgeInput{Text: strings.Repeat("c", 200)})
+		if code != http.StatusTooManyRequests || !strings.Contains(body, "SITEOPS_NEXUS_SHARED_TEXT_QUOTA") {
+			t.Errorf("store-knowledge naming a namespace of its own in Nexus-Link, to %s: %d %s; want 429 naming SITEOPS_NEXUS_SHARED_TEXT_QUOTA", url, code, body)
+		}
+	}
+	if logged := log.String(); !strings.Contains(logged, "caller.key=nexus:unidentified caller.asserted_namespace=invented-namespace") {
+		t.Errorf("the refusal does not log the asserted namespace beside the shared key:\n%s", logged)
+	}
 	spec := nexusSpec("trusted-partner")
 	spec.Knowledge = append(spec.Knowledge, api.Knowledge{Name: "Stored", TextHash: stored.TextHash})
 	var res api.OnboardResult
@@ -107,6 +128,32 @@ func TestNexusRefusesThePlaybooks(t *testing.T) {
 	if err := c.call(t, endpoint, api.OnboardingStatusName, api.OnboardingStatusInput{Slug: "trusted-partner"}, &st); err != nil || st.Status != "Completed" {
 		t.Errorf("onboarding-status: %+v, %v", st, err)
 	}
+}
+
+// postWithLink posts v as JSON with a Nexus-Link header that names a
+// workflow of namespace ns, as any HTTP caller may write one.
+func postWithLink(t *testing.T, url, ns string, v any) (int, string) {
+	t.Helper()
+	link := temporalnexus.ConvertLinkWorkflowEventToNexusLink(&commonpb.Link_WorkflowEvent{
+		Namespace: ns, WorkflowId: "any-workflow", RunId: "any-run",
+		Reference: &commonpb.Link_WorkflowEvent_EventRef{EventRef: &commonpb.Link_WorkflowEvent_EventReference{EventId: 1, EventType: enumspb.EVENT_TYPE_NEXUS_OPERATION_SCHEDULED}},
+	})
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Nexus-Link", fmt.Sprintf("<%s>; type=%q", link.URL.String(), link.Type))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("POST %s: %v", url, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	return resp.StatusCode, string(body)
 }
 
 // TestPoliciesHoldWhoeverStartsTheWorkflow starts the rotation and the

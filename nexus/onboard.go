@@ -10,6 +10,7 @@ import (
 	nexusrpc "github.com/nexus-rpc/sdk-go/nexus"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/temporalnexus"
 
 	"github.com/siteops/siteops/agentsite"
@@ -40,13 +41,95 @@ func (s *Service) storeKnowledge(ctx context.Context, in api.StoreKnowledgeInput
 // putText stores a caller's text within its quota; a text past it is
 // refused, and logged with the caller.
 func (s *Service) putText(ctx context.Context, caller Caller, op, text string) (string, error) {
-	hash, err := s.o.Texts.PutKnowledgeTextAs(ctx, caller.Key(), text, s.o.Quota)
+	q, setting := s.o.Quota, "SITEOPS_NEXUS_TEXT_QUOTA"
+	if !caller.Identified() {
+		q.PerOwner, setting = s.o.SharedTextQuota, "SITEOPS_NEXUS_SHARED_TEXT_QUOTA"
+	}
+	hash, err := s.o.Texts.PutKnowledgeTextAs(ctx, caller.Key(), text, q)
 	if errors.Is(err, store.ErrQuotaExceeded) {
 		s.o.Logger.Warn("nexus request refused: knowledge text quota", "operation", op, "caller", caller, "error", err)
-		return "", refused(nexusrpc.HandlerErrorTypeResourceExhausted, api.ErrTypeQuotaExceeded,
-			fmt.Sprintf("%v; texts no onboarding used for the retention period are purged, or ask siteops' operators for a larger quota (SITEOPS_NEXUS_TEXT_QUOTA)", err))
+		msg := fmt.Sprintf("%v; texts no onboarding used for the retention period are purged, or ask siteops' operators for a larger quota (%s, or SITEOPS_NEXUS_TEXT_TOTAL for every caller's together)", err, setting)
+		if !caller.Identified() {
+			msg += unidentifiedHint
+		}
+		return "", refused(nexusrpc.HandlerErrorTypeResourceExhausted, api.ErrTypeQuotaExceeded, msg)
 	}
 	return hash, err
+}
+
+// unidentifiedHint ends the refusals of a request without an endpoint.
+const unidentifiedHint = "; requests that no Nexus endpoint names (Temporal before 1.30, or plain HTTP to the task queue's route) share this one bucket: a partner calling through an endpoint of its own on Temporal 1.30 or later has its own"
+
+// storeTexts stores a prepared onboarding's inline texts for its caller.
+func (s *Service) storeTexts(ctx context.Context, caller Caller, texts map[string]string) error {
+	for hash, text := range texts {
+		got, err := s.putText(ctx, caller, api.OnboardName, text)
+		if err != nil {
+			return err
+		}
+		if got != hash {
+			return fmt.Errorf("nexus: the store named a text %s, not %s", got, hash)
+		}
+	}
+	return nil
+}
+
+// maxRunning is how many onboardings the caller may have running, and the
+// setting that says so; zero is no limit.
+func (s *Service) maxRunning(caller Caller) (int, string) {
+	if caller.Identified() {
+		return s.o.MaxRunning, "SITEOPS_NEXUS_MAX_RUNNING_ONBOARDINGS"
+	}
+	return s.o.SharedMaxRunning, "SITEOPS_NEXUS_SHARED_MAX_RUNNING_ONBOARDINGS"
+}
+
+// admit decides whether an onboard request of caller for workflow id may
+// start a new onboarding, within the caller's running onboardings. A
+// request that joins the slug's running onboarding, or is answered by its
+// finished one (or refused as a different spec), starts nothing and is
+// never refused here. done ends the caller's turn once the request tried
+// to start (with the workflow ID it started, or "").
+func (s *Service) admit(ctx context.Context, v visibility, caller Caller, id string) (done func(started string), err error) {
+	none := func(string) {}
+	limit, setting := s.maxRunning(caller)
+	if limit == 0 {
+		return none, nil
+	}
+	d, err := v.DescribeWorkflowExecution(ctx, id, "")
+	var nf *serviceerror.NotFound
+	switch {
+	case errors.As(err, &nf):
+	case err != nil:
+		return nil, err
+	default:
+		switch d.GetWorkflowExecutionInfo().GetStatus() {
+		case enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED:
+			return none, nil
+		}
+	}
+	done, n, err := s.running.admit(ctx, v, caller.Key(), limit)
+	switch {
+	case errors.Is(err, errTooManyRunning):
+		s.o.Logger.Warn("nexus request refused: running onboardings", "operation", api.OnboardName, "caller", caller, "running", n, "limit", limit)
+		who := "this caller has"
+		if !caller.Identified() {
+			who = "requests that no Nexus endpoint names have"
+		}
+		msg := fmt.Sprintf("%s %d onboardings running, the most %s allows (%d); nothing started: try %s again once one of them has ended, or ask siteops' operators for a larger limit",
+			who, n, setting, limit, id)
+		if !caller.Identified() {
+			msg += unidentifiedHint
+		}
+		return nil, refused(nexusrpc.HandlerErrorTypeResourceExhausted, api.ErrTypeTooManyOnboardings, msg)
+	case errors.Is(err, errNoSearchAttribute):
+		// The limit cannot be kept, so nothing starts; the caller's
+		// operation is retried until the operators register it.
+		s.o.Logger.Error("nexus onboard cannot count running onboardings: register the search attribute", "search_attribute", SearchAttrCaller, "caller", caller, "error", err)
+		msg := fmt.Sprintf("siteops cannot count running onboardings (%s): its namespace lacks the search attribute %s; siteops' operators register it with `temporal operator search-attribute create --name %s --type Keyword`",
+			setting, SearchAttrCaller, SearchAttrCaller)
+		return nil, &nexusrpc.HandlerError{Type: nexusrpc.HandlerErrorTypeUnavailable, Message: msg, Cause: errors.New(msg)}
+	}
+	return done, err
 }
 
 // onboard starts onboarding/<slug> as the starter does, with the caller's
@@ -54,6 +137,9 @@ func (s *Service) putText(ctx context.Context, caller Caller, op, text string) (
 //
 //   - an invalid input, or a hash that is not in the store, is refused
 //     before anything starts (BAD_REQUEST, InvalidOnboardingSpec);
+//   - a request that would start a run while its caller has as many
+//     running as it may is refused before anything starts or is stored
+//     (RESOURCE_EXHAUSTED, TooManyOnboardings; see admit);
 //   - a new slug, or one whose last onboarding failed, starts a run whose
 //     result completes the operation;
 //   - the same spec while its onboarding runs joins it (the caller's
@@ -67,20 +153,42 @@ func (s *Service) putText(ctx context.Context, caller Caller, op, text string) (
 func (s *Service) onboard(ctx context.Context, nc temporalnexus.NexusClient, in api.OnboardInput, o temporalnexus.StartTemporalOperationOptions) (temporalnexus.TemporalOperationResult[api.OnboardResult], error) {
 	var none temporalnexus.TemporalOperationResult[api.OnboardResult]
 	caller := callerOf(ctx, o.Header, o.Links, o.RequestID)
-	p, err := s.prepare(ctx, caller, in)
+	p, err := s.prepare(ctx, in)
 	if err != nil {
 		return none, err
 	}
 	st := s.starter(ctx)
 	id := workflows.OnboardingID(p.Input.Site.Slug)
+	done, err := s.admit(ctx, st.Client, caller, id)
+	if err != nil {
+		return none, handlerError(err)
+	}
+	started := ""
+	defer func() { done(started) }()
+	if err := s.storeTexts(ctx, caller, p.Texts); err != nil {
+		return none, err
+	}
 	opts := st.StartOptions(workflows.OnboardingKind, id)
+	// Partners share the task queue and the API's rate by who the server
+	// says they are (their endpoint), not by onboarding: one partner's
+	// hundred onboardings take turns with another's one.
+	opts.Priority = workflows.OnboardingKind.Priority(caller.Key())
 	// Who asked, as the request names it, beside the link to the caller's
 	// workflow that Temporal records in the run's history.
-	opts.Memo = map[string]any{"requested_by": "nexus", "caller_namespace": caller.Namespace, "caller_workflow_id": caller.WorkflowID}
+	opts.Memo = map[string]any{"requested_by": "nexus", "caller_namespace": caller.AssertedNamespace, "caller_workflow_id": caller.AssertedWorkflowID}
+	if caller.Endpoint != "" {
+		opts.Memo["caller_endpoint"] = caller.Endpoint
+	}
+	if limit, _ := s.maxRunning(caller); limit > 0 {
+		opts.TypedSearchAttributes = temporal.NewSearchAttributes(temporal.NewSearchAttributeKeyKeyword(SearchAttrCaller).ValueSet(caller.Key()))
+	}
 	for attempt := 0; attempt < 3; attempt++ {
 		res, err := temporalnexus.StartUntypedWorkflow[api.OnboardResult](ctx, nc, opts, workflows.OnboardingWorkflowName, p.Input)
-		var started *serviceerror.WorkflowExecutionAlreadyStarted
-		if !errors.As(err, &started) {
+		var already *serviceerror.WorkflowExecutionAlreadyStarted
+		if !errors.As(err, &already) {
+			if err == nil && attempt == 0 {
+				started = id // the first attempt never joins (its conflict policy fails): it started a run
+			}
 			return res, handlerError(err)
 		}
 		// The slug has a running or a successful onboarding: the starter
@@ -106,15 +214,15 @@ func (s *Service) onboard(ctx context.Context, nc temporalnexus.NexusClient, in 
 }
 
 // prepare turns an onboard input into the workflow's: every inline text is
-// replaced by its hash, every hash is looked up in the store, characters
-// are counted, and the whole input is validated, every problem at once.
-// Only a valid input's inline texts are stored.
-func (s *Service) prepare(ctx context.Context, caller Caller, in api.OnboardInput) (starter.Prepared, error) {
+// replaced by its hash (and kept in Texts, for storeTexts), every hash is
+// looked up in the store, characters are counted, and the whole input is
+// validated, every problem at once. It stores nothing.
+func (s *Service) prepare(ctx context.Context, in api.OnboardInput) (starter.Prepared, error) {
 	var wf workflows.OnboardingInput
 	if err := convert(in, &wf); err != nil {
 		return starter.Prepared{}, badInput("%v", err)
 	}
-	inline := map[string]string{} // hash → text, stored once the input is valid
+	inline := map[string]string{} // hash → text, stored once the request is admitted
 	var problems []workflows.Problem
 	add := func(field, format string, args ...any) {
 		problems = append(problems, workflows.Problem{Field: field, Message: fmt.Sprintf(format, args...)})
@@ -156,16 +264,7 @@ func (s *Service) prepare(ctx context.Context, caller Caller, in api.OnboardInpu
 	if len(problems) > 0 {
 		return starter.Prepared{}, handlerError(&starter.InvalidSpecError{Problems: problems})
 	}
-	for hash, text := range inline {
-		got, err := s.putText(ctx, caller, api.OnboardName, text)
-		if err != nil {
-			return starter.Prepared{}, err
-		}
-		if got != hash {
-			return starter.Prepared{}, fmt.Errorf("nexus: the store named a text %s, not %s", got, hash)
-		}
-	}
-	return starter.Prepared{Input: wf}, nil
+	return starter.Prepared{Input: wf, Texts: inline}, nil
 }
 
 // onboardingStatus reports an onboarding: its state, the step it is at,

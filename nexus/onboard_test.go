@@ -43,7 +43,7 @@ func onboardInput() api.OnboardInput {
 	}
 }
 
-func TestPrepareStoresInlineTextsAndCountsCharacters(t *testing.T) {
+func TestPrepareKeysInlineTextsAndCountsCharacters(t *testing.T) {
 	st := texts{}
 	stored, _ := st.PutKnowledgeText(t.Context(), "Stored before, by store-knowledge.")
 	s, err := New(Options{Texts: st})
@@ -53,7 +53,7 @@ func TestPrepareStoresInlineTextsAndCountsCharacters(t *testing.T) {
 	long := strings.Repeat("é", 150_000) // far over the 8,000 characters a workflow input may carry inline
 	in := onboardInput()
 	in.Knowledge = []api.Knowledge{{Name: "long", Text: long}, {Name: "by hash", TextHash: stored}}
-	p, err := s.prepare(t.Context(), Caller{}, in)
+	p, err := s.prepare(t.Context(), in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,8 +61,14 @@ func TestPrepareStoresInlineTextsAndCountsCharacters(t *testing.T) {
 	if len(k) != 2 || k[0].Text != "" || k[0].TextHash != store.KnowledgeHash(long) || k[0].Chars != 150_000 || k[1].Chars != 34 {
 		t.Errorf("knowledge = %+v", k)
 	}
-	if st[store.KnowledgeHash(long)] != long {
-		t.Error("the inline text was not stored")
+	if len(p.Texts) != 1 || p.Texts[store.KnowledgeHash(long)] != long {
+		t.Errorf("the inline texts to store are %d, want the long one", len(p.Texts))
+	}
+	if _, ok := st[store.KnowledgeHash(long)]; ok {
+		t.Error("prepare stored a text before the request was admitted")
+	}
+	if err := s.storeTexts(t.Context(), Caller{}, p.Texts); err != nil || st[store.KnowledgeHash(long)] != long {
+		t.Errorf("storeTexts: %v; want the inline text stored", err)
 	}
 }
 
@@ -76,7 +82,7 @@ func TestPrepareRefusesEveryProblemAtOnceAndStoresNothing(t *testing.T) {
 		{Name: "unknown", TextHash: store.KnowledgeHash("never stored")},
 		{Name: "miscounted", Text: "Twelve chars", Chars: 99},
 	}
-	_, err := s.prepare(t.Context(), Caller{}, in)
+	_, err := s.prepare(t.Context(), in)
 	var he *nexusrpc.HandlerError
 	var app *temporal.ApplicationError
 	if !errors.As(err, &he) || he.Type != nexusrpc.HandlerErrorTypeBadRequest || he.Retryable() || !errors.As(err, &app) || app.Type() != api.ErrTypeInvalidSpec {

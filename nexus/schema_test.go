@@ -43,7 +43,7 @@ func TestOnboardSchemaRequiresWhatTheServiceRequires(t *testing.T) {
 		if err := dec.Decode(&in); err != nil {
 			return err
 		}
-		_, err := s.prepare(t.Context(), Caller{}, in)
+		_, err := s.prepare(t.Context(), in)
 		return err
 	}
 	var full map[string]any

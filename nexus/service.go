@@ -9,7 +9,13 @@
 // before anything starts, then start the same workflows, with the same
 // derived workflow IDs and ID policies, through package starter.
 // Knowledge texts go to the store, within a quota per caller; the
-// workflows see only their hashes.
+// workflows see only their hashes. Each caller has a limit of running
+// onboardings too. A caller is the Nexus endpoint the server names, never
+// what the request asserts (see Caller).
+//
+// Its answers cross to callers who do not hold SITEOPS_PAYLOAD_KEY, so
+// their types (Plaintext) are written in plaintext, authenticated under the
+// key, by a codec that is given them (codec.Plaintext).
 //
 // What it deliberately leaves out: the on-call playbooks (embed off and on,
 // secret rotation). Nothing in a Nexus request authenticates its caller to
@@ -24,6 +30,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	nexusrpc "github.com/nexus-rpc/sdk-go/nexus"
 	"go.temporal.io/sdk/converter"
@@ -53,18 +60,50 @@ type Options struct {
 	// payloads with it: onboard reads the input of a slug's existing run
 	// back from history to tell the same spec from a different one.
 	PayloadKey string
-	// Quota bounds the knowledge texts each caller keeps in the store
-	// (store-knowledge and onboard's inline texts); zero is no limit.
+	// Quota bounds the knowledge texts each identified caller keeps in
+	// the store (store-knowledge and onboard's inline texts), PerOwner,
+	// and every caller's together, Total; zero is no limit.
 	Quota store.TextQuota
+	// SharedTextQuota bounds the texts that every request without an
+	// endpoint the server names keeps, together (see Caller);
+	// Quota.PerOwner when zero.
+	SharedTextQuota int64
+	// MaxRunning bounds the onboardings each identified caller has
+	// running; zero is no limit (and the onboardings carry no
+	// SiteopsCaller search attribute).
+	MaxRunning int
+	// SharedMaxRunning bounds those of every request without an endpoint
+	// the server names, together; MaxRunning when zero.
+	SharedMaxRunning int
 	// Logger logs refused requests with their caller; slog.Default when
 	// nil.
 	Logger *slog.Logger
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+}
+
+// withDefaults fills in what Options leaves to New.
+func (o Options) withDefaults() Options {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.SharedTextQuota == 0 {
+		o.SharedTextQuota = o.Quota.PerOwner
+	}
+	if o.SharedMaxRunning == 0 {
+		o.SharedMaxRunning = o.MaxRunning
+	}
+	return o
 }
 
 // Service handles the operations of package nexus/api.
 type Service struct {
-	o  Options
-	dc converter.DataConverter
+	o       Options
+	dc      converter.DataConverter
+	running *running
 }
 
 // New builds the handlers.
@@ -72,10 +111,11 @@ func New(o Options) (*Service, error) {
 	if o.Texts == nil {
 		return nil, fmt.Errorf("nexus: the service needs the store (Options.Texts) for knowledge texts")
 	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
+	if o.Quota.PerOwner < 0 || o.Quota.Total < 0 || o.SharedTextQuota < 0 || o.MaxRunning < 0 || o.SharedMaxRunning < 0 {
+		return nil, fmt.Errorf("nexus: quotas and limits are zero (none) or more")
 	}
-	s := &Service{o: o}
+	o = o.withDefaults()
+	s := &Service{o: o, running: newRunning(o.Now)}
 	if o.PayloadKey != "" {
 		keys, err := codec.ParseKeyRing(o.PayloadKey)
 		if err != nil {

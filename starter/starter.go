@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -94,21 +96,25 @@ func (s *Starter) warn(format string, args ...any) {
 	}
 }
 
-// Search attributes an embed incident carries where the server has them
-// registered (deploy/temporal-setup.sh registers them).
+// The search attributes siteops sets, where the server has them registered
+// (deploy/temporal-setup.sh registers them): the site and operator of an
+// embed incident, and the caller an onboarding started through the Nexus
+// service counts against (package nexus limits running onboardings by it).
 const (
 	SearchAttrSiteID   = "SiteopsSiteID"
 	SearchAttrOperator = "SiteopsOperator"
+	SearchAttrCaller   = "SiteopsCaller"
 )
 
 // SearchAttributes lists the search attributes siteops uses and their type.
 var SearchAttributes = map[string]enumspb.IndexedValueType{
 	SearchAttrSiteID:   enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 	SearchAttrOperator: enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+	SearchAttrCaller:   enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 }
 
 // MissingSearchAttributes returns the search attributes siteops uses that
-// the namespace does not have with the right type.
+// the namespace does not have with the right type, in name order.
 func (s *Starter) MissingSearchAttributes(ctx context.Context) ([]string, error) {
 	resp, err := s.Client.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: s.namespace()})
 	if err != nil {
@@ -116,7 +122,7 @@ func (s *Starter) MissingSearchAttributes(ctx context.Context) ([]string, error)
 	}
 	custom := resp.GetCustomAttributes()
 	var missing []string
-	for _, name := range []string{SearchAttrSiteID, SearchAttrOperator} {
+	for _, name := range slices.Sorted(maps.Keys(SearchAttributes)) {
 		if custom[name] != SearchAttributes[name] {
 			missing = append(missing, name)
 		}

@@ -27,9 +27,9 @@ func APIClient(a config.AgentSite, logger *slog.Logger, opts ...agentsite.Option
 	if a.RateLimit > 0 {
 		limOpts = []agentsite.LimiterOption{agentsite.WithMaxRate(a.RateLimit), agentsite.WithMinRate(min(1, a.RateLimit))}
 	}
-	lim, err := agentsite.NewLimiter(limOpts...)
+	lim, err := agentsite.NewLimiter(append(limOpts, agentsite.WithHeadroom(a.Headroom, 0))...)
 	if err != nil {
-		return nil, config.Invalid("SITEOPS_API_RATE_LIMIT=%g: %v", a.RateLimit, err)
+		return nil, config.Invalid("SITEOPS_API_RATE_LIMIT=%g, SITEOPS_API_HEADROOM=%g: %v", a.RateLimit, a.Headroom, err)
 	}
 	all := []agentsite.Option{agentsite.WithTimeout(APITimeout), agentsite.WithLimiter(lim)}
 	if a.AllowLoopback {

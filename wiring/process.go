@@ -57,8 +57,11 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, logger *slog.Logger, tel *
 	if err != nil {
 		return config.Invalid("%v", err)
 	}
-	if cfg.NexusTextQuota < 0 || cfg.NexusTextTotal < 0 {
-		return config.Invalid("SITEOPS_NEXUS_TEXT_QUOTA and SITEOPS_NEXUS_TEXT_TOTAL are numbers of bytes (0: no limit), e.g. 67108864 (64 MiB)")
+	if cfg.NexusTextQuota < 0 || cfg.NexusTextTotal < 0 || cfg.NexusSharedTextQuota < 0 {
+		return config.Invalid("SITEOPS_NEXUS_TEXT_QUOTA, SITEOPS_NEXUS_TEXT_TOTAL and SITEOPS_NEXUS_SHARED_TEXT_QUOTA are numbers of bytes (0: no limit; for the shared one, as SITEOPS_NEXUS_TEXT_QUOTA), e.g. 67108864 (64 MiB)")
+	}
+	if cfg.NexusMaxRunning < 0 || cfg.NexusSharedMaxRunning < 0 {
+		return config.Invalid("SITEOPS_NEXUS_MAX_RUNNING_ONBOARDINGS and SITEOPS_NEXUS_SHARED_MAX_RUNNING_ONBOARDINGS are numbers of onboardings (0: no limit; for the shared one, as SITEOPS_NEXUS_MAX_RUNNING_ONBOARDINGS), e.g. 20")
 	}
 	if cfg.KnowledgeRetention <= 0 {
 		return config.Invalid("SITEOPS_KNOWLEDGE_RETENTION=%s must be a positive duration, e.g. 720h (30 days)", cfg.KnowledgeRetention)
@@ -129,7 +132,8 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, logger *slog.Logger, tel *
 		SecretReconcileEvery: cfg.SecretReconcileEvery,
 		StartFailed:          failed, Started: started,
 		Nexus: &sitenexus.Options{Texts: st, PayloadKey: cfg.PayloadKey, Logger: logger,
-			Quota: store.TextQuota{PerOwner: cfg.NexusTextQuota, Total: cfg.NexusTextTotal}},
+			Quota:           store.TextQuota{PerOwner: cfg.NexusTextQuota, Total: cfg.NexusTextTotal},
+			SharedTextQuota: cfg.NexusSharedTextQuota, MaxRunning: cfg.NexusMaxRunning, SharedMaxRunning: cfg.NexusSharedMaxRunning},
 	})
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/siteops/siteops/codec"
 	"github.com/siteops/siteops/config"
+	sitenexus "github.com/siteops/siteops/nexus"
 	"github.com/siteops/siteops/telemetry"
 )
 
@@ -135,7 +136,9 @@ func temporalOptions(t config.Temporal, env envconfig.EnvLookup, logger *slog.Lo
 		}
 		// Payloads are bound to the namespace they are written in, so that
 		// one copied into another namespace's history does not decode there.
-		c, err := codec.NewRing(keys, codec.WithNamespace(prof.Namespace))
+		// The Nexus service's answers are written in plaintext,
+		// authenticated: its callers do not hold the key.
+		c, err := codec.NewRing(keys, codec.WithNamespace(prof.Namespace), codec.Plaintext(sitenexus.Plaintext()...))
 		if err != nil {
 			return client.Options{}, conn, err
 		}

@@ -21,6 +21,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/siteops/siteops/internal/ports"
+	"github.com/siteops/siteops/starter"
 )
 
 // CLIVersion is the pinned CLI: later versions carry replace directives and
@@ -30,11 +31,19 @@ const CLIVersion = "v1.5.1"
 // CLIEnv overrides where the temporal binary is looked for.
 const CLIEnv = "SITEOPS_TEMPORAL_CLI"
 
-// SearchAttributes are registered at start: SiteopsSiteID and
-// SiteopsOperator for the embed incident playbook, SiteopsCaller for the
-// Nexus service's limit of running onboardings per caller
-// (nexus.SearchAttrCaller).
-var SearchAttributes = map[string]string{"SiteopsSiteID": "Keyword", "SiteopsOperator": "Keyword", "SiteopsCaller": "Keyword"}
+// SearchAttributes are registered at start, by name with the type as the
+// CLI's --search-attribute names it: the ones siteops uses
+// (starter.SearchAttributes, their one list).
+var SearchAttributes = func() map[string]string {
+	out := map[string]string{}
+	for name, t := range starter.SearchAttributes {
+		// The enum's name is INDEXED_VALUE_TYPE_KEYWORD; the CLI takes
+		// Keyword.
+		kind := strings.TrimPrefix(t.String(), "INDEXED_VALUE_TYPE_")
+		out[name] = kind[:1] + strings.ToLower(kind[1:])
+	}
+	return out
+}()
 
 // Dynamic is the dynamic configuration every dev server of siteops starts
 // with, as `--dynamic-config-value KEY=JSON`. The cluster's

@@ -3,6 +3,7 @@ package devserver
 import (
 	"context"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,5 +57,32 @@ func TestRestart(t *testing.T) {
 	case <-s.done:
 	default:
 		t.Error("the restarted server still runs after Stop")
+	}
+}
+
+// TestREADMEStartsTheDevServerAsTheTestsDo holds the README's "run it by
+// hand" command to what Start gives every dev server: the search
+// attributes siteops sets and Task Queue Priority and Fairness.
+func TestREADMEStartsTheDevServerAsTheTestsDo(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(b)
+	i := strings.Index(readme, "temporal server start-dev")
+	if i < 0 {
+		t.Fatal("the README does not start a dev server")
+	}
+	command := readme[i:]
+	command = command[:strings.Index(command, "\n# 2.")]
+	for name, kind := range SearchAttributes {
+		if !strings.Contains(command, "--search-attribute "+name+"="+kind) {
+			t.Errorf("the README's dev server lacks --search-attribute %s=%s", name, kind)
+		}
+	}
+	for key, value := range Dynamic {
+		if strings.HasPrefix(key, "matching.") && !strings.Contains(command, "--dynamic-config-value "+key+"="+value) {
+			t.Errorf("the README's dev server lacks --dynamic-config-value %s=%s", key, value)
+		}
 	}
 }

@@ -67,9 +67,10 @@ var (
 	LeadSyncStatus   = nexus.NewOperationReference[LeadSyncStatusInput, LeadSyncProgress](LeadSyncStatusName)
 )
 
-// Error types. A refused request is a Nexus handler error (BAD_REQUEST or
-// NOT_FOUND) whose cause is an application error of one of these types; an
-// operation that ran and failed carries the root cause's own type (an
+// Error types. A refused request is a Nexus handler error (BAD_REQUEST,
+// NOT_FOUND, UNAUTHORIZED or RESOURCE_EXHAUSTED) whose cause is an
+// application error of one of these types; an operation that ran and
+// failed carries the root cause's own type (an
 // activity error type such as NotFound or Unprocessable, a workflow's such
 // as KnowledgeNotReady).
 const (
@@ -96,4 +97,9 @@ const (
 	// caller's together, take the bytes the quota allows; texts no
 	// onboarding used for the retention period are purged.
 	ErrTypeQuotaExceeded = "QuotaExceeded"
+	// ErrTypeTooManyOnboardings: the caller has as many onboardings
+	// running as siteops allows one caller (the message names the limit
+	// and its setting); nothing was started. Try again once one of them
+	// ended. Joining an onboarding that runs is never refused so.
+	ErrTypeTooManyOnboardings = "TooManyOnboardings"
 )

@@ -15,6 +15,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/taskqueue/v1"
 
+	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/config"
 	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/store/storetest"
@@ -86,7 +87,7 @@ func (e *Env) StartWorker(tb testing.TB, o WorkerOptions) *Worker {
 	cfg := wiring.WorkerConfig{
 		Temporal: config.Temporal{Address: e.Address, Namespace: e.Namespace, TaskQueue: e.TaskQueue,
 			PayloadKey: o.PayloadKey, Identity: w.Identity},
-		AgentSite: config.AgentSite{BaseURL: e.SimURL, APIKey: e.APIKey, AllowLoopback: true},
+		AgentSite: config.AgentSite{BaseURL: e.SimURL, APIKey: e.APIKey, AllowLoopback: true, Headroom: agentsite.DefaultHeadroom},
 		Database:  config.Database{URL: e.DBURL, SecretKey: base64.StdEncoding.EncodeToString(storetest.TestKey)},
 		Worker:    WorkerDefaults(),
 	}
@@ -165,11 +166,14 @@ func (w *Worker) Stop() error {
 // reconciliation every NoReconcile.
 func WorkerDefaults() config.Worker {
 	return config.Worker{
-		WorkflowCacheSize:    2000,
-		SecretReconcileEvery: NoReconcile,
-		NexusTextQuota:       64 << 20,
-		NexusTextTotal:       1 << 30,
-		KnowledgeRetention:   720 * time.Hour,
+		WorkflowCacheSize:     2000,
+		SecretReconcileEvery:  NoReconcile,
+		NexusTextQuota:        64 << 20,
+		NexusTextTotal:        1 << 30,
+		NexusSharedTextQuota:  8 << 20,
+		NexusMaxRunning:       20,
+		NexusSharedMaxRunning: 10,
+		KnowledgeRetention:    720 * time.Hour,
 	}
 }
 
