@@ -102,6 +102,11 @@ type Ingress struct {
 	// MaxConnections bounds the connections open on the webhook port; at
 	// the cap the idle and slowest ones make room (docs/webhooks.md, limits).
 	MaxConnections int `envconfig:"SITEOPS_INGRESS_MAX_CONNECTIONS" default:"2048"`
+	// ShedBusyAfter is how long a connection must have been in its
+	// request before the connection cap, finding no idle or slow
+	// connection to close, closes the one busy longest to admit a new one
+	// (0: the default; docs/webhooks.md, limits).
+	ShedBusyAfter time.Duration `envconfig:"SITEOPS_INGRESS_SHED_BUSY_AFTER" default:"1s"`
 	// MaxBody caps a delivery's body in bytes (413 above it).
 	MaxBody        int64         `envconfig:"SITEOPS_INGRESS_MAX_BODY" default:"262144"`
 	WebhookSecrets string        `envconfig:"SITEOPS_WEBHOOK_SECRETS"`

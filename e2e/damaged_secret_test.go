@@ -39,8 +39,8 @@ func TestIngressStartsBesideADamagedSecret(t *testing.T) {
 			if code := deliver(t, url, "/webhooks/good", "evt_good_1", good); code != http.StatusOK {
 				t.Errorf("a delivery to the receiver whose secret is fine = %d, want 200", code)
 			}
-			if code := deliver(t, url, "/webhooks/bad", "evt_bad_1", bad); code != http.StatusServiceUnavailable {
-				t.Errorf("a delivery signed with the damaged secret = %d, want 503 (the sender retries)", code)
+			if code := deliver(t, url, "/webhooks/bad", "evt_bad_1", bad); code != http.StatusUnauthorized {
+				t.Errorf("a delivery signed with the damaged secret = %d, want 401, as an unknown receiver gets (the sender retries)", code)
 			}
 			body := get(t, admin+"/readyz")
 			if !strings.Contains(body, `"status":"degraded"`) || !strings.Contains(body, "we_bad") {

@@ -19,6 +19,39 @@ import (
 // of deploy/ gets, beside DefaultBodyBudget and the process's own.
 const DefaultMaxConns = 2048
 
+// DefaultShedBusyAfter is how long a connection must have been in its
+// current request before the connection cap may close it to admit another,
+// by default. A real delivery's header and body arrive in milliseconds,
+// and it is verified, recorded and answered in milliseconds more, so a
+// second leaves it a wide margin, while a connection busy that long is
+// waiting on a slow store, held for a new secret, or an attacker's.
+const DefaultShedBusyAfter = time.Second
+
+// connLimits are the connection cap's settings (ServerOptions.MaxConns and
+// ShedBusyAfter).
+type connLimits struct {
+	// max is how many connections may be open (DefaultMaxConns).
+	max int
+	// shedBusyAfter is the least time a connection must have been in its
+	// request to be closed for another (DefaultShedBusyAfter).
+	shedBusyAfter time.Duration
+	// now is the cap's clock (time.Now); tests set their own.
+	now func() time.Time
+}
+
+func (o connLimits) withDefaults() connLimits {
+	if o.max <= 0 {
+		o.max = DefaultMaxConns
+	}
+	if o.shedBusyAfter <= 0 {
+		o.shedBusyAfter = DefaultShedBusyAfter
+	}
+	if o.now == nil {
+		o.now = time.Now
+	}
+	return o
+}
+
 // connPhase is what a connection of the webhook port is doing, which
 // decides whether it may be closed to admit another.
 type connPhase int
@@ -34,39 +67,59 @@ const (
 	phaseReading
 	// phaseBusy: a request is being verified, recorded or answered.
 	phaseBusy
+	// phaseAnswered: a request was refused and its answer sent; the
+	// connection is to be closed (net/http may wait up to half a second
+	// first, for the client to read the answer).
+	phaseAnswered
 	phaseClosed
+)
+
+// Shed actions, the values of siteops_webhook_connections_shed_total's
+// action label, in the order the cap takes its victims.
+const (
+	shedAnswered = "closed_answered"
+	shedIdle     = "closed_idle"
+	shedSlow     = "closed_slow"
+	shedBusy     = "closed_busy"
+	shedRefused  = "refused"
 )
 
 // connLimiter admits at most max connections on the webhook port. At the
 // cap, a new connection is admitted in place of an open one, in this
-// order: the keep-alive connection idle longest; then, of the connections
-// still waiting for their first request's header or reading a body, the
-// one that has waited longest. A real delivery's header and body arrive
-// together, in milliseconds, so the one that waited longest is the slowest
-// and the least likely to be real, and a new connection is never the first
-// to go. Only when every connection is busy verifying, recording or
-// answering is the new one answered 503 with Retry-After and closed. So
-// idle and slow connections, however many, can neither exhaust memory nor
-// shut out a delivery.
+// order: a connection whose request was refused and answered (it is being
+// closed anyway); the keep-alive connection idle longest; of the
+// connections still waiting for their first request's header or reading a
+// body, the one that has waited longest; and last the connection that has
+// been in its current request longest, if that is at least shedBusyAfter.
+// A real delivery's header and body arrive together, in milliseconds, and
+// it is answered in milliseconds more, so the one that waited longest is
+// the slowest and the least likely to be real, and a new connection is
+// never the first to go. Only when every connection is busy and none has
+// been for shedBusyAfter is the new one answered 503 with Retry-After and
+// closed. So connections that a client keeps open, however many and in
+// whatever phase, can neither exhaust memory nor keep a place at the cap
+// for longer than shedBusyAfter.
 type connLimiter struct {
 	net.Listener
-	max     int
+	connLimits
 	metrics *Metrics
 	// refusing bounds the goroutines that answer refused connections.
 	refusing chan struct{}
 
-	mu      sync.Mutex
-	open    int
-	idle    list.List // *trackedConn in phaseIdle, longest first
-	pending list.List // *trackedConn in phaseNew or phaseReading, longest first
+	mu       sync.Mutex
+	open     int
+	answered list.List // *trackedConn in phaseAnswered, longest first
+	idle     list.List // *trackedConn in phaseIdle, longest first
+	pending  list.List // *trackedConn in phaseNew or phaseReading, longest first
+	busy     list.List // *trackedConn in phaseBusy, by the start of their request
 }
 
 // maxRefusing bounds the refused connections being answered at once;
 // beyond it a refused connection is closed without an answer.
 const maxRefusing = 64
 
-func newConnLimiter(ln net.Listener, max int, m *Metrics) *connLimiter {
-	return &connLimiter{Listener: ln, max: max, metrics: m, refusing: make(chan struct{}, maxRefusing)}
+func newConnLimiter(ln net.Listener, o connLimits, m *Metrics) *connLimiter {
+	return &connLimiter{Listener: ln, connLimits: o.withDefaults(), metrics: m, refusing: make(chan struct{}, maxRefusing)}
 }
 
 // trackedConn is a connection the limiter counts.
@@ -74,9 +127,12 @@ type trackedConn struct {
 	net.Conn
 	l     *connLimiter
 	phase connPhase     // guarded by l.mu
-	elem  *list.Element // in l.idle or l.pending, guarded by l.mu
-	shed  atomic.Bool   // closed by the limiter to admit another
-	once  sync.Once
+	elem  *list.Element // in the list of its phase, guarded by l.mu
+	// started is when the current request's header was read (phaseBusy,
+	// phaseReading), guarded by l.mu.
+	started time.Time
+	shed    atomic.Bool // closed by the limiter to admit another
+	once    sync.Once
 }
 
 // Accept admits the next connection, closing another to make room if it
@@ -98,34 +154,49 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 			l.metrics.connOpened(context.Background(), 1)
 			return tc, nil
 		}
-		l.metrics.connShed(context.Background(), "refused")
+		l.metrics.connShed(context.Background(), shedRefused)
 		l.refuse(c)
 	}
 }
 
 // admit counts tc in, after taking out the connection it replaces if the
 // cap requires one: the victim, for the caller to close, and why it was
-// chosen (closed_idle, closed_slow). It reports false when no connection
+// chosen (one of the shed actions). It reports false when no connection
 // could make room.
 func (l *connLimiter) admit(tc *trackedConn) (victim *trackedConn, action string, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.open >= l.max {
-		e := l.idle.Front()
-		action = "closed_idle"
-		if e == nil {
-			e, action = l.pending.Front(), "closed_slow"
-		}
-		if e == nil {
+		victim, action = l.victimLocked()
+		if victim == nil {
 			return nil, "", false
 		}
-		victim = e.Value.(*trackedConn)
 		l.forgetLocked(victim)
 	}
 	l.open++
 	tc.phase = phaseNew
 	tc.elem = l.pending.PushBack(tc)
 	return victim, action, true
+}
+
+// victimLocked picks the connection to close for a new one, in the order
+// the type's comment gives, or none.
+func (l *connLimiter) victimLocked() (*trackedConn, string) {
+	if e := l.answered.Front(); e != nil {
+		return e.Value.(*trackedConn), shedAnswered
+	}
+	if e := l.idle.Front(); e != nil {
+		return e.Value.(*trackedConn), shedIdle
+	}
+	if e := l.pending.Front(); e != nil {
+		return e.Value.(*trackedConn), shedSlow
+	}
+	if e := l.busy.Front(); e != nil {
+		if c := e.Value.(*trackedConn); l.now().Sub(c.started) >= l.shedBusyAfter {
+			return c, shedBusy
+		}
+	}
+	return nil, ""
 }
 
 // forgetLocked takes c out of the count, once.
@@ -139,31 +210,61 @@ func (l *connLimiter) forgetLocked(c *trackedConn) {
 	l.metrics.connOpened(context.Background(), -1)
 }
 
+// listOf is the list of the connections in phase p, nil for none.
+func (l *connLimiter) listOf(p connPhase) *list.List {
+	switch p {
+	case phaseAnswered:
+		return &l.answered
+	case phaseIdle:
+		return &l.idle
+	case phaseNew, phaseReading:
+		return &l.pending
+	case phaseBusy:
+		return &l.busy
+	}
+	return nil
+}
+
 // remove takes c out of the list of its phase.
 func (l *connLimiter) remove(c *trackedConn) {
-	switch c.phase {
-	case phaseIdle:
-		l.idle.Remove(c.elem)
-	case phaseNew, phaseReading:
-		l.pending.Remove(c.elem)
+	if ls := l.listOf(c.phase); ls != nil && c.elem != nil {
+		ls.Remove(c.elem)
 	}
 	c.elem = nil
 }
 
-// set moves c to phase p, as the youngest of that phase.
+// set moves c to phase p: the youngest of that phase, except in phaseBusy,
+// where it takes its place by the start of its request. A request starts
+// when it turns busy from idle or new (net/http has read its header).
 func (l *connLimiter) set(c *trackedConn, p connPhase) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if c.phase == phaseClosed || c.phase == p {
 		return
 	}
+	if p == phaseBusy && (c.phase == phaseIdle || c.phase == phaseNew) {
+		c.started = l.now()
+	}
 	l.remove(c)
 	c.phase = p
-	switch p {
-	case phaseIdle:
-		c.elem = l.idle.PushBack(c)
-	case phaseNew, phaseReading:
-		c.elem = l.pending.PushBack(c)
+	ls := l.listOf(p)
+	if ls == nil {
+		return
+	}
+	if p != phaseBusy {
+		c.elem = ls.PushBack(c)
+		return
+	}
+	// Back from reading a body, a request goes behind those that started
+	// before it; a new one is the youngest.
+	e := ls.Back()
+	for e != nil && e.Value.(*trackedConn).started.After(c.started) {
+		e = e.Prev()
+	}
+	if e == nil {
+		c.elem = ls.PushFront(c)
+	} else {
+		c.elem = ls.InsertAfter(c, e)
 	}
 }
 

@@ -10,12 +10,14 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/siteops/siteops/agentsite/webhook"
+	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/store/storetest"
 	"github.com/siteops/siteops/telemetry/telemetrytest"
@@ -23,15 +25,15 @@ import (
 )
 
 // serveWebhooks serves h on a loopback port as ServeWithAdmin does (the same
-// server settings, at most maxConns connections) until the test ends, and
+// server settings, the connections within limits) until the test ends, and
 // returns the port's address and its connection limiter.
-func serveWebhooks(t *testing.T, h *Handler, maxConns int) (string, *connLimiter) {
+func serveWebhooks(t *testing.T, h *Handler, limits connLimits) (string, *connLimiter) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, limited := webhookServer(h, ln, maxConns, nil)
+	srv, limited := webhookServer(h, ln, limits, nil)
 	done := make(chan struct{})
 	go func() { _ = srv.Serve(limited); close(done) }()
 	t.Cleanup(func() { _ = srv.Close(); <-done })
@@ -117,7 +119,7 @@ func TestIdleConnectionsMakeRoom(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	h := NewHandler(Options{Inbox: st, EnvSecrets: []string{envSecret}, Metrics: NewMetrics(reg), Registry: reg})
 	const maxConns = 8
-	addr, l := serveWebhooks(t, h, maxConns)
+	addr, l := serveWebhooks(t, h, connLimits{max: maxConns})
 	type conn struct {
 		c  net.Conn
 		br *bufio.Reader
@@ -180,7 +182,7 @@ func TestSlowBodiesMakeRoom(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	h := NewHandler(Options{Inbox: st, EnvSecrets: []string{envSecret}, Metrics: NewMetrics(reg), Registry: reg, BodyTimeout: 30 * time.Second})
 	const maxConns = 8
-	addr, l := serveWebhooks(t, h, maxConns)
+	addr, l := serveWebhooks(t, h, connLimits{max: maxConns})
 	ctx, cancel := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
@@ -220,7 +222,8 @@ func TestSlowBodiesMakeRoom(t *testing.T) {
 }
 
 // TestBusyConnectionsRefuseNew checks the last resort at the cap: with
-// every connection busy recording (a slow store), a new connection is
+// every connection busy recording (a slow store), none of them for
+// ShedBusyAfter yet (the cap's clock stands still), a new connection is
 // answered 503 with Retry-After and closed, which the sender retries; once
 // the store answers, deliveries are accepted again.
 func TestBusyConnectionsRefuseNew(t *testing.T) {
@@ -228,7 +231,8 @@ func TestBusyConnectionsRefuseNew(t *testing.T) {
 	in := &blockingInbox{Store: st, release: make(chan struct{})}
 	h := NewHandler(Options{Inbox: in, EnvSecrets: []string{envSecret}})
 	const maxConns = 4
-	addr, _ := serveWebhooks(t, h, maxConns)
+	frozen := time.Now()
+	addr, _ := serveWebhooks(t, h, connLimits{max: maxConns, now: func() time.Time { return frozen }})
 	var wg sync.WaitGroup
 	for i := range maxConns {
 		wg.Go(func() {
@@ -275,7 +279,7 @@ func TestBusyConnectionsRefuseNew(t *testing.T) {
 func TestHeadersAreCapped(t *testing.T) {
 	st := storetest.Open(t, store.SQLite)
 	h := NewHandler(Options{Inbox: st, EnvSecrets: []string{envSecret}})
-	addr, _ := serveWebhooks(t, h, DefaultMaxConns)
+	addr, _ := serveWebhooks(t, h, connLimits{})
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -309,7 +313,7 @@ func TestHeadersAreCapped(t *testing.T) {
 func TestBodyBudgetCountsBytesThatArrived(t *testing.T) {
 	st := storetest.Open(t, store.SQLite)
 	h := NewHandler(Options{Inbox: st, EnvSecrets: []string{envSecret}, BodyBudget: 1 << 20, BodyTimeout: 30 * time.Second})
-	addr, _ := serveWebhooks(t, h, DefaultMaxConns)
+	addr, _ := serveWebhooks(t, h, connLimits{})
 	ctx, cancel := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
@@ -381,7 +385,7 @@ func TestBodyBudgetCountsBytesThatArrived(t *testing.T) {
 func TestFreshJunkHoldsNoSlot(t *testing.T) {
 	st := storetest.Open(t, store.SQLite)
 	h := NewHandler(Options{Inbox: st, EnvSecrets: []string{envSecret}})
-	addr, l := serveWebhooks(t, h, DefaultMaxConns)
+	addr, l := serveWebhooks(t, h, connLimits{})
 	ctx, cancel := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
@@ -423,4 +427,148 @@ func TestFreshJunkHoldsNoSlot(t *testing.T) {
 	}
 	n, shortest, longest := ingresstest.Drain(held)
 	t.Logf("valid deliveries: worst %s; junk connections cut: %d (held %s to %s)", worst.Round(time.Millisecond), n, shortest.Round(time.Millisecond), longest.Round(time.Millisecond))
+}
+
+// TestCapShedsInOrder checks the order in which the cap closes a
+// connection for a new one: a refused request's, answered; then the one
+// idle longest; then the one waiting longest for a header or a body; then
+// the one longest in its request, only once that is ShedBusyAfter — a
+// request back from reading its body keeps its place by its start — and
+// else none.
+func TestCapShedsInOrder(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	l := newConnLimiter(nil, connLimits{max: 4, shedBusyAfter: time.Second, now: func() time.Time { return now }}, NewMetrics(prometheus.NewRegistry()))
+	names := map[*trackedConn]string{}
+	admit := func(name, wantVictim, wantAction string) *trackedConn {
+		t.Helper()
+		tc := &trackedConn{l: l}
+		names[tc] = name
+		victim, action, ok := l.admit(tc)
+		if got := names[victim]; !ok || got != wantVictim || action != wantAction {
+			t.Fatalf("admitting %s: closed %q (%s), admitted %v; want %q (%s)", name, got, action, ok, wantVictim, wantAction)
+		}
+		return tc
+	}
+	a, b, c, d := admit("a", "", ""), admit("b", "", ""), admit("c", "", ""), admit("d", "", "")
+	l.set(a, phaseBusy)
+	now = now.Add(100 * time.Millisecond)
+	l.set(b, phaseBusy)
+	l.set(c, phaseIdle)
+	l.set(d, phaseBusy)
+	l.set(d, phaseAnswered)
+	admit("e", "d", shedAnswered)
+	f := admit("f", "c", shedIdle)
+	g := admit("g", "e", shedSlow)
+	l.set(f, phaseBusy)
+	l.set(g, phaseBusy)
+	// Every connection busy, the longest for 100 ms: no room.
+	if victim, _, ok := l.admit(&trackedConn{l: l}); ok || victim != nil {
+		t.Fatalf("admitted with every connection busy for less than ShedBusyAfter, in place of %q", names[victim])
+	}
+	// a reads its body and is busy again: still the longest in its request.
+	l.set(a, phaseReading)
+	l.set(a, phaseBusy)
+	now = now.Add(900 * time.Millisecond)
+	l.set(admit("h", "a", shedBusy), phaseBusy)
+	if victim, _, ok := l.admit(&trackedConn{l: l}); ok {
+		t.Fatalf("b, busy for 900 ms, was closed (%q)", names[victim])
+	}
+	now = now.Add(100 * time.Millisecond)
+	admit("i", "b", shedBusy)
+	if l.open != 4 {
+		t.Errorf("%d connections counted, want 4", l.open)
+	}
+}
+
+// stuckInbox is a store whose RecordEvent, for an event whose id starts
+// with evt_stuck, waits until release is closed or its request ends.
+type stuckInbox struct {
+	*store.Store
+	release chan struct{}
+	waiting atomic.Int64
+}
+
+func (s *stuckInbox) RecordEvent(ctx context.Context, ev store.InboxEvent) (bool, error) {
+	if strings.HasPrefix(ev.EventID, "evt_stuck") {
+		s.waiting.Add(1)
+		defer s.waiting.Add(-1)
+		select {
+		case <-s.release:
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+	}
+	return s.Store.RecordEvent(ctx, ev)
+}
+
+// TestBusyLongestIsShed is point 3 of issue 32's item 4: with every
+// connection of the cap busy (deliveries stuck at the store), a new one is
+// refused 503 while none has been in its request for ShedBusyAfter, and
+// once one has, the one busy longest is closed to admit it: the new
+// delivery is answered 200 at once, the closed one's client sees its
+// connection closed (the sender retries), and the ingress counts it
+// closed_busy and connection_shed.
+func TestBusyLongestIsShed(t *testing.T) {
+	st := storetest.Open(t, store.SQLite)
+	in := &stuckInbox{Store: st, release: make(chan struct{})}
+	reg := prometheus.NewRegistry()
+	h := NewHandler(Options{Inbox: in, EnvSecrets: []string{envSecret}, Metrics: NewMetrics(reg), Registry: reg})
+	var clock atomic.Int64
+	clock.Store(time.Now().UnixNano())
+	const maxConns = 3
+	addr, _ := serveWebhooks(t, h, connLimits{max: maxConns, shedBusyAfter: time.Second, now: func() time.Time { return time.Unix(0, clock.Load()) }})
+	type result struct {
+		i    int
+		code int
+		err  error
+	}
+	results := make(chan result, maxConns)
+	released := false
+	defer func() {
+		if !released {
+			close(in.release)
+		}
+	}()
+	for i := range maxConns {
+		go func() {
+			code, _, err := postOnce(t, addr, fmt.Sprintf("evt_stuck_%d", i), time.Now())
+			results <- result{i, code, err}
+		}()
+		deadline := time.Now().Add(5 * time.Second)
+		for in.waiting.Load() < int64(i+1) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d deliveries at the store, want %d", in.waiting.Load(), i+1)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		clock.Add(int64(10 * time.Millisecond))
+	}
+	if code, _ := post(t, addr, "evt_while_young", time.Now()); code != http.StatusServiceUnavailable {
+		t.Errorf("a delivery with every connection busy for 30 ms at most = %d, want 503", code)
+	}
+	clock.Add(int64(time.Second))
+	if code, took := post(t, addr, "evt_in_place_of_the_oldest", time.Now()); code != http.StatusOK || took > time.Second {
+		t.Errorf("a delivery with every connection busy, the oldest for over ShedBusyAfter = %d after %s; want 200 at once", code, took)
+	}
+	select {
+	case r := <-results:
+		if r.i != 0 || r.err == nil {
+			t.Errorf("delivery %d ended first with %d, %v; want the oldest (0) closed without an answer", r.i, r.code, r.err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no busy connection was closed")
+	}
+	if n := telemetrytest.Value(t, reg, "siteops_webhook_connections_shed_total", "action", shedBusy); n != 1 {
+		t.Errorf("connections_shed{%s} = %v, want 1", shedBusy, n)
+	}
+	siteopstest.Eventually(t, 5*time.Second, "the closed delivery counted connection_shed", func() bool {
+		return telemetrytest.Value(t, reg, "siteops_webhook_deliveries_total", "outcome", "rejected", "reason", "connection_shed") == 1
+	})
+	close(in.release)
+	released = true
+	for range maxConns - 1 {
+		if r := <-results; r.code != http.StatusOK {
+			t.Errorf("stuck delivery %d once the store answers = %d %v, want 200", r.i, r.code, r.err)
+		}
+	}
 }

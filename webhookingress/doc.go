@@ -14,22 +14,28 @@
 // clipped in logs, and rejections are logged at a bounded rate.
 //
 // What an unauthenticated request may cost is bounded before it proves
-// anything: the signature header, its timestamp and the receiver are
-// checked before the body is read; connections are capped, the idle and
-// slowest closed first to make room (conns.go); a body is read as its bytes
+// anything: the signature header and its timestamp are checked before the
+// body is read; only the delivery routes take a body, and every answer
+// given without reading one closes its connection (net/http would
+// otherwise wait for the body to drain it); connections are capped, the
+// answered, idle and slowest closed first to make room, and then the one
+// busy longest, past a floor (conns.go); a body is read as its bytes
 // arrive, holding no slot, its memory counted by the bytes that came
 // (body.go); only a body read whole takes a slot to verify and record; the
 // receivers and their secrets are read as one list, never per request
-// (secrets.go); and every metric label's values are bounded. The webhook
-// port serves only the webhook routes and /healthz; /metrics and /readyz
-// are on the Admin handler, for an internal address.
+// (secrets.go); every metric label's values are bounded; and the log line
+// of a refusal that a limit made names the limit and its setting
+// (limits.go). The webhook port serves only the webhook routes and
+// /healthz; /metrics and /readyz are on the Admin handler, for an internal
+// address.
 //
-// A receiver that does not exist is answered as a signature that no secret
-// verifies (401), so that the answers do not list the receiver names; the
-// logs and the metrics keep the difference. A receiver whose stored secret
-// does not decrypt is answered 503 with Retry-After when its readable
-// secrets do not verify a delivery, so that the sender retries until the
-// secret is fixed.
+// A receiver that does not exist, and one whose stored secrets do not
+// decrypt, are answered as a signature that no secret verifies (401), after
+// the body, as a forged delivery to a receiver that is fine is: the answers
+// do not list the receiver names. The sender retries a 401 as any non-2xx,
+// so a delivery signed with a damaged secret succeeds once it is fixed; the
+// logs and the metrics keep the real reason (unknown_receiver,
+// secret_unreadable).
 //
 // Event ids are unique per deployment, not per receiver. The contract makes
 // the body id (or svc-event-id) the deduplication key, and during a secret

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -265,18 +266,44 @@ func NewHandler(o Options) *Handler {
 		verified: map[string]bool{EnvEndpoint: true},
 	}
 	healthz := func(w http.ResponseWriter, _ *http.Request) { answer(w, http.StatusOK, "ok") }
-	h.mux.HandleFunc("POST /webhooks", func(w http.ResponseWriter, r *http.Request) { h.receive(w, r, "") })
-	h.mux.HandleFunc("POST /webhooks/{receiver}", func(w http.ResponseWriter, r *http.Request) {
+	h.mux.HandleFunc(routeDeliveries, func(w http.ResponseWriter, r *http.Request) { h.receive(w, r, "") })
+	h.mux.HandleFunc(routeReceiver, func(w http.ResponseWriter, r *http.Request) {
 		h.receive(w, r, r.PathValue("receiver"))
 	})
-	h.mux.HandleFunc("GET /healthz", healthz)
-	h.admin.HandleFunc("GET /healthz", healthz)
+	h.mux.HandleFunc(routeHealth, healthz)
+	h.admin.HandleFunc(routeHealth, healthz)
 	h.admin.HandleFunc("GET /readyz", h.ready)
 	h.admin.Handle("GET /metrics", promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{}))
 	return h
 }
 
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+// The routes of the webhook port. Only the two delivery routes take a
+// body.
+const (
+	routeDeliveries = "POST /webhooks"
+	routeReceiver   = "POST /webhooks/{receiver}"
+	routeHealth     = "GET /healthz"
+)
+
+// ServeHTTP serves the webhook port. A request for anything but a delivery
+// route that announces a body (a Content-Length above 0, or a
+// Transfer-Encoding) is refused at once, 413 body_not_allowed, and its
+// connection closed: answered as usual, net/http would then wait up to the
+// read timeout for the body to drain it, on a connection the cap counts as
+// busy. A request that matches no route (404, 405) has its connection
+// closed with the answer: no sender of ours makes one.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if _, pattern := h.mux.Handler(r); pattern != routeDeliveries && pattern != routeReceiver {
+		if r.ContentLength != 0 || len(r.TransferEncoding) > 0 {
+			h.reject(w, r, http.StatusRequestEntityTooLarge, "body_not_allowed")
+			return
+		}
+		if pattern != routeHealth {
+			w.Header().Set("Connection", "close")
+		}
+	}
+	h.mux.ServeHTTP(w, r)
+}
 
 // Admin is the handler of the internal address (SITEOPS_INGRESS_ADMIN_ADDR):
 // GET /metrics (the backlog and the rejection rates), GET /readyz (pings
@@ -285,35 +312,40 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.Serv
 func (h *Handler) Admin() http.Handler { return h.admin }
 
 // answer writes a short JSON status that tells the sender what happened
-// without echoing anything of ours.
+// without echoing anything of ours. It says its length, so that an answer
+// flushed before the handler returns (refuse) is not chunked.
 func answer(w http.ResponseWriter, status int, msg string) {
 	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
 	if status == http.StatusNoContent {
+		w.WriteHeader(status)
 		return
 	}
-	_ = json.NewEncoder(w).Encode(map[string]string{"status": msg})
+	b, _ := json.Marshal(map[string]string{"status": msg})
+	b = append(b, '\n')
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
 }
 
 // retryAfter is the Retry-After of each reason answered 503: the sender
-// retries every 503, and one that honors Retry-After waits longer where
-// the fix takes longer. A secret that does not decrypt is fixed by hand (a
-// rekey, or the right key), which takes minutes.
+// retries every non-2xx answer, and one that honors Retry-After waits
+// longer where the fix takes longer.
 var retryAfter = map[string]string{
 	"busy":              "1",
 	"body_budget":       "1",
 	"connection_shed":   "1",
 	"store_unavailable": "5",
-	"secret_unreadable": "60",
 }
 
-// publicReason is what the answer's body says of a reason. An unknown
-// receiver is answered as a signature that no secret verifies (401
-// invalid_signature), so that the answers do not tell which receiver names
-// exist; the logs and siteops_webhook_deliveries_total{reason} keep
-// unknown_receiver for the operators.
+// publicReason is what the answer's body says of a reason. A delivery that
+// no secret verifies is answered 401 invalid_signature whatever the reason
+// (the receiver does not exist, or its stored secrets do not decrypt), so
+// that the answers do not tell which receiver names exist; the logs and
+// siteops_webhook_deliveries_total{reason} keep unknown_receiver and
+// secret_unreadable for the operators.
 func publicReason(reason string) string {
-	if reason == "unknown_receiver" {
+	switch reason {
+	case "unknown_receiver", "secret_unreadable":
 		return "invalid_signature"
 	}
 	return reason
@@ -325,6 +357,9 @@ func (h *Handler) reject(w http.ResponseWriter, r *http.Request, status int, rea
 	if ok, dropped := h.logs.allow(); ok {
 		args := []any{"reason", reason, "status", status,
 			"event_id", clipLog(r.Header.Get("svc-event-id")), "event_type", clipLog(r.Header.Get("svc-event-type")), "path", clipLog(r.URL.Path)}
+		if limit, setting, ok := h.limitOf(r, reason); ok {
+			args = append(args, "limit", limit, "setting", setting)
+		}
 		if dropped > 0 {
 			args = append(args, "rejections_not_logged", dropped)
 		}
@@ -340,6 +375,11 @@ func (h *Handler) reject(w http.ResponseWriter, r *http.Request, status int, rea
 // store that is down cannot flood the log either, and a flood of
 // rejections cannot hide it.
 func (h *Handler) storeFailed(w http.ResponseWriter, r *http.Request, msg string, err error, args ...any) {
+	if connShed(r) {
+		// The store call failed because the cap closed the connection.
+		h.reject(w, r, http.StatusServiceUnavailable, "connection_shed")
+		return
+	}
 	if ok, dropped := h.errs.allow(); ok {
 		args = append(args, "error", clip(err.Error(), 512), "path", clipLog(r.URL.Path))
 		if dropped > 0 {
@@ -355,34 +395,52 @@ func (h *Handler) storeFailed(w http.ResponseWriter, r *http.Request, msg string
 // refuse counts and answers a refused request. Its body may be unread
 // (most refusals come before it is read): the connection is closed after
 // the answer, so that the server neither reads the rest of an upload nor
-// keeps the connection for more.
+// keeps the connection for more, and the connection cap may close it at
+// once to admit another.
 func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, status int, reason string) {
 	h.opts.Metrics.delivery(r.Context(), "rejected", reason)
 	if ra, ok := retryAfter[reason]; ok && status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", ra)
 	}
-	// Close the connection after the answer, and read no more of the body
-	// first: net/http would otherwise read up to 256 KiB of an unread body
-	// after the handler returns, to keep the connection.
+	// Connection: close, set before the status is written, keeps net/http
+	// from draining an unread body before it writes the answer; the read
+	// deadline keeps it from doing so when it closes the body after the
+	// handler returns (up to 256 KiB, for as long as the read timeout
+	// lets it). A body declared over 256 KiB is not drained, but net/http
+	// then waits half a second before it closes the connection: the
+	// connection is marked answered, the first the cap closes.
 	w.Header().Set("Connection", "close")
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now())
 	answer(w, status, publicReason(reason))
+	_ = rc.Flush()
+	markConn(r, phaseAnswered)
 }
 
 // errUnreadable means that no secret verified a delivery while some of its
 // receiver's stored secrets do not decrypt: it may be signed with one of
-// them.
+// them. It is answered as a signature that does not verify (401): the
+// sender retries it as any non-2xx, and a retry after the fix succeeds.
 var errUnreadable = errors.New("secret_unreadable")
 
 // receive handles a delivery in the order that costs an unauthenticated
 // client least: the receiver's name, the signature header and its
-// timestamp, the declared length and the receiver (from the list of every
-// receiver, with no read of its own) are checked before the body is read.
+// timestamp, and the declared length are checked before the body is read.
 // The body is then read as its bytes arrive, within a deadline, holding no
 // slot; only a body read whole takes a slot of its lane (by its length) to
 // verify and record.
+//
+// Whether the receiver exists is looked at only once the body is read, so
+// that a delivery to a receiver that does not exist, to one whose stored
+// secrets do not decrypt, and a forged one to a receiver that exists take
+// the same way and get the same answer, at the same time (deliver): a
+// prober cannot tell which receiver names exist. Reading the body of a
+// delivery to a receiver that does not exist costs what any delivery's
+// body costs, within the same caps and deadlines.
 func (h *Handler) receive(w http.ResponseWriter, r *http.Request, receiver string) {
 	if receiver != "" && !receiverName.MatchString(receiver) {
+		// A name out of form is no receiver's: that tells nothing of
+		// the names that exist.
 		h.reject(w, r, http.StatusUnauthorized, "unknown_receiver")
 		return
 	}
@@ -400,23 +458,6 @@ func (h *Handler) receive(w http.ResponseWriter, r *http.Request, receiver strin
 		return
 	}
 	arrived := h.opts.Now()
-	st, err := h.secrets.lookup(r.Context(), receiver, 0)
-	if err == nil && !st.known() {
-		// An endpoint creation for it may have begun a moment ago.
-		st, err = h.secrets.lookupSince(r.Context(), receiver, arrived)
-	}
-	switch {
-	case err != nil:
-		h.storeFailed(w, r, "reading the webhook receivers failed", err, "receiver", store.ReceiverName(receiver))
-		return
-	case !st.known():
-		h.reject(w, r, http.StatusUnauthorized, "unknown_receiver")
-		return
-	case len(st.secrets) == 0 && !st.exp.Pending:
-		// Every secret of the receiver is unreadable: nothing can verify.
-		h.reject(w, r, http.StatusServiceUnavailable, "secret_unreadable")
-		return
-	}
 	markConn(r, phaseReading)
 	body, taken, err := h.readBody(w, r)
 	markConn(r, phaseBusy)
@@ -437,6 +478,11 @@ func (h *Handler) receive(w http.ResponseWriter, r *http.Request, receiver strin
 		return
 	}
 	defer h.budget.give(taken)
+	st, err := h.secrets.lookup(r.Context(), receiver, 0)
+	if err != nil {
+		h.storeFailed(w, r, "reading the webhook receivers failed", err, "receiver", store.ReceiverName(receiver))
+		return
+	}
 	h.deliver(w, r, receiver, sig, body, st, arrived)
 }
 
@@ -448,7 +494,7 @@ func (h *Handler) deliver(w http.ResponseWriter, r *http.Request, receiver strin
 		slots = h.small
 	}
 	if !h.acquire(r.Context(), slots) {
-		h.reject(w, r, http.StatusServiceUnavailable, "busy")
+		h.slotRefused(w, r)
 		return
 	}
 	held := true
@@ -464,18 +510,20 @@ func (h *Handler) deliver(w http.ResponseWriter, r *http.Request, receiver strin
 		st, idx, err = h.awaitNewSecret(r.Context(), receiver, sig, body, st, arrived)
 		if err == nil {
 			if !h.acquire(r.Context(), slots) {
-				h.reject(w, r, http.StatusServiceUnavailable, "busy")
+				h.slotRefused(w, r)
 				return
 			}
 			held = true
 		}
 	}
+	// A receiver that does not exist, one whose stored secrets do not
+	// decrypt and a forged signature are answered alike (publicReason).
 	switch {
 	case errors.Is(err, errUnknownReceiver):
 		h.reject(w, r, http.StatusUnauthorized, "unknown_receiver")
 		return
 	case errors.Is(err, errUnreadable):
-		h.reject(w, r, http.StatusServiceUnavailable, "secret_unreadable")
+		h.reject(w, r, http.StatusUnauthorized, "secret_unreadable")
 		return
 	case errors.Is(err, errStoreDown):
 		h.storeFailed(w, r, "reading the webhook receivers failed", err, "receiver", store.ReceiverName(receiver))
@@ -549,6 +597,17 @@ func (h *Handler) noteHeaderMismatch(r *http.Request, env webhook.Envelope) {
 	} else {
 		h.opts.Metrics.logSuppressed(r.Context())
 	}
+}
+
+// slotRefused answers a delivery that got no slot: 503 busy, or
+// connection_shed when the wait ended because the connection cap closed
+// its connection.
+func (h *Handler) slotRefused(w http.ResponseWriter, r *http.Request) {
+	reason := "busy"
+	if connShed(r) {
+		reason = "connection_shed"
+	}
+	h.reject(w, r, http.StatusServiceUnavailable, reason)
 }
 
 // acquire takes one of slots, waiting up to SlotWait.

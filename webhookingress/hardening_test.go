@@ -35,8 +35,11 @@ func (u *untouchable) Read([]byte) (int, error) {
 
 // TestRefusedBeforeTheBodyIsRead checks that what can be refused on the
 // request line and the headers is refused without reading a byte of the
-// body: a junk signature header, a stale timestamp, an unknown receiver
-// (answered as a bad signature), a declared length over the cap.
+// body: a junk signature header, a stale timestamp, a receiver name out of
+// form (answered as a bad signature), a declared length over the cap. A
+// receiver that does not exist is not among them: it is answered after its
+// body, as a forged delivery to one that does
+// (TestUnknownAndDamagedReceiversAnswerAlike).
 func TestRefusedBeforeTheBodyIsRead(t *testing.T) {
 	f := newFixture(t, nil)
 	good := webhook.Sign(envSecret, now, []byte("{}"))
@@ -48,7 +51,7 @@ func TestRefusedBeforeTheBodyIsRead(t *testing.T) {
 		{"junk header", "/webhooks", "t=1,v1=x", 100, 400},
 		{"no header", "/webhooks", "", 100, 400},
 		{"stale timestamp", "/webhooks", webhook.Sign(envSecret, now.Add(-time.Hour), []byte("{}")), 100, 401},
-		{"unknown receiver", "/webhooks/nobody", good, 100, 401},
+		{"receiver name out of form", "/webhooks/-nobody", good, 100, 401},
 		{"declared length over the cap", "/webhooks", good, 1 << 30, 413},
 	}
 	for _, tc := range tests {
@@ -228,8 +231,9 @@ func TestSlowForgedBodiesDoNotDelayValidDeliveries(t *testing.T) {
 
 // TestUnknownReceiversCostNoRead is item 5 of the review: 500 forged
 // deliveries (a current, well-formed header; a MAC of no secret) to random
-// receiver names, 25 at a time, are each refused 401 before the body is
-// read, from the list of receivers, at a cost to the store of at most one
+// receiver names, 25 at a time, are each refused 401 (after their body, as
+// a forged delivery to a receiver that exists), from the list of
+// receivers, at a cost to the store of at most one
 // read of the list per Recheck in all — not a read per request (before:
 // two per request, its secrets and its expectation) — and the handler
 // keeps nothing of the names; the receiver that exists still verifies.

@@ -103,7 +103,7 @@ func NewMetricsOn(mp metric.MeterProvider) *Metrics {
 		metric.WithDescription("Connections open on the webhook port (at most SITEOPS_INGRESS_MAX_CONNECTIONS)."))
 	m.conns.Add(context.Background(), 0)
 	m.shed, _ = mt.Int64Counter("siteops.webhook.connections_shed",
-		metric.WithDescription("Connections of the webhook port closed at the connection cap to admit another (action closed_idle: the keep-alive connection idle longest; closed_slow: the one waiting longest for its header or body), or refused with 503 (refused: every connection busy)."))
+		metric.WithDescription("Connections of the webhook port closed at the connection cap to admit another (action closed_answered: a refused request's, answered and closing; closed_idle: the keep-alive connection idle longest; closed_slow: the one waiting longest for its header or body; closed_busy: the one longest in its request, past SITEOPS_INGRESS_SHED_BUSY_AFTER), or refused with 503 (refused: every connection busy, none for that long)."))
 	m.unreadable, _ = mt.Int64Gauge("siteops.webhook.unreadable_secrets",
 		metric.WithUnit("{secret}"),
 		metric.WithDescription("Active stored signing secrets of a receiver that do not decrypt with SITEOPS_SECRET_KEY (skipped)."))

@@ -133,15 +133,17 @@ func TestUnknownReceiversAddNoSeries(t *testing.T) {
 	}
 }
 
-// TestUnreadableSecretsAnswer503UntilFixed is issue 21, item 2, on the
+// TestUnreadableSecretsAnswer401UntilFixed is issue 21, item 2, on the
 // handler's side, on SQLite and PostgreSQL: stored secrets that no longer
 // decrypt (here damaged rows, as a bad restore or an edit leaves them) cost
 // the other receivers nothing; a delivery to the damaged receivers that
-// their readable secrets do not verify is answered 503 with Retry-After,
-// which the sender retries, never 401 or 404; the gauge stays raised until
-// the rows are fixed, and falls to 0 then without a delivery; and the
-// retried delivery then succeeds.
-func TestUnreadableSecretsAnswer503UntilFixed(t *testing.T) {
+// their readable secrets do not verify is answered as a bad signature (401
+// invalid_signature, as issue 32 decided, so that the answer does not tell
+// a prober the receiver exists), which the sender retries as any non-2xx,
+// and counted secret_unreadable; the gauge stays raised until the rows are
+// fixed, and falls to 0 then without a delivery; and the retried delivery
+// then succeeds.
+func TestUnreadableSecretsAnswer401UntilFixed(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, st *store.Store) {
 		ctx := t.Context()
 		for _, s := range []struct{ id, receiver string }{{"we_ok", "main"}, {"we_bad", "main"}, {"we_lone", "lonely"}, {"we_other", "other"}} {
@@ -176,16 +178,16 @@ func TestUnreadableSecretsAnswer503UntilFixed(t *testing.T) {
 		}{
 			{"another receiver", "/webhooks/other", "whsec_we_other", 200},
 			{"the damaged receiver's readable secret", "/webhooks/main", "whsec_we_ok", 200},
-			{"the damaged secret", "/webhooks/main", "whsec_we_bad", 503},
-			{"a forged one beside a damaged secret", "/webhooks/main", "whsec_forged", 503},
-			{"a receiver whose only secret is damaged", "/webhooks/lonely", "whsec_we_lone", 503},
+			{"the damaged secret", "/webhooks/main", "whsec_we_bad", 401},
+			{"a forged one beside a damaged secret", "/webhooks/main", "whsec_forged", 401},
+			{"a receiver whose only secret is damaged", "/webhooks/lonely", "whsec_we_lone", 401},
 		} {
 			rec := send(c.path, c.secret, "evt_"+strings.ReplaceAll(c.name, " ", "_"))
 			if rec.Code != c.want {
 				t.Errorf("%s = %d %s, want %d", c.name, rec.Code, rec.Body, c.want)
 			}
-			if c.want == 503 && (rec.Header().Get("Retry-After") == "" || !strings.Contains(rec.Body.String(), "secret_unreadable")) {
-				t.Errorf("%s: Retry-After %q, body %s; want a Retry-After and secret_unreadable", c.name, rec.Header().Get("Retry-After"), rec.Body)
+			if c.want == 401 && (rec.Header().Get("Retry-After") != "" || !strings.Contains(rec.Body.String(), "invalid_signature")) {
+				t.Errorf("%s: Retry-After %q, body %s; want invalid_signature without Retry-After, as any bad signature", c.name, rec.Header().Get("Retry-After"), rec.Body)
 			}
 		}
 		for _, r := range []string{"main", "lonely"} {
@@ -231,7 +233,8 @@ func TestUnreadableSecretsAnswer503UntilFixed(t *testing.T) {
 // TestUnreadableSecretsUnderAnotherKey is the other way a secret stops
 // decrypting: the ingress runs with another SITEOPS_SECRET_KEY than the
 // one the secret was stored under. Deliveries signed with it are answered
-// 503 with Retry-After, and the gauge counts it.
+// as a bad signature (401), counted secret_unreadable, and the gauge
+// counts the secret.
 func TestUnreadableSecretsUnderAnotherKey(t *testing.T) {
 	ctx := t.Context()
 	u := storetest.SQLiteURL(t)
@@ -249,8 +252,11 @@ func TestUnreadableSecretsUnderAnotherKey(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = b.Close() })
 	f := &fixture{h: NewHandler(Options{Inbox: b, Secrets: b}), st: b}
-	if rec := f.send(t, delivery{path: "/webhooks/main", secret: "whsec_under_old_key", at: time.Now()}); rec.Code != 503 || rec.Header().Get("Retry-After") == "" {
-		t.Errorf("a delivery signed with the unreadable secret = %d (Retry-After %q), want 503 with Retry-After", rec.Code, rec.Header().Get("Retry-After"))
+	if rec := f.send(t, delivery{path: "/webhooks/main", secret: "whsec_under_old_key", at: time.Now()}); rec.Code != 401 {
+		t.Errorf("a delivery signed with the unreadable secret = %d, want 401", rec.Code)
+	}
+	if n := telemetrytest.Value(t, f.h.opts.Registry, "siteops_webhook_deliveries_total", "outcome", "rejected", "reason", "secret_unreadable"); n != 1 {
+		t.Errorf("rejected{secret_unreadable} = %v, want 1", n)
 	}
 	if n := telemetrytest.Value(t, f.h.opts.Registry, "siteops_webhook_unreadable_secrets", "receiver", "main"); n != 1 {
 		t.Errorf(`siteops_webhook_unreadable_secrets{receiver="main"} = %v, want 1`, n)

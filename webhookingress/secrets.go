@@ -33,13 +33,6 @@ type receiverState struct {
 	read time.Time
 }
 
-// known reports whether the receiver exists: it has a secret, readable or
-// not, or expects one. A delivery to a receiver that does not is refused
-// before its body is read.
-func (r receiverState) known() bool {
-	return len(r.secrets) > 0 || r.unreadable > 0 || r.exp.Pending
-}
-
 // secretSource answers the secrets of a receiver path from a list of every
 // receiver, read whole: for the default receiver ("", POST /webhooks) the
 // configured secrets plus any stored for it; for a named receiver, the
@@ -306,7 +299,7 @@ func (s *secretSource) noteUnreadable(ctx context.Context, secrets map[string]st
 			s.log.Info("the stored signing secrets of the receiver all decrypt again", "receiver", store.ReceiverName(c.receiver))
 			continue
 		}
-		s.log.Error("stored signing secrets do not decrypt with SITEOPS_SECRET_KEY and are skipped; deliveries to the receiver that its other secrets do not verify are answered 503 (the sender retries) until it is fixed",
+		s.log.Error("stored signing secrets do not decrypt with SITEOPS_SECRET_KEY and are skipped; deliveries to the receiver that its other secrets do not verify are answered 401 as a bad signature (the sender retries, 8 attempts over about five minutes; reason secret_unreadable in the metrics) until it is fixed",
 			"receiver", store.ReceiverName(c.receiver), "endpoints", c.key, "fix", "set the key they were stored with, or run `siteops secret rekey`")
 	}
 }

@@ -34,9 +34,12 @@ type ServerOptions struct {
 	MaxBody       int64
 	MaxConcurrent int
 	// MaxConns bounds the connections open on the webhook port
-	// (DefaultMaxConns when zero; see connLimiter).
-	MaxConns int
-	Logger   *slog.Logger
+	// (DefaultMaxConns when zero; see connLimiter), and ShedBusyAfter is
+	// how long a connection must have been in its request before the cap
+	// may close it for a new one (DefaultShedBusyAfter when zero).
+	MaxConns      int
+	ShedBusyAfter time.Duration
+	Logger        *slog.Logger
 	// Registry serves GET /metrics and MeterProvider records the
 	// ingress's metrics: in a process with telemetry, its Registry and
 	// MeterProvider, the one exporting into the other. With MeterProvider
@@ -60,10 +63,10 @@ type Server struct {
 	Store   *store.Store
 	Client  client.Client
 	log     *slog.Logger
-	// maxConns bounds the webhook port's connections; mp records otelhttp's
+	// conns bound the webhook port's connections; mp records otelhttp's
 	// metrics (nil: the global meter provider).
-	maxConns int
-	mp       metric.MeterProvider
+	conns connLimits
+	mp    metric.MeterProvider
 }
 
 // IdleTimeout closes a keep-alive connection of the webhook port that has
@@ -73,9 +76,9 @@ type Server struct {
 const IdleTimeout = 30 * time.Second
 
 // webhookServer returns the server of the webhook port and the listener it
-// is to serve: ln, admitting at most maxConns connections.
-func webhookServer(h *Handler, ln net.Listener, maxConns int, mp metric.MeterProvider) (*http.Server, net.Listener) {
-	limited := newConnLimiter(ln, maxConns, h.opts.Metrics)
+// is to serve: ln, admitting connections within limits.
+func webhookServer(h *Handler, ln net.Listener, limits connLimits, mp metric.MeterProvider) (*http.Server, net.Listener) {
+	limited := newConnLimiter(ln, limits, h.opts.Metrics)
 	return &http.Server{
 		Handler:           traced(h, mp),
 		ReadHeaderTimeout: 5 * time.Second,
@@ -122,11 +125,8 @@ func New(o ServerOptions) (*Server, error) {
 		MaxBody: o.MaxBody, MaxConcurrent: o.MaxConcurrent,
 		Logger: o.Logger, Metrics: m, Registry: reg, Recorded: relay.Wake, Checks: o.Checks,
 	})
-	maxConns := o.MaxConns
-	if maxConns <= 0 {
-		maxConns = DefaultMaxConns
-	}
-	return &Server{Handler: h, Relay: relay, Store: o.Store, Client: o.Temporal, log: o.Logger, maxConns: maxConns, mp: o.MeterProvider}, nil
+	conns := connLimits{max: o.MaxConns, shedBusyAfter: o.ShedBusyAfter}.withDefaults()
+	return &Server{Handler: h, Relay: relay, Store: o.Store, Client: o.Temporal, log: o.Logger, conns: conns, mp: o.MeterProvider}, nil
 }
 
 // Serve serves the webhook routes on ln and runs the relay until ctx is
@@ -141,14 +141,16 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // operators' network (Prometheus, the kubelet) reaches.
 //
 // The webhook server is the part anyone can reach: at most MaxConns
-// connections are open (see connLimiter), a request's header is bounded
+// connections are open (see connLimiter), a request that is refused, or
+// that is not a delivery or a GET /healthz without a body, has its
+// connection closed with the answer, a request's header is bounded
 // (MaxHeaderBytes) and must come within 5 s, a body within its deadline
 // (Options.BodyTimeout), a request within 15 s, and a connection idle for
 // 30 s is closed. The list of receivers is read every SecretRefresh
 // meanwhile, so that requests rarely wait for a read and the
 // unreadable-secrets gauge follows a fix without a delivery.
 func (s *Server) ServeWithAdmin(ctx context.Context, ln, admin net.Listener) error {
-	srv, limited := webhookServer(s.Handler, ln, s.maxConns, s.mp)
+	srv, limited := webhookServer(s.Handler, ln, s.conns, s.mp)
 	servers := []*http.Server{srv}
 	listeners := []net.Listener{limited}
 	if admin != nil {

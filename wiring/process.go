@@ -185,6 +185,9 @@ func RunIngress(ctx context.Context, cfg IngressConfig, logger *slog.Logger, tel
 	if cfg.MaxConcurrent < 0 {
 		return config.Invalid("SITEOPS_INGRESS_MAX_CONCURRENT=%d must be a positive number of deliveries, e.g. 64", cfg.MaxConcurrent)
 	}
+	if cfg.ShedBusyAfter < 0 {
+		return config.Invalid("SITEOPS_INGRESS_SHED_BUSY_AFTER=%s must be a positive duration, e.g. 1s", cfg.ShedBusyAfter)
+	}
 	if cfg.MaxBody != 0 && cfg.MaxBody < 1024 {
 		return config.Invalid("SITEOPS_INGRESS_MAX_BODY=%d must be a number of bytes of at least 1024, e.g. 262144 (256 KiB)", cfg.MaxBody)
 	}
@@ -225,7 +228,7 @@ func RunIngress(ctx context.Context, cfg IngressConfig, logger *slog.Logger, tel
 	defer c.Close()
 	so := webhookingress.ServerOptions{
 		Store: st, Temporal: c, TaskQueue: cfg.TaskQueue, EnvSecrets: SplitSecrets(cfg.WebhookSecrets),
-		Window: cfg.ReplayWindow, MaxBody: cfg.MaxBody, MaxConcurrent: cfg.MaxConcurrent, MaxConns: cfg.MaxConnections, Logger: logger,
+		Window: cfg.ReplayWindow, MaxBody: cfg.MaxBody, MaxConcurrent: cfg.MaxConcurrent, MaxConns: cfg.MaxConnections, ShedBusyAfter: cfg.ShedBusyAfter, Logger: logger,
 	}
 	if tel != nil {
 		so.Registry, so.MeterProvider = tel.Registry, tel.MeterProvider

@@ -27,9 +27,10 @@ internal address, 127.0.0.1:9091 unless set; empty: none).
 
 Each delivery is verified, recorded under its event id and answered at once
 (200 new, also a verified body that is not an envelope, recorded as
-malformed; 204 duplicate; 400 malformed header; 401 bad signature, age or
-unknown receiver; 408 body too slow; 413 too large; 503 with Retry-After: store
-down, busy, or a stored secret that does not decrypt). The relay in the same process
+malformed; 204 duplicate; 400 malformed header; 401 bad signature, age,
+unknown receiver or a stored secret that does not decrypt, alike; 408 body
+too slow; 413 too large, or a body on a route that takes none; 503 with
+Retry-After: store down or busy). The relay in the same process
 signals the workflows; Temporal being down delays only the relay.
 
 At start it checks its settings and says where its store is, migrates the
