@@ -123,7 +123,7 @@ bench: tools
 	$(GO) test -p 1 -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $$($(GO) list ./... | grep -v '/bench$$')
 	$(GO) test -p 1 -run '^$$' -bench 'Ingress|Relay|EndToEnd' -benchmem -benchtime $(BENCH_COUNTED) -timeout 60m ./bench/
 	$(GO) test -p 1 -run '^$$' -bench 'ForgedRequestStoreCalls/(known|one|unknown)' -benchtime $(BENCH_COUNTED) ./bench/
-	$(GO) test -p 1 -run '^$$' -bench 'LeadSync|Onboarding|Incident|WorkerMemory|ThrottledAPI|CapacityCosts' -benchtime 1x -timeout 90m ./bench/
+	$(GO) test -p 1 -run '^$$' -bench 'LeadSync|Onboarding|Incident|EmbedOffUnderSaturation|WorkerMemory|ThrottledAPI|CapacityCosts' -benchtime 1x -timeout 90m ./bench/
 	$(GO) test -p 1 -run '^$$' -bench 'ForgedRequestStoreCalls/held' -benchtime 1x ./bench/
 	$(GO) test -p 1 -run '^$$' -bench 'VerifyAgainstStripe' -benchmem -benchtime $(BENCHTIME) ./bench/
 
