@@ -174,7 +174,7 @@ func saturationRun(b *testing.B, bin string, onboardings, incidents int) saturat
 			siteopstest.EventuallyNil(b, 15*time.Minute, "lead sync "+id+" caught up", func() error {
 				p, err := e.Starter.LeadProgress(ctx, site)
 				if err != nil || !p.CaughtUp || p.Leads != satLeads {
-					return fmt.Errorf("progress %+v, %v", p, err)
+					return fmt.Errorf("progress %+v: %w", p, err)
 				}
 				return nil
 			})
