@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/siteops/siteops/agentsite"
+	"github.com/siteops/siteops/store"
 )
 
 // Error types of non-retryable activity failures, for workflows and callers
@@ -33,6 +34,16 @@ const (
 	defaultThrottledRetry = 5 * time.Second
 )
 
+// ErrTypeSecretUnreadable is the failure of an activity that was to
+// rewrite (retire) a stored secret that does not open with the worker's
+// SITEOPS_SECRET_KEY: it left the secret as it was. Retryable when the
+// secret was sealed under another key: the key is the worker's, not the
+// input's, so another worker (or this one, restarted with the right key)
+// may do it, and a rotation waits for that rather than failing half done.
+// Non-retryable when it was sealed under this very key yet does not open:
+// its row was changed outside siteops, and no key fixes that.
+const ErrTypeSecretUnreadable = "SecretUnreadable"
+
 // classify turns an error of the client or the store into what Temporal
 // should do with it. It is the only place that decides retryability.
 func classify(err error) error {
@@ -44,8 +55,13 @@ func classify(err error) error {
 		valErr    *agentsite.ValidationError
 		openErr   *agentsite.BreakerOpenError
 		throttled *agentsite.ThrottledError
+		sealed    *store.SecretUnreadableError
 	)
 	switch {
+	case errors.As(err, &sealed) && sealed.Damaged():
+		return nonRetryable(ErrTypeSecretUnreadable, err)
+	case errors.As(err, &sealed):
+		return temporal.NewApplicationErrorWithOptions(err.Error(), ErrTypeSecretUnreadable, temporal.ApplicationErrorOptions{})
 	case errors.As(err, &valErr):
 		return nonRetryable(ErrTypeInvalidInput, err)
 	case errors.Is(err, agentsite.ErrMissingIdempotencyKey):

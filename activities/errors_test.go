@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/siteops/siteops/agentsite"
+	"github.com/siteops/siteops/store"
 )
 
 func TestClassify(t *testing.T) {
@@ -48,6 +49,8 @@ func TestClassify(t *testing.T) {
 		{"breaker open", &agentsite.BreakerOpenError{RetryAfter: 12 * time.Second}, false, "Retryable", 12 * time.Second, false},
 		{"transport", &agentsite.TransportError{Method: "POST", Path: "/x", Err: errors.New("connection reset")}, false, "", 0, true},
 		{"store", errors.New("database is locked"), false, "", 0, true},
+		{"secret under another key", fmt.Errorf("retiring: %w", &store.SecretUnreadableError{EndpointID: "we_1", SealedBy: "k2-aaaaaaaaaaaa", KeyID: "k2-bbbbbbbbbbbb"}), false, ErrTypeSecretUnreadable, 0, false},
+		{"secret damaged under this key", &store.SecretUnreadableError{EndpointID: "we_1", SealedBy: "k2-bbbbbbbbbbbb", KeyID: "k2-bbbbbbbbbbbb"}, true, ErrTypeSecretUnreadable, 0, false},
 		{"cancelled", context.Canceled, false, "", 0, true},
 	}
 	for _, tc := range tests {

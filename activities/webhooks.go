@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -173,7 +174,10 @@ type RetireSecretResult struct {
 	Stored bool `json:"stored"`
 }
 
-// RetireSecret sets when the ingress stops accepting the secret.
+// RetireSecret sets when the ingress stops accepting the secret. A secret
+// that does not open with the worker's SITEOPS_SECRET_KEY is left as it
+// was and the activity fails with ErrTypeSecretUnreadable, retried while
+// another key may open it (see the type).
 func (a *Activities) RetireSecret(ctx context.Context, in RetireSecretInput) (RetireSecretResult, error) {
 	var err error
 	if in.Now {
@@ -305,6 +309,12 @@ type ReconcileSecretsResult struct {
 // deleted, `siteops secret retire` retires them. So a deleted endpoint's
 // secret is retired within one period whenever the list still names
 // another stored endpoint.
+//
+// A secret that does not open with the worker's SITEOPS_SECRET_KEY is
+// never retired here: retiring seals it again, and without its key that
+// would leave it readable by no key. The others are retired, then the
+// activity fails naming it (ErrTypeSecretUnreadable, retried while
+// another key may open it); the retried attempt finds only what is left.
 func (a *Activities) ReconcileSecrets(ctx context.Context) (ReconcileSecretsResult, error) {
 	var out ReconcileSecretsResult
 	stored, err := a.Store.Secrets(ctx)
@@ -346,12 +356,29 @@ func (a *Activities) ReconcileSecrets(ctx context.Context) (ReconcileSecretsResu
 			gone = nil
 		}
 		now := a.Now()
+		var unreadable []string
+		var refused error
 		for _, s := range gone {
-			if _, err := a.Store.Retire(ctx, s.EndpointID, now); err != nil && !errors.Is(err, store.ErrNotFound) {
+			_, err := a.Store.Retire(ctx, s.EndpointID, now)
+			switch {
+			case errors.Is(err, store.ErrSecretUnreadable):
+				// Left as it was; the others are still retired.
+				unreadable = append(unreadable, s.EndpointID)
+				if refused == nil || errors.Is(err, store.ErrKeyMismatch) {
+					refused = err
+				}
+				continue
+			case err != nil && !errors.Is(err, store.ErrNotFound):
 				return out, classify(err)
 			}
 			activity.GetLogger(ctx).Warn("retired the secret of an endpoint that no longer exists", "endpoint_id", s.EndpointID, "receiver", store.ReceiverName(s.Receiver), "fingerprint", s.Fingerprint)
 			out.Retired = append(out.Retired, s.EndpointID)
+		}
+		if refused != nil {
+			activity.GetLogger(ctx).Error("secrets of endpoints that no longer exist do not decrypt with this worker's SITEOPS_SECRET_KEY: left as they were, not retired",
+				"endpoints", unreadable, "retired", out.Retired, "error", refused)
+			return out, classify(fmt.Errorf("reconciling the stored secrets: %d whose endpoint is gone (%s) left unretired, %d retired: %w",
+				len(unreadable), strings.Join(unreadable, ", "), len(out.Retired), refused))
 		}
 	}
 	// Secrets still in the first format are re-sealed by `siteops release

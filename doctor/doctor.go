@@ -65,6 +65,11 @@ type Result struct {
 	// what the check covers works (one stored secret of two decrypts). A
 	// process starts degraded; doctor still fails until it is fixed.
 	Partial bool `json:"partial,omitempty"`
+	// Watch marks a check of what changes while a process runs (the
+	// stored secrets): a process runs it again every period for as long
+	// as it runs, passing or not, so that /readyz and siteops_check_ok
+	// say what holds now, not what held at start.
+	Watch bool `json:"-"`
 	// Err is why a check failed, for exit codes; never printed as is.
 	Err error `json:"-"`
 }
@@ -310,8 +315,17 @@ func Database(ctx context.Context, st *store.Store, where string) Result {
 // SecretKey checks that SITEOPS_SECRET_KEY decrypts every active stored
 // secret. Without the key it is skipped while nothing is stored, and fails
 // once secrets are: the ingress would answer 503 to every delivery for
-// their receivers while it looked ready.
+// their receivers while it looked ready. Secrets that do not decrypt are
+// counted and named as such, never as decrypting; when there are some and
+// none decrypts, it says so. What it checks changes while a process runs
+// (secrets are stored, retired, re-keyed), so its result is marked Watch.
 func SecretKey(ctx context.Context, st *store.Store) Result {
+	r := secretKey(ctx, st)
+	r.Watch = true
+	return r
+}
+
+func secretKey(ctx context.Context, st *store.Store) Result {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	all, err := st.Secrets(ctx)
@@ -322,15 +336,19 @@ func SecretKey(ctx context.Context, st *store.Store) Result {
 		if len(all) == 0 {
 			return Skipped("secret key", "SITEOPS_SECRET_KEY is not set and no webhook secret is stored (the key is needed to create endpoints, and by the ingress for named receivers)")
 		}
-		return FailedWith("secret key", noSecretKeyError(fmt.Sprintf("SITEOPS_SECRET_KEY is not set, and the store holds %d active webhook secret(s) encrypted with it: %s; without it the ingress refuses every delivery to their receivers; set SITEOPS_SECRET_KEY to the key they were stored under",
-			len(all), describeSecrets(all))))
+		return FailedWith("secret key", noSecretKeyError(fmt.Sprintf("SITEOPS_SECRET_KEY is not set, and the store holds %d active webhook secret(s) sealed by %s: %s; without it the ingress refuses every delivery to their receivers; set SITEOPS_SECRET_KEY to the key they were stored under (or SITEOPS_SECRET_KEY_FILE to a file holding it), the one the worker and the ingress run with: a new key would open none of them",
+			len(all), sealers(all), describeSecrets(all))))
 	}
 	bad, err := st.UnreadableSecrets(ctx)
 	if err != nil {
 		return FailedWith("secret key", err)
 	}
+	key := st.SecretKeyID()
+	if len(all) == 0 {
+		return ok("secret key", "no active webhook secret is stored; SITEOPS_SECRET_KEY (key %s) seals the ones new endpoints get", key)
+	}
 	if len(bad) == 0 {
-		return ok("secret key", "decrypts all %d active stored secrets", len(all))
+		return ok("secret key", "decrypts all %d active stored secrets (SITEOPS_SECRET_KEY is key %s)", len(all), key)
 	}
 	var otherKey, damaged []store.SecretInfo
 	for _, s := range bad {
@@ -342,14 +360,18 @@ func SecretKey(ctx context.Context, st *store.Store) Result {
 	}
 	var problems []string
 	if len(otherKey) > 0 {
-		problems = append(problems, fmt.Sprintf("%d do not decrypt with SITEOPS_SECRET_KEY (stored under another key, or damaged): %s; set the key they were stored with, or run `siteops secret rekey` with it as SITEOPS_OLD_SECRET_KEY",
-			len(otherKey), describeSecrets(otherKey)))
+		problems = append(problems, fmt.Sprintf("%d were sealed under another key (%s), or damaged: %s; set SITEOPS_SECRET_KEY to the key that sealed them, or run `siteops secret rekey` with it as SITEOPS_OLD_SECRET_KEY",
+			len(otherKey), sealers(otherKey), describeSecrets(otherKey)))
 	}
 	if len(damaged) > 0 {
-		problems = append(problems, fmt.Sprintf("%d are sealed under this very key yet do not open, so their rows were changed outside siteops (endpoint, receiver or retirement edited, or the ciphertext damaged, while the key is right): %s; restore the rows from a backup, or retire them (`siteops secret retire --endpoint ID`) and register the endpoints again",
+		problems = append(problems, fmt.Sprintf("%d are sealed under this very key yet do not open, so their rows were changed outside siteops (endpoint, receiver or retirement edited, or the ciphertext damaged, while the key is right): %s; restore the rows from a backup, or give them up (`siteops secret retire --endpoint ID --unreadable`) and register the endpoints again",
 			len(damaged), describeSecrets(damaged)))
 	}
-	msg := fmt.Sprintf("%d of %d stored secrets cannot be read: %s", len(bad), len(all), strings.Join(problems, "; "))
+	head := fmt.Sprintf("%d of %d active stored secrets do not decrypt with SITEOPS_SECRET_KEY (key %s)", len(bad), len(all), key)
+	if len(bad) == len(all) {
+		head = fmt.Sprintf("none of the %d active stored secrets decrypts with SITEOPS_SECRET_KEY (key %s)", len(all), key)
+	}
+	msg := head + ": " + strings.Join(problems, "; ")
 	var r Result
 	if len(damaged) == len(bad) {
 		r = FailedWith("secret key", errors.New(msg))
@@ -363,9 +385,26 @@ func SecretKey(ctx context.Context, st *store.Store) Result {
 	return r
 }
 
+// sealers names the keys that sealed secrets, by their ids.
+func sealers(secrets []store.SecretInfo) string {
+	var ids []string
+	for _, s := range secrets {
+		id := s.SealedBy
+		if id == "" {
+			id = "the first format, no key id"
+		} else {
+			id = "key " + id
+		}
+		if !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	return strings.Join(ids, ", ")
+}
+
 // noSecretKeyError is a missing SITEOPS_SECRET_KEY beside stored secrets.
-// It matches store.ErrNoSecretKey without that error's advice to make a
-// new key, which would not decrypt what is stored.
+// It matches store.ErrNoSecretKey, and never advises a new key, which
+// would not decrypt what is stored.
 type noSecretKeyError string
 
 func (e noSecretKeyError) Error() string        { return string(e) }

@@ -311,3 +311,60 @@ func TestDatabaseWarnsOfAnInvalidIndex(t *testing.T) {
 		t.Errorf("after the invalid index is dropped: %+v; want ok", r)
 	}
 }
+
+// TestSecretKeyNamesWhatDoesNotDecrypt is issue 33, item 1, in doctor and
+// readiness: secrets that do not decrypt are counted as such, never as
+// "decrypts all 0"; a key that opens none of them says so plainly and
+// refuses; no stored secret is not "all decrypt"; without a key the check
+// names the key that sealed them and never advises a new one; and the
+// result is watched, since what it checks changes while a process runs.
+func TestSecretKeyNamesWhatDoesNotDecrypt(t *testing.T) {
+	url := storetest.SQLiteURL(t)
+	open := func(key []byte) *store.Store {
+		var opts []store.Option
+		if key != nil {
+			opts = append(opts, store.WithSecretKey(key))
+		}
+		st, err := store.Open(t.Context(), url, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Close() })
+		return st
+	}
+	right := open(storetest.TestKey)
+	r := SecretKey(t.Context(), right)
+	if r.Status != OK || strings.Contains(r.Detail, "decrypts all") || !strings.Contains(r.Detail, "no active webhook secret is stored") || !r.Watch {
+		t.Errorf("nothing stored = %+v; want OK saying nothing is stored (not that all 0 decrypt), watched", r)
+	}
+	put(t, right, "we_1", "main")
+	put(t, right, "we_2", "")
+
+	wrong := open([]byte("ffffffffffffffffffffffffffffffff"))
+	r = SecretKey(t.Context(), wrong)
+	for _, s := range []string{"none of the 2 active stored secrets decrypts with SITEOPS_SECRET_KEY (key " + wrong.SecretKeyID() + ")", "we_1 (receiver main)", "we_2 (receiver default)", "key " + right.SecretKeyID()} {
+		if !strings.Contains(r.Detail, s) {
+			t.Errorf("another key: detail %q does not say %q", r.Detail, s)
+		}
+	}
+	if r.Status != Fail || !r.Refuses() || !errors.Is(r.Err, store.ErrKeyMismatch) || !r.Watch || strings.Contains(r.Detail, "decrypts all") {
+		t.Errorf("another key = %+v; want a watched failure that refuses, matching ErrKeyMismatch", r)
+	}
+
+	// One of three under the right key: partial, counted.
+	put(t, right, "we_3", "main")
+	if _, err := right.DB().ExecContext(t.Context(), `UPDATE webhook_secrets SET key_id = 'k2-0123456789ab' WHERE endpoint_id = 'we_2'`); err != nil {
+		t.Fatal(err)
+	}
+	r = SecretKey(t.Context(), right)
+	if r.Status != Fail || !r.Partial || !strings.Contains(r.Detail, "1 of 3 active stored secrets do not decrypt with SITEOPS_SECRET_KEY") || !strings.Contains(r.Detail, "we_2") || !strings.Contains(r.Detail, "key k2-0123456789ab") {
+		t.Errorf("one of three unreadable = %+v; want a partial failure counting and naming we_2 and its key", r)
+	}
+
+	none := open(nil)
+	r = SecretKey(t.Context(), none)
+	if r.Status != Fail || !errors.Is(r.Err, store.ErrNoSecretKey) || strings.Contains(r.Detail, "openssl") ||
+		!strings.Contains(r.Detail, "key "+right.SecretKeyID()) || !strings.Contains(r.Detail, "SITEOPS_SECRET_KEY_FILE") || !r.Watch {
+		t.Errorf("no key = %+v; want a watched failure naming the key that sealed them, never advising a new one", r)
+	}
+}

@@ -144,7 +144,9 @@ type RetiredSecret struct {
 type SecretRetirer interface {
 	SecretLookup
 	HasSecretKey() bool
+	NoKeyError(ctx context.Context) error
 	Retire(ctx context.Context, endpointID string, at time.Time) (store.SecretInfo, error)
+	RetireUnreadable(ctx context.Context, endpointID string, at time.Time) (store.SecretInfo, error)
 }
 
 var _ SecretRetirer = (*store.Store)(nil)
@@ -153,12 +155,27 @@ var _ SecretRetirer = (*store.Store)(nil)
 // fingerprint set, the one stored secret with that fingerprint, at at. A
 // retirement is never postponed: an earlier one (or an earlier end of a
 // rotation's grace period) stays, and At says when it is. Retiring seals
-// the secret again, so the store needs its key (store.ErrNoSecretKey); a
-// fingerprint of several secrets is store.ErrAmbiguous.
+// the secret again, so the store needs its key (store.ErrNoSecretKey,
+// saying which key sealed what is stored), and a secret that does not open
+// with it is refused and left as it was (store.ErrSecretUnreadable; also
+// store.ErrKeyMismatch when another key sealed it); a fingerprint of
+// several secrets is store.ErrAmbiguous.
 func RetireSecret(ctx context.Context, st SecretRetirer, endpointID, fingerprint string, at time.Time) (RetiredSecret, error) {
+	return retireSecret(ctx, st, endpointID, fingerprint, at, st.Retire)
+}
+
+// RetireUnreadableSecret is RetireSecret that also retires a secret that
+// does not open with the store's key (store.Store.RetireUnreadable): for a
+// secret given up for good, whose row was damaged or whose key is lost; no
+// key opens it afterwards.
+func RetireUnreadableSecret(ctx context.Context, st SecretRetirer, endpointID, fingerprint string, at time.Time) (RetiredSecret, error) {
+	return retireSecret(ctx, st, endpointID, fingerprint, at, st.RetireUnreadable)
+}
+
+func retireSecret(ctx context.Context, st SecretRetirer, endpointID, fingerprint string, at time.Time, retire func(context.Context, string, time.Time) (store.SecretInfo, error)) (RetiredSecret, error) {
 	const notStored = "(a secret from SITEOPS_WEBHOOK_SECRETS is not stored: remove it from there)"
 	if !st.HasSecretKey() {
-		return RetiredSecret{}, store.ErrNoSecretKey
+		return RetiredSecret{}, st.NoKeyError(ctx)
 	}
 	if fingerprint != "" {
 		found, err := st.SecretsByFingerprint(ctx, fingerprint)
@@ -174,7 +191,7 @@ func RetireSecret(ctx context.Context, st SecretRetirer, endpointID, fingerprint
 			return RetiredSecret{}, store.ErrAmbiguous
 		}
 	}
-	info, err := st.Retire(ctx, endpointID, at)
+	info, err := retire(ctx, endpointID, at)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return RetiredSecret{}, fmt.Errorf("no secret is stored for endpoint %s %s: %w", endpointID, notStored, store.ErrNotFound)
@@ -192,8 +209,10 @@ func RetireSecret(ctx context.Context, st SecretRetirer, endpointID, fingerprint
 type Rekeyed struct {
 	Reencrypted int `json:"reencrypted"`
 	// StillUnreadable counts the active secrets that decrypt with neither
-	// key: they stay refused.
-	StillUnreadable int `json:"still_unreadable"`
+	// key: they stay refused, and as they were (nothing rewrites a secret
+	// it cannot open). Unreadable names their endpoints.
+	StillUnreadable int      `json:"still_unreadable"`
+	Unreadable      []string `json:"still_unreadable_endpoints,omitempty"`
 }
 
 // Rekeyer re-encrypts the stored secrets: *store.Store.
@@ -221,7 +240,11 @@ func Rekey(ctx context.Context, st Rekeyer, oldKey []byte) (Rekeyed, error) {
 	if err != nil {
 		return Rekeyed{}, err
 	}
-	return Rekeyed{Reencrypted: n, StillUnreadable: len(left)}, nil
+	res := Rekeyed{Reencrypted: n, StillUnreadable: len(left)}
+	for _, s := range left {
+		res.Unreadable = append(res.Unreadable, s.EndpointID)
+	}
+	return res, nil
 }
 
 // ErrNewKeyUnset is Rekey without SITEOPS_SECRET_KEY, the key to

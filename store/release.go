@@ -221,12 +221,12 @@ func (s *Store) Finalize(ctx context.Context, by string) (ContractResult, error)
 	}
 	if plan.LegacySecrets > 0 {
 		if s.keys == nil {
-			return res, fmt.Errorf("%w: %d stored secret(s) are in the first format and must be re-sealed before the next release, which refuses that format", ErrNoSecretKey, plan.LegacySecrets)
+			return res, fmt.Errorf("%w; %d of them are in the first format and must be re-sealed before the next release, which refuses that format", s.NoKeyError(ctx), plan.LegacySecrets)
 		}
-		if res.Resealed, err = s.Rekey(ctx, nil); err != nil {
-			return res, fmt.Errorf("store: re-sealing secrets in the first format: %w", err)
-		}
-		left, err := s.legacyLeft(ctx)
+		// Writers of sealed data read first: every secret the steps
+		// would re-seal is opened before any is written, and an active
+		// one that does not open stops them with nothing written.
+		left, err := s.legacyUnopened(ctx)
 		if err != nil {
 			return res, err
 		}
@@ -239,7 +239,10 @@ func (s *Store) Finalize(ctx context.Context, by string) (ContractResult, error)
 			}
 		}
 		if len(active) > 0 {
-			return res, fmt.Errorf("%w (endpoints %s): they were stored under another key; run `siteops secret rekey` with that key as SITEOPS_OLD_SECRET_KEY, then finalize again", ErrLegacyUnreadable, strings.Join(active, ", "))
+			return res, fmt.Errorf("%w (endpoints %s): they were stored under another key than SITEOPS_SECRET_KEY (key %s); nothing was changed; run `siteops secret rekey` with that key as SITEOPS_OLD_SECRET_KEY, then finalize again", ErrLegacyUnreadable, strings.Join(active, ", "), s.keys.id)
+		}
+		if res.Resealed, err = s.Rekey(ctx, nil); err != nil {
+			return res, fmt.Errorf("store: re-sealing secrets in the first format: %w", err)
 		}
 	}
 	now := s.now().UTC()
@@ -255,7 +258,23 @@ func (s *Store) Finalize(ctx context.Context, by string) (ContractResult, error)
 	return res, nil
 }
 
-// legacyLeft describes the secrets still in the first format.
-func (s *Store) legacyLeft(ctx context.Context) ([]SecretInfo, error) {
-	return s.secretInfos(ctx, `SELECT `+secretColumns+` FROM webhook_secrets WHERE key_id = '' ORDER BY created_at, endpoint_id`)
+// legacyUnopened describes the secrets in the first format that do not
+// open with the store's key, which Rekey(nil) leaves as they are.
+func (s *Store) legacyUnopened(ctx context.Context) ([]SecretInfo, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+secretColumns+` FROM webhook_secrets WHERE key_id = '' ORDER BY created_at, endpoint_id`)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = rows.Close() }()
+	var out []SecretInfo
+	for rows.Next() {
+		r, err := scanSecret(rows)
+		if err != nil {
+			return nil, err
+		}
+		if _, ok := s.open(r); !ok {
+			out = append(out, r.SecretInfo)
+		}
+	}
+	return out, rows.Err()
 }

@@ -87,15 +87,22 @@ func TestFinalizeRunsTheContractSteps(t *testing.T) {
 			t.Fatalf("Plan = %+v, %v; want 3 first-format secrets (1 active) and 1 undated text", plan, err)
 		}
 
-		// An active one under another key: nothing is recorded.
+		// An active one under another key: nothing is written (not even
+		// the readable ones re-sealed), nothing recorded.
 		putFirstFormat(t, s, other, "we_lost", "v3", "whsec_lost", nil)
+		before := storetest.SecretRows(t, s.DB())
 		if _, err := s.Finalize(ctx, "tester"); !errors.Is(err, store.ErrLegacyUnreadable) || !strings.Contains(err.Error(), "we_lost") || !strings.Contains(err.Error(), "SITEOPS_OLD_SECRET_KEY") {
 			t.Fatalf("Finalize with an unreadable active first-format secret: %v; want ErrLegacyUnreadable naming we_lost and the fix", err)
 		}
+		storetest.SameSecretRows(t, "a refused Finalize", before, storetest.SecretRows(t, s.DB()))
 		if f, _ := s.FinalizedRelease(ctx); f != 0 {
 			t.Fatalf("a failed finalize recorded release %d", f)
 		}
-		if _, err := s.Retire(ctx, "we_lost", time.Now()); err != nil {
+		// Its key lost, the operator gives it up (retire --unreadable).
+		if _, err := s.Retire(ctx, "we_lost", time.Now()); !errors.Is(err, store.ErrKeyMismatch) {
+			t.Fatalf("retiring a secret this key cannot open = %v; want a refusal", err)
+		}
+		if _, err := s.RetireUnreadable(ctx, "we_lost", time.Now()); err != nil {
 			t.Fatal(err)
 		}
 

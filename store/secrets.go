@@ -39,6 +39,10 @@ type SecretInfo struct {
 	Origin string
 	// VerifiedEvent is the first event that verified with the secret.
 	VerifiedEvent string
+	// SealedBy is the id of the key that sealed the secret (SecretKeyID
+	// of a store with that key; '' for the first format): it names the
+	// key, never reveals it.
+	SealedBy string
 	// Damaged is set by UnreadableSecrets on a secret sealed under this
 	// store's own key that still does not open: the key is right, and the
 	// row itself was changed outside siteops (its endpoint, receiver or
@@ -79,6 +83,7 @@ func scanSecret(sc interface{ Scan(...any) error }) (secretRow, error) {
 	if err := sc.Scan(&r.EndpointID, &r.Receiver, &r.sealed, &r.Fingerprint, &r.CreatedAt, &retireAfter, &retiredAt, &r.keyID, &r.Origin, &r.VerifiedEvent); err != nil {
 		return r, err
 	}
+	r.SealedBy = r.keyID
 	if retireAfter.Valid {
 		t := retireAfter.Time
 		r.RetireAfter = &t
@@ -131,7 +136,7 @@ func (s *Store) PutSecretFrom(ctx context.Context, endpointID, receiver, origin 
 // with it (ErrKeyMismatch), so that one process can read them all.
 func (s *Store) CheckSecretKey(ctx context.Context) error {
 	if s.keys == nil {
-		return ErrNoSecretKey
+		return s.NoKeyError(ctx)
 	}
 	unreadable, err := s.UnreadableSecrets(ctx)
 	if err != nil {
@@ -164,7 +169,7 @@ type ActiveSet struct {
 // oldest first.
 func (s *Store) ActiveSecrets(ctx context.Context, receiver string) (ActiveSet, error) {
 	if s.keys == nil {
-		return ActiveSet{}, ErrNoSecretKey
+		return ActiveSet{}, s.NoKeyError(ctx)
 	}
 	var set ActiveSet
 	err := s.eachActive(ctx, `receiver = $2`, []any{receiver}, func(r secretRow) error {
@@ -184,7 +189,7 @@ func (s *Store) ActiveSecrets(ctx context.Context, receiver string) (ActiveSet, 
 // the store's key.
 func (s *Store) UnreadableSecrets(ctx context.Context) ([]SecretInfo, error) {
 	if s.keys == nil {
-		return nil, ErrNoSecretKey
+		return nil, s.NoKeyError(ctx)
 	}
 	var out []SecretInfo
 	err := s.eachActive(ctx, "", nil, func(r secretRow) error {
@@ -266,10 +271,12 @@ func (s *Store) eachActive(ctx context.Context, cond string, args []any, f func(
 // transaction, and returns how many it re-encrypted. oldKey may be nil: then
 // only the format of secrets under the current key is brought up to date.
 // Secrets already in the current format under the store's key are left as
-// they are, so running it twice changes nothing.
+// they are, so running it twice changes nothing. A secret that opens with
+// neither key is never written (writers of sealed data read first): it
+// stays as it was, for a run with the key that sealed it.
 func (s *Store) Rekey(ctx context.Context, oldKey []byte) (int, error) {
 	if s.keys == nil {
-		return 0, ErrNoSecretKey
+		return 0, s.NoKeyError(ctx)
 	}
 	var old *secretKeys
 	if oldKey != nil {
@@ -329,17 +336,30 @@ func (s *Store) Rekey(ctx context.Context, oldKey []byte) (int, error) {
 
 // RetireSecret stops accepting an endpoint's secret after at (now or
 // later): a rotation's grace period. A retirement set earlier stays when it
-// is sooner: retirement is never postponed.
+// is sooner: retirement is never postponed. Like Retire, it refuses a
+// secret that does not open with the store's key.
 func (s *Store) RetireSecret(ctx context.Context, endpointID string, at time.Time) error {
-	_, err := s.retire(ctx, endpointID, func(r *secretRow) { r.RetireAfter = earlier(r.RetireAfter, at) })
+	_, err := s.retire(ctx, endpointID, false, func(r *secretRow) { r.RetireAfter = earlier(r.RetireAfter, at) })
 	return err
 }
 
 // Retire retires an endpoint's secret at at (writing retired_at): it is
 // refused from then on. A retirement set earlier stays when it is sooner.
-// It returns the secret as retired.
+// It returns the secret as retired. The retirement is bound into the
+// sealing, so the secret is sealed again: one that does not open with the
+// store's key is refused (a *SecretUnreadableError, nothing written), and
+// without a key it is NoKeyError.
 func (s *Store) Retire(ctx context.Context, endpointID string, at time.Time) (SecretInfo, error) {
-	return s.retire(ctx, endpointID, func(r *secretRow) { r.RetiredAt = earlier(r.RetiredAt, at) })
+	return s.retire(ctx, endpointID, false, func(r *secretRow) { r.RetiredAt = earlier(r.RetiredAt, at) })
+}
+
+// RetireUnreadable is Retire that also retires a secret that does not open
+// with the store's key, keeping its ciphertext under the new retirement:
+// no key opens it again, the one that sealed it included. It is for a
+// secret given up for good (its row damaged, or its key lost), on an
+// operator's explicit word; a secret that opens is retired as Retire does.
+func (s *Store) RetireUnreadable(ctx context.Context, endpointID string, at time.Time) (SecretInfo, error) {
+	return s.retire(ctx, endpointID, true, func(r *secretRow) { r.RetiredAt = earlier(r.RetiredAt, at) })
 }
 
 func earlier(cur *time.Time, at time.Time) *time.Time {
@@ -351,10 +371,15 @@ func earlier(cur *time.Time, at time.Time) *time.Time {
 }
 
 // retire changes a secret's retirement and, since the retirement is bound
-// into the sealing, seals the secret again (in the current format). A
-// secret this store cannot read keeps its ciphertext: it was refused
-// already and stays so.
-func (s *Store) retire(ctx context.Context, endpointID string, change func(*secretRow)) (SecretInfo, error) {
+// into the sealing, seals the secret again (in the current format). It
+// opens the secret first: one this store cannot read is refused with
+// nothing written, since its ciphertext under a new binding would open
+// with no key at all; only giveUp (RetireUnreadable) retires it anyway,
+// keeping its ciphertext.
+func (s *Store) retire(ctx context.Context, endpointID string, giveUp bool, change func(*secretRow)) (SecretInfo, error) {
+	if s.keys == nil {
+		return SecretInfo{}, s.NoKeyError(ctx)
+	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return SecretInfo{}, err
@@ -372,12 +397,15 @@ func (s *Store) retire(ctx context.Context, endpointID string, change func(*secr
 		return SecretInfo{}, err
 	}
 	plain, readable := s.open(r)
+	if !readable && !giveUp {
+		return SecretInfo{}, s.unreadable(r) // the deferred rollback writes nothing
+	}
 	change(&r)
 	if readable {
 		if r.sealed, err = s.keys.seal(r.binding(), plain); err != nil {
 			return SecretInfo{}, err
 		}
-		r.keyID = s.keys.id
+		r.keyID, r.SealedBy = s.keys.id, s.keys.id
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE webhook_secrets SET retire_after = $1, retired_at = $2, ciphertext = $3, key_id = $4 WHERE endpoint_id = $5`,
 		nullTime(r.RetireAfter), nullTime(r.RetiredAt), r.sealed, r.keyID, endpointID); err != nil {

@@ -50,8 +50,11 @@ func (e unreachableError) Error() string        { return e.msg }
 func (e unreachableError) Is(target error) bool { return target == ErrUnreachable }
 
 // ErrNoSecretKey is returned when a signing secret must be stored or read
-// and the store was opened without an encryption key.
-var ErrNoSecretKey = errors.New("store: SITEOPS_SECRET_KEY is not set, so signing secrets cannot be stored; make one with `openssl rand -base64 32` (or `head -c 32 /dev/urandom | base64`) and set it for the worker and the ingress")
+// and the store was opened without an encryption key. Its own message
+// never advises making a key, which would open none of the secrets
+// already stored: Store.NoKeyError, which matches it, says which key
+// sealed them, or how to make one when nothing is stored.
+var ErrNoSecretKey = errors.New("store: SITEOPS_SECRET_KEY is not set, and signing secrets are sealed with it: set it (or SITEOPS_SECRET_KEY_FILE) to the key the worker and the ingress run with")
 
 // Store is the siteops database.
 type Store struct {

@@ -158,7 +158,10 @@ func (c *Checks) Readiness(essential ...string) http.Handler {
 // start runs every check, retries the transient failures for p.Patience,
 // then refuses on a failure no retry fixes (unless p.Skip) or starts:
 // checks that still fail are logged as degrading the process and run
-// again every p.RecheckEvery, in the background, until they pass.
+// again every p.RecheckEvery, in the background, until they pass. A check
+// whose result is marked Watch (the secret key: secrets are stored and
+// changed while the process runs) runs again every p.RecheckEvery for as
+// long as the process runs, passing or not.
 func (p Preflight) start(ctx context.Context, process string, logger *slog.Logger, into *Checks, checks ...check) error {
 	patience, every := p.Patience, p.RecheckEvery
 	if patience == 0 {
@@ -219,11 +222,41 @@ func (p Preflight) start(ctx context.Context, process string, logger *slog.Logge
 		}
 	}
 	for i, c := range checks {
-		if results[i].Status == doctor.Fail {
+		switch {
+		case results[i].Watch:
+			go p.watch(ctx, logger, into, c, results[i], every)
+		case results[i].Status == doctor.Fail:
 			go p.recheck(ctx, logger, into, c, every)
 		}
 	}
 	return nil
+}
+
+// watch runs a check every period for as long as ctx lasts, keeping its
+// latest result in into, and says when it starts failing (again, or with
+// another cause) and when it passes again. A running process refuses
+// nothing: a check that starts failing degrades it, whatever the failure.
+func (p Preflight) watch(ctx context.Context, logger *slog.Logger, into *Checks, c check, last doctor.Result, every time.Duration) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(every):
+		}
+		r := c(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		into.set(r)
+		failing, wasFailing := r.Status == doctor.Fail, last.Status == doctor.Fail
+		switch {
+		case failing && (!wasFailing || r.Detail != last.Detail):
+			logger.Warn("DEGRADED: a check fails now; checking again in the background", "check", r.Check, "detail", r.Detail, "recheck_every", every)
+		case !failing && wasFailing:
+			logger.Info("check passes again; no longer degraded by it", "check", r.Check, "detail", r.Detail)
+		}
+		last = r
+	}
 }
 
 // recheck runs a failing check every period until it passes, keeping its
