@@ -115,6 +115,12 @@ type Ingress struct {
 	// before it purges them; pending events and dead letters are kept
 	// whatever their age.
 	InboxRetention time.Duration `envconfig:"SITEOPS_INBOX_RETENTION" default:"720h"`
+	// RefusedRetention is how long the record of refused deliveries (one
+	// row per receiver, reason and minute; `siteops events list
+	// --refused`) keeps a row, and RefusedMaxRows how many rows it keeps
+	// at most, the oldest pruned first; 0 rows keeps no record.
+	RefusedRetention time.Duration `envconfig:"SITEOPS_REFUSED_RETENTION" default:"168h"`
+	RefusedMaxRows   int           `envconfig:"SITEOPS_REFUSED_MAX_ROWS" default:"10000"`
 }
 
 // Worker configures the worker process.

@@ -167,6 +167,9 @@ type Options struct {
 	// MaxHeld bounds how many deliveries are held at once (32); the rest
 	// are answered at once.
 	MaxHeld int
+	// Refused keeps the record of refused deliveries in the store
+	// (refusals.go): its Store nil keeps none.
+	Refused RefusedOptions
 }
 
 // Handler serves the webhook routes (POST /webhooks, POST
@@ -185,6 +188,8 @@ type Handler struct {
 	budget *byteBudget // the bytes of large bodies being read
 	logs   *sampler    // rejection lines
 	errs   *sampler    // store-failure lines
+	// refused counts refusals for the record; nil when none is kept.
+	refused *refusalRecord
 
 	verifiedMu sync.Mutex
 	verified   map[string]bool // endpoints whose first verified delivery is recorded
@@ -249,6 +254,7 @@ func NewHandler(o Options) *Handler {
 	if o.Registry == nil {
 		o.Registry = prometheus.DefaultGatherer
 	}
+	o.Refused = o.Refused.withDefaults()
 	h := &Handler{
 		opts: o,
 		secrets: (&secretSource{
@@ -263,6 +269,7 @@ func NewHandler(o Options) *Handler {
 		budget:   &byteBudget{max: o.BodyBudget},
 		logs:     &sampler{perSecond: o.LogsPerSecond, now: o.Now},
 		errs:     &sampler{perSecond: o.LogsPerSecond, now: o.Now},
+		refused:  newRefusalRecord(o.Refused),
 		verified: map[string]bool{EnvEndpoint: true},
 	}
 	healthz := func(w http.ResponseWriter, _ *http.Request) { answer(w, http.StatusOK, "ok") }
@@ -399,6 +406,7 @@ func (h *Handler) storeFailed(w http.ResponseWriter, r *http.Request, msg string
 // once to admit another.
 func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, status int, reason string) {
 	h.opts.Metrics.delivery(r.Context(), "rejected", reason)
+	h.noteRefusal(r, status, reason)
 	if ra, ok := retryAfter[reason]; ok && status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", ra)
 	}
@@ -539,6 +547,8 @@ func (h *Handler) deliver(w http.ResponseWriter, r *http.Request, receiver strin
 		h.recordMalformed(w, r, receiver, endpointID, body, err)
 		return
 	}
+	// A refusal from here on (the store failed) is of a verified event.
+	r = withVerified(r, env.ID, string(env.Type))
 	h.noteHeaderMismatch(r, env)
 	if err := h.noteVerified(r.Context(), endpointID, env.ID); err != nil {
 		h.storeFailed(w, r, "recording a verified delivery failed", err, "event_id", clipLog(env.ID), "endpoint_id", endpointID)
@@ -647,6 +657,9 @@ func (h *Handler) recordMalformed(w http.ResponseWriter, r *http.Request, receiv
 	id := MalformedEventIDPrefix + hex.EncodeToString(sum[:16])
 	typ := clipLog(r.Header.Get("svc-event-type"))
 	reason := clip(fmt.Sprintf("svc-event-id %s: %v", clipLog(r.Header.Get("svc-event-id")), parseErr), 512)
+	// A refusal from here on (the store failed) is of a verified body,
+	// under the id it would be recorded with; its type is unsigned.
+	r = withVerified(r, id, "")
 	if err := h.noteVerified(r.Context(), endpointID, id); err != nil {
 		h.storeFailed(w, r, "recording a verified delivery failed", err, "event_id", id, "endpoint_id", endpointID)
 		return

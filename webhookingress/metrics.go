@@ -20,6 +20,7 @@ const meterName = "github.com/siteops/siteops/webhookingress"
 // exporter names them: a counter gets _total, a unit of seconds _seconds.
 //
 //	siteops_webhook_deliveries_total{outcome,reason}  counter
+//	siteops_webhook_refusals_total{receiver,reason}   counter (refusals.go)
 //	siteops_webhook_header_mismatches_total{header}   counter
 //	siteops_webhook_held_total{outcome}               counter
 //	siteops_webhook_rejection_logs_suppressed_total    counter
@@ -37,11 +38,13 @@ const meterName = "github.com/siteops/siteops/webhookingress"
 //
 // Every label's values are bounded whatever a client sends: outcome,
 // reason, header and action are fixed sets in this package, receiver names
-// only receivers whose stored secrets the store lists, and the relay's type
-// only verified events. The HTTP server metrics of otelhttp (Traced) are
-// bounded too: see Traced.
+// only receivers whose stored secrets the store lists (a refusal's
+// receiver that the list does not hold is UnknownReceiverLabel), and the
+// relay's type only verified events. The HTTP server metrics of otelhttp
+// (Traced) are bounded too: see Traced.
 type Metrics struct {
 	deliveries metric.Int64Counter
+	refusals   metric.Int64Counter
 	mismatches metric.Int64Counter
 	held       metric.Int64Counter
 	suppressed metric.Int64Counter
@@ -88,6 +91,8 @@ func NewMetricsOn(mp metric.MeterProvider) *Metrics {
 	m := &Metrics{}
 	m.deliveries, _ = mt.Int64Counter("siteops.webhook.deliveries",
 		metric.WithDescription("Webhook deliveries by outcome (accepted, duplicate, malformed: verified but not an envelope, recorded and answered 200; rejected) and reason (for rejected: unknown_receiver, invalid_signature, secret_unreadable, busy, ...)."))
+	m.refusals, _ = mt.Int64Counter("siteops.webhook.refusals",
+		metric.WithDescription("Refused deliveries (POST /webhooks[/receiver]) by receiver (default for POST /webhooks; "+UnknownReceiverLabel+" for every name the list of receivers does not hold) and reason, as siteops_webhook_deliveries_total{outcome=\"rejected\"} counts them; `siteops events list --refused` shows the names."))
 	m.mismatches, _ = mt.Int64Counter("siteops.webhook.header_mismatches",
 		metric.WithDescription("Verified deliveries whose svc-event-id or svc-event-type header (header) differs from the signed body; they are recorded under the body's id and type."))
 	m.held, _ = mt.Int64Counter("siteops.webhook.held",
@@ -135,6 +140,11 @@ func NewMetricsOn(mp metric.MeterProvider) *Metrics {
 // delivery counts an answered delivery; reason is empty unless rejected.
 func (m *Metrics) delivery(ctx context.Context, outcome, reason string) {
 	m.deliveries.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", outcome), attribute.String("reason", reason)))
+}
+
+// refusal counts a refused delivery by its receiver's label and reason.
+func (m *Metrics) refusal(ctx context.Context, receiver, reason string) {
+	m.refusals.Add(ctx, 1, metric.WithAttributes(attribute.String("receiver", receiver), attribute.String("reason", reason)))
 }
 
 // hold counts a delivery held, or refused a hold (refused_full).

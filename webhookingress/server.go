@@ -54,6 +54,9 @@ type ServerOptions struct {
 	// Relay tunes the relay (its Retention, Pipelines, ...); New sets its
 	// Store, Temporal, TaskQueue, Logger and Metrics from the fields above.
 	Relay RelayOptions
+	// Refused tunes the record of refused deliveries (its Retention,
+	// MaxRows; Disabled keeps none); New sets its Store to Store.
+	Refused RefusedOptions
 }
 
 // Server is an ingress process: the handler, the relay and their store.
@@ -120,10 +123,13 @@ func New(o ServerOptions) (*Server, error) {
 	if o.Store.HasSecretKey() {
 		secrets = o.Store
 	}
+	refused := o.Refused
+	refused.Store = o.Store
 	h := NewHandler(Options{
 		Inbox: o.Store, Secrets: secrets, EnvSecrets: o.EnvSecrets, Window: o.Window,
 		MaxBody: o.MaxBody, MaxConcurrent: o.MaxConcurrent,
 		Logger: o.Logger, Metrics: m, Registry: reg, Recorded: relay.Wake, Checks: o.Checks,
+		Refused: refused,
 	})
 	conns := connLimits{max: o.MaxConns, shedBusyAfter: o.ShedBusyAfter}.withDefaults()
 	return &Server{Handler: h, Relay: relay, Store: o.Store, Client: o.Temporal, log: o.Logger, conns: conns, mp: o.MeterProvider}, nil
@@ -148,7 +154,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // (Options.BodyTimeout), a request within 15 s, and a connection idle for
 // 30 s is closed. The list of receivers is read every SecretRefresh
 // meanwhile, so that requests rarely wait for a read and the
-// unreadable-secrets gauge follows a fix without a delivery.
+// unreadable-secrets gauge follows a fix without a delivery; and what the
+// handler refused is written to the record of refused deliveries every
+// second, and once more when ctx is done (refusals.go).
 func (s *Server) ServeWithAdmin(ctx context.Context, ln, admin net.Listener) error {
 	srv, limited := webhookServer(s.Handler, ln, s.conns, s.mp)
 	servers := []*http.Server{srv}
@@ -167,6 +175,7 @@ func (s *Server) ServeWithAdmin(ctx context.Context, ln, admin net.Listener) err
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = s.Relay.Run(relayCtx) })
 	wg.Go(func() { s.Handler.watchReceivers(relayCtx) })
+	wg.Go(func() { s.Handler.recordRefusals(relayCtx) })
 	errc := make(chan error, len(servers))
 	for i, hs := range servers {
 		go func() { errc <- hs.Serve(listeners[i]) }()

@@ -191,6 +191,12 @@ func RunIngress(ctx context.Context, cfg IngressConfig, logger *slog.Logger, tel
 	if cfg.MaxBody != 0 && cfg.MaxBody < 1024 {
 		return config.Invalid("SITEOPS_INGRESS_MAX_BODY=%d must be a number of bytes of at least 1024, e.g. 262144 (256 KiB)", cfg.MaxBody)
 	}
+	if cfg.RefusedRetention <= 0 {
+		return config.Invalid("SITEOPS_REFUSED_RETENTION=%s must be a positive duration, e.g. 168h (7 days)", cfg.RefusedRetention)
+	}
+	if cfg.RefusedMaxRows < 0 {
+		return config.Invalid("SITEOPS_REFUSED_MAX_ROWS=%d must be a number of rows, e.g. 10000, or 0 to keep no record of refused deliveries", cfg.RefusedMaxRows)
+	}
 	dbURL, _, err := storeSettings(cfg.Database)
 	if err != nil {
 		return err
@@ -235,6 +241,7 @@ func RunIngress(ctx context.Context, cfg IngressConfig, logger *slog.Logger, tel
 	}
 	so.Checks = func() (bool, any) { return checks.Degraded(), checks.Results() }
 	so.Relay.Retention = cfg.InboxRetention
+	so.Refused = webhookingress.RefusedOptions{Retention: cfg.RefusedRetention, MaxRows: cfg.RefusedMaxRows, Disabled: cfg.RefusedMaxRows == 0}
 	if st.Dialect() == store.Postgres {
 		so.Relay.Pipelines = 2 // claims of several relays never block each other there
 	}
