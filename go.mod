@@ -6,6 +6,7 @@ toolchain go1.26.8
 
 require (
 	github.com/chromedp/chromedp v0.23.0
+	github.com/creack/pty v1.1.24
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/kelseyhightower/envconfig v1.4.0
 	github.com/nexus-rpc/sdk-go v0.7.0
@@ -33,6 +34,7 @@ require (
 	go.temporal.io/sdk/contrib/opentelemetry v0.8.1
 	go.yaml.in/yaml/v3 v3.0.5
 	go.yaml.in/yaml/v4 v4.0.0
+	golang.org/x/term v0.47.0
 	golang.org/x/time v0.3.0
 	google.golang.org/grpc v1.84.0
 	google.golang.org/protobuf v1.36.12

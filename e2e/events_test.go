@@ -423,22 +423,31 @@ func TestEventsDeadLettersAndPaging(t *testing.T) {
 			release := holdWriteLock(t, st)
 			text, code = e.run(t, nil, "events", "replay", "--outcome", "dead", "--dry-run")
 			release()
-			if code != 0 || !strings.Contains(text, "dead letter after 2 failed attempts") || !strings.Contains(text, "dry run: 120 event(s) would be replayed") {
+			if code != 0 || !strings.HasPrefix(text, "nothing changed (dry run); siteops events replay would queue 120 event(s) for the relay again") || !strings.Contains(text, "dead letter after 2 failed attempts") {
 				t.Errorf("replay --dry-run while the store is locked for writing: exit %d\n%s", code, text)
 			}
 			if s, _ := st.InboxStatus(t.Context()); s.Dead != n {
 				t.Fatalf("a dry run changed the inbox: %+v", s)
+			}
+			// Dead letters are replayed only when confirmed: in a pipe,
+			// with --yes.
+			text, code = e.run(t, nil, "events", "replay", "--outcome", "dead")
+			if code != 2 || !strings.Contains(text, "add --yes") || !strings.Contains(text, "nothing changed") {
+				t.Errorf("replay --outcome dead without --yes in a pipe: exit %d, want 2 naming --yes\n%s", code, text)
+			}
+			if s, _ := st.InboxStatus(t.Context()); s.Dead != n {
+				t.Fatalf("a refused replay changed the inbox: %+v", s)
 			}
 			// Temporal is back; replay them all, with a bound to start.
 			temporal.mu.Lock()
 			temporal.accept = true
 			temporal.mu.Unlock()
 			var rr replayResult
-			e.siteopsJSON(t, &rr, "events", "replay", "--outcome", "dead", "--limit", "100")
+			e.siteopsJSON(t, &rr, "events", "replay", "--outcome", "dead", "--limit", "100", "--yes")
 			if len(rr.Replayed) != 100 || !rr.MoreMatched {
 				t.Fatalf("replay --limit 100 replayed %d (more: %v)", len(rr.Replayed), rr.MoreMatched)
 			}
-			e.siteopsJSON(t, &rr, "events", "replay", "--outcome", "dead")
+			e.siteopsJSON(t, &rr, "events", "replay", "--outcome", "dead", "--yes")
 			if len(rr.Replayed) != n-100 || rr.MoreMatched {
 				t.Fatalf("the rest: replayed %d (more: %v)", len(rr.Replayed), rr.MoreMatched)
 			}

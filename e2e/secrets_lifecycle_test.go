@@ -144,7 +144,9 @@ func TestSecretRotationReRunAfterTerminateReusesItsEndpoint(t *testing.T) {
 
 // TestSecretRetireCommand retires stored secrets by endpoint id (now) and
 // by fingerprint (later) with `siteops secret retire`, and refuses, naming
-// the variable, a secret that is not stored.
+// the variable, a secret that is not stored. A dry run says which secret
+// would retire and when, first that nothing changed; without --yes, where
+// it cannot ask, it refuses naming --yes; neither changes the secret.
 func TestSecretRetireCommand(t *testing.T) {
 	e := newEnv(t, store.SQLite, simulator.Config{})
 	in := e.startIngressWith(t)
@@ -156,7 +158,19 @@ func TestSecretRetireCommand(t *testing.T) {
 	}
 	keyEnv := []string{"SITEOPS_SECRET_KEY=" + testSecretKey()}
 
-	out, code := e.run(t, keyEnv, "secret", "retire", "--endpoint", a)
+	out, code := e.run(t, keyEnv, "secret", "retire", "--endpoint", a, "--dry-run")
+	if code != 0 || !strings.HasPrefix(out, "nothing changed (dry run); siteops secret retire would retire the secret of endpoint "+a) || !strings.Contains(out, "cannot be undone") {
+		t.Errorf("secret retire --dry-run: exit %d\n%s", code, out)
+	}
+	out, code = e.run(t, keyEnv, "secret", "retire", "--endpoint", a)
+	if code != 2 || !strings.Contains(out, "add --yes") || !strings.Contains(out, "nothing changed") {
+		t.Errorf("secret retire without --yes in a pipe: exit %d, want 2 naming --yes\n%s", code, out)
+	}
+	var unchanged *time.Time
+	if err := e.Store.DB().QueryRowContext(t.Context(), `SELECT retired_at FROM webhook_secrets WHERE endpoint_id = $1`, a).Scan(&unchanged); err != nil || unchanged != nil {
+		t.Errorf("after a dry run and a refusal, retired_at of %s = %v, %v; want none", a, unchanged, err)
+	}
+	out, code = e.run(t, keyEnv, "secret", "retire", "--endpoint", a, "--yes")
 	if code != 0 || !strings.Contains(out, "secret of endpoint "+a) || !strings.Contains(out, "retired at") {
 		t.Fatalf("secret retire --endpoint: exit %d\n%s", code, out)
 	}
@@ -174,7 +188,7 @@ func TestSecretRetireCommand(t *testing.T) {
 	}
 
 	fp := agentsite.NewSigningSecret(secretB).Fingerprint()
-	out, code = e.run(t, keyEnv, "secret", "retire", "--fingerprint", fp, "--at", "1h")
+	out, code = e.run(t, keyEnv, "secret", "retire", "--fingerprint", fp, "--at", "1h", "--yes")
 	if code != 0 || !strings.Contains(out, "secret of endpoint "+b) || !strings.Contains(out, "retires at") {
 		t.Fatalf("secret retire --fingerprint --at 1h: exit %d\n%s", code, out)
 	}
@@ -353,7 +367,7 @@ func TestRotationDecisionsSayWhatBecomesOfTheOldSecret(t *testing.T) {
 
 	t.Run("abort", func(t *testing.T) {
 		old := rotateUntilDeciding(t)
-		stdout, stderr, code := e.runSplit(t, keyEnv, "", "secret", "abort", "--endpoint", old, "-o", "json")
+		stdout, stderr, code := e.runSplit(t, keyEnv, "", "secret", "abort", "--endpoint", old, "--yes", "-o", "json")
 		if code != 0 {
 			t.Fatalf("secret abort: exit %d\n%s%s", code, stdout, stderr)
 		}
@@ -386,9 +400,16 @@ func TestRotationDecisionsSayWhatBecomesOfTheOldSecret(t *testing.T) {
 	t.Run("proceed", func(t *testing.T) {
 		old := rotateUntilDeciding(t)
 		began := time.Now()
-		out, code := e.run(t, keyEnv, "secret", "proceed", "--endpoint", old)
+		// Without --yes, where it cannot ask, it refuses and sends nothing.
+		if out, code := e.run(t, keyEnv, "secret", "proceed", "--endpoint", old); code != 2 || !strings.Contains(out, "add --yes") {
+			t.Errorf("secret proceed without --yes in a pipe: exit %d, want 2 naming --yes\n%s", code, out)
+		}
+		if step := e.rotationStep(t, workflows.SecretRotationID(old)); step != workflows.RotationDeciding {
+			t.Fatalf("a refused proceed moved the rotation to %q", step)
+		}
+		out, stderr, code := e.runSplit(t, keyEnv, "", "secret", "proceed", "--endpoint", old, "--yes")
 		if code != 0 || !strings.Contains(out, "old endpoint "+old+" deleted, its secret retires at ") {
-			t.Fatalf("secret proceed does not say when the old secret stops being accepted: exit %d\n%s", code, out)
+			t.Fatalf("secret proceed does not say when the old secret stops being accepted: exit %d\n%s%s", code, out, stderr)
 		}
 		at, err := time.Parse(time.RFC3339, strings.TrimSpace(out[strings.LastIndex(out, " ")+1:]))
 		if err != nil || at.Before(began.Add(time.Hour-time.Minute)) || at.After(time.Now().Add(time.Hour+time.Minute)) {
@@ -399,7 +420,7 @@ func TestRotationDecisionsSayWhatBecomesOfTheOldSecret(t *testing.T) {
 	t.Run("proceed -o json", func(t *testing.T) {
 		old := rotateUntilDeciding(t)
 		began := time.Now()
-		stdout, stderr, code := e.runSplit(t, keyEnv, "", "secret", "proceed", "--endpoint", old, "-o", "json")
+		stdout, stderr, code := e.runSplit(t, keyEnv, "", "secret", "proceed", "--endpoint", old, "--yes", "-o", "json")
 		if code != 0 {
 			t.Fatalf("secret proceed -o json: exit %d\n%s%s", code, stdout, stderr)
 		}

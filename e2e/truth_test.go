@@ -156,7 +156,7 @@ func TestUsageErrorsAndVersion(t *testing.T) {
 	}{
 		{[]string{"leads", "snyc"}, `did you mean sync`},
 		{[]string{"embed", "of"}, `did you mean off`},
-		{[]string{"embed"}, "needs a subcommand: close, off, on"},
+		{[]string{"embed"}, "needs a subcommand: close, list, off, on"},
 		{[]string{"stauts"}, "did you mean status"},
 		{[]string{"embed", "off", "--site", "s"}, `"reason" not set`},
 		{[]string{"status"}, "accepts 1 arg"},

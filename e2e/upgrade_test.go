@@ -140,7 +140,7 @@ func TestUpgradeAsDeployDoes(t *testing.T) {
 	if got := w.buildOf(t, incidentID); got != "build-b" {
 		t.Errorf("the incident was answered on %q, want build-b", got)
 	}
-	if out := w.must(t, binary, "secret", "proceed", "--endpoint", created.EndpointID); !strings.Contains(out, "done") {
+	if out := w.must(t, binary, "secret", "proceed", "--endpoint", created.EndpointID, "--yes"); !strings.Contains(out, "done") {
 		t.Errorf("secret proceed: %s", out)
 	}
 	if got := w.buildOf(t, rotationID); got != "build-b" {

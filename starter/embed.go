@@ -4,19 +4,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/siteops/siteops/activities"
 	"github.com/siteops/siteops/workflows"
 )
 
 // EmbedOff opens an embed incident for the site, which turns the embed off,
 // and returns once the service has acknowledged the PATCH — or at once with
-// the workflow's root cause (a *WorkflowFailedError: an unknown site, a
-// refused key) when it could not. It uses update-with-start: if an incident
+// the workflow's root cause when it could not: a *SiteNotFoundError for a
+// site the API does not know, else a *WorkflowFailedError (a refused key). It uses update-with-start: if an incident
 // is already open it is joined, no second PATCH is sent, and the result
 // says Joined.
 //
@@ -71,9 +73,58 @@ func (s *Starter) EmbedOff(ctx context.Context, siteID, operator, reason string)
 		if h != nil {
 			runID = h.RunID()
 		}
-		return res, waitErr(ctx, id, runID, err)
+		err = waitErr(ctx, id, runID, err)
+		var failed *WorkflowFailedError
+		if errors.As(err, &failed) && SiteMissing(failed.Cause) {
+			return res, &SiteNotFoundError{SiteID: siteID, Failed: failed}
+		}
+		return res, err
 	}
 	return res, nil
+}
+
+// SiteMissing reports whether f, the failure of an embed incident, is the
+// API's answer that the site does not exist (404): its PATCH is the only
+// call an incident makes, and a site is all it names.
+func SiteMissing(f Failure) bool {
+	return f.Type == activities.ErrTypeNotFound || f.Status == http.StatusNotFound
+}
+
+// SiteNotFoundError is EmbedOff for a site the API does not know: the
+// PATCH was answered 404, nothing was turned off, and the incident ended
+// at once. It wraps the incident's *WorkflowFailedError.
+type SiteNotFoundError struct {
+	SiteID string
+	Failed *WorkflowFailedError
+}
+
+func (e *SiteNotFoundError) Error() string {
+	f := e.Failed.Cause
+	answer := "404"
+	if f.Code != "" {
+		answer += " " + f.Code
+	}
+	if f.RequestID != "" {
+		answer += ", request id " + f.RequestID
+	}
+	return fmt.Sprintf("site %s does not exist (the Agent-Site API answered %s): nothing was turned off, and %s ended at once; check the site id", e.SiteID, answer, e.Failed.WorkflowID)
+}
+
+func (e *SiteNotFoundError) Unwrap() error { return e.Failed }
+
+// IncidentNotOff says, for the status of an embed incident that ended
+// while it was still turning the embed off, why it never did: the site
+// does not exist, or its PATCH failed (the failure says how). ok is false
+// for any other status.
+func IncidentNotOff(st Status) (why string, ok bool) {
+	d, isIncident := st.Detail.(*workflows.EmbedIncidentStatus)
+	if !isIncident || st.Status == "Running" || d.State != workflows.IncidentTurningOff {
+		return "", false
+	}
+	if st.Failure != nil && SiteMissing(*st.Failure) {
+		return fmt.Sprintf("never turned off: site %s does not exist", d.SiteID), true
+	}
+	return fmt.Sprintf("never turned off: the incident ended (%s) before the API acknowledged the PATCH", st.Status), true
 }
 
 // refusedSearchAttributes reports whether Temporal refused a start for the

@@ -91,17 +91,19 @@ type EmbedDecision struct {
 }
 
 // EmbedIncidentStatus answers QueryIncident and UpdateDecide; it is also the
-// workflow's result.
+// workflow's result. OffAt and OnAt are omitted until the embed went off
+// and came back on (answers recorded before wrote the zero time, which
+// reads the same).
 type EmbedIncidentStatus struct {
 	SiteID    string    `json:"site_id"`
 	State     string    `json:"state"`
 	Operator  string    `json:"operator"`
 	Reason    string    `json:"reason"`
 	OpenedAt  time.Time `json:"opened_at"`
-	OffAt     time.Time `json:"off_at"`
+	OffAt     time.Time `json:"off_at,omitzero"`
 	Decision  string    `json:"decision,omitempty"`
 	DecidedBy string    `json:"decided_by,omitempty"`
-	OnAt      time.Time `json:"on_at"`
+	OnAt      time.Time `json:"on_at,omitzero"`
 	Origins   []string  `json:"allowed_origins,omitempty"`
 }
 

@@ -198,7 +198,8 @@ type SyncRequest struct {
 	Full bool `json:"full,omitempty"`
 }
 
-// LeadSyncProgress answers QueryProgress.
+// LeadSyncProgress answers QueryProgress. LastSyncAt is omitted before
+// the first sync.
 type LeadSyncProgress struct {
 	// Leads is how many distinct leads the sync stored; Pages and
 	// LeadsRead count the pages and records it read (a page read again
@@ -207,7 +208,7 @@ type LeadSyncProgress struct {
 	Pages      int       `json:"pages"`
 	LeadsRead  int       `json:"leads_read"`
 	Syncs      int       `json:"syncs"`
-	LastSyncAt time.Time `json:"last_sync_at"`
+	LastSyncAt time.Time `json:"last_sync_at,omitzero"`
 	CaughtUp   bool      `json:"caught_up"`
 	Syncing    bool      `json:"syncing"`
 	// Events counts distinct lead.created events; DuplicateEvents the

@@ -11,7 +11,7 @@ import (
 
 func (c *cli) embedCmd() *cobra.Command {
 	return group("embed", "Incident playbook: turn a site's embed off, then back on",
-		c.embedOffCmd(), c.embedOnCmd(), c.embedCloseCmd())
+		c.embedOffCmd(), c.embedOnCmd(), c.embedCloseCmd(), c.embedListCmd())
 }
 
 // embedWait is how long the embed commands wait for the PATCH by default.
@@ -28,14 +28,18 @@ func (c *cli) embedOffCmd() *cobra.Command {
 		Short: "Turn the embed off and open an incident (embed-incident/<site_id>)",
 		Long: `Turn the site's embed off with a fresh idempotency key and open an incident
 that records who and why. It returns once the service has acknowledged the
-PATCH, or at once with the cause when it cannot (an unknown site exits 3).
-Running it again while the incident is open joins it and sends no second
-request. Decide it later with 'siteops embed on' or 'siteops embed close'.`,
+PATCH, or at once with the cause when it cannot (a site the API does not
+know: "site ID does not exist", exit 3). It asks nothing first: it is the
+emergency brake. Running it again while the incident is open joins it and
+sends no second request. Decide it later with 'siteops embed on' or
+'siteops embed close'.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return c.withTemporal(cmd, &tf, false, wf.timeout, func(s *starter.Starter) error {
 				ctx := cmd.Context() // bounded by --timeout (withTemporal)
+				stop := c.watch(cmd, s, workflows.EmbedIncidentID(site), "turning the embed off")
 				res, err := s.EmbedOff(ctx, site, operator, reason)
+				stop()
 				if err != nil {
 					return wf.explain(err)
 				}
@@ -52,7 +56,7 @@ request. Decide it later with 'siteops embed on' or 'siteops embed close'.`,
 	}
 	cmd.Flags().StringVar(&site, "site", "", "site id")
 	cmd.Flags().StringVar(&reason, "reason", "", "why the embed goes off (recorded with the incident)")
-	cmd.Flags().StringVar(&operator, "operator", defaultOperator(), "who is acting (default $SITEOPS_OPERATOR or the login name)")
+	operatorFlag(cmd, &operator, "who is acting")
 	tf.register(cmd)
 	wf.register(cmd, embedWait)
 	_ = cmd.MarkFlagRequired("site")
@@ -78,7 +82,9 @@ the service has acknowledged the PATCH.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return c.withTemporal(cmd, &tf, false, wf.timeout, func(s *starter.Starter) error {
 				ctx := cmd.Context() // bounded by --timeout (withTemporal)
+				stop := c.watch(cmd, s, workflows.EmbedIncidentID(site), "turning the embed back on")
 				st, err := s.EmbedOn(ctx, site, origins, operator)
+				stop()
 				if err != nil {
 					return wf.explain(err)
 				}
@@ -88,7 +94,7 @@ the service has acknowledged the PATCH.`,
 	}
 	cmd.Flags().StringVar(&site, "site", "", "site id")
 	cmd.Flags().StringArrayVar(&origins, "origin", nil, "corrected allowed origin (repeatable); exact origins only")
-	cmd.Flags().StringVar(&operator, "operator", defaultOperator(), "who is acting")
+	operatorFlag(cmd, &operator, "who is acting")
 	tf.register(cmd)
 	wf.register(cmd, embedWait)
 	_ = cmd.MarkFlagRequired("site")
@@ -108,7 +114,9 @@ func (c *cli) embedCloseCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return c.withTemporal(cmd, &tf, false, wf.timeout, func(s *starter.Starter) error {
 				ctx := cmd.Context() // bounded by --timeout (withTemporal)
+				stop := c.watch(cmd, s, workflows.EmbedIncidentID(site), "closing the incident")
 				st, err := s.EmbedClose(ctx, site, operator)
+				stop()
 				if err != nil {
 					return wf.explain(err)
 				}
@@ -117,7 +125,7 @@ func (c *cli) embedCloseCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&site, "site", "", "site id")
-	cmd.Flags().StringVar(&operator, "operator", defaultOperator(), "who is acting")
+	operatorFlag(cmd, &operator, "who is acting")
 	tf.register(cmd)
 	wf.register(cmd, embedWait)
 	_ = cmd.MarkFlagRequired("site")

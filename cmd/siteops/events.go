@@ -37,12 +37,13 @@ failed ` + strconv.Itoa(webhookingress.DefaultMaxAttempts) + ` times in a row; n
 func (c *cli) eventsListCmd() *cobra.Command {
 	var (
 		ff      eventFilterFlags
+		rf      refusedFlags
 		pending bool
 		limit   int
 		page    string
 	)
 	cmd := &cobra.Command{
-		Use:   "list [--type T] [--site ID] [--outcome O | --pending] [--since D] [--limit N] [--page TOKEN]",
+		Use:   "list [--type T] [--site ID] [--outcome O | --pending] [--since D] [--limit N] [--page TOKEN] | --refused [--receiver NAME] [--reason R] [--since D] [--limit N]",
 		Short: "List inbox events, newest first: type, site, when received, outcome, attempts, last error",
 		Long: `List the inbox's events, newest first, a page at a time (--limit, default
 ` + strconv.Itoa(store.DefaultEventPage) + `): id, type, site, when received, status (the outcome, or
@@ -54,10 +55,15 @@ It also says when the oldest event the inbox keeps was received: the relay
 purges handled events after SITEOPS_INBOX_RETENTION (default 30 days) and
 keeps pending events and dead letters whatever their age.
 
+` + refusedHelp + `
+
 ` + eventsHelp,
-		Example: "  siteops events list --outcome no-target --since 1h\n  siteops events list --outcome dead\n  siteops events list --site site_1 --type lead.created -o json",
+		Example: "  siteops events list --outcome no-target --since 1h\n  siteops events list --outcome dead\n  siteops events list --site site_1 --type lead.created -o json\n  siteops events list --refused --since 1h\n  siteops events list --refused --receiver v2 --reason invalid_signature",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if rf.given() {
+				return c.listRefused(cmd, rf, ff, pending, limit, page)
+			}
 			f, err := ff.filter(time.Now())
 			if err != nil {
 				return err
@@ -84,10 +90,14 @@ keeps pending events and dead letters whatever their age.
 			if err != nil {
 				return err
 			}
-			return c.show(cmd, l, func(w io.Writer) error { return writeEventList(w, l, listCommand(ff, pending, limit)) })
+			if l.NextPage != nil && c.output == "jsonl" {
+				defer c.warn(cmd.ErrOrStderr(), "more events match; the next page: "+listCommand(ff, pending, limit)+" --page "+*l.NextPage)
+			}
+			return c.showList(cmd, l, l.Events, func(w io.Writer) error { return writeEventList(w, l, listCommand(ff, pending, limit)) })
 		},
 	}
 	ff.register(cmd)
+	rf.register(cmd)
 	cmd.Flags().BoolVar(&pending, "pending", false, "only events the relay has not handled yet (pending and failing)")
 	cmd.Flags().IntVar(&limit, "limit", store.DefaultEventPage, "events per page (at most 1000)")
 	cmd.Flags().StringVar(&page, "page", "", "continue from the token the previous page printed")
@@ -275,13 +285,13 @@ func (c *cli) eventsReplayCmd() *cobra.Command {
 	var (
 		ff       eventFilterFlags
 		limit    int
-		dryRun   bool
+		cf       confirmFlags
 		wait     bool
 		operator string
 		wf       waitFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "replay EVENT_ID... | --outcome O [--type T] [--site ID] [--since D]",
+		Use:   "replay EVENT_ID... | --outcome O [--type T] [--site ID] [--since D] [--dry-run] [--yes]",
 		Short: "Queue events for the relay again (by id, or all in a state), recorded as a replay",
 		Long: `Queue inbox events for the relay again: by id, or every event in a state
 (--outcome, narrowed by --type, --site and --since; at most --limit, newest
@@ -302,8 +312,14 @@ Ids that the inbox does not hold fail the command (exit 3) and replay
 nothing. --wait waits until the relay has dispatched them and prints each
 outcome.
 
+--dry-run lists the events that would be replayed and changes nothing. A
+replay of more than ` + strconv.Itoa(bulkReplay) + ` events, or of dead letters (--outcome dead),
+lists them and asks first on a terminal, unless --yes; elsewhere it needs
+--yes (exit 2 without it, nothing changed). It replays exactly the events
+it listed.
+
 ` + eventsHelp,
-		Example: "  siteops events replay evt_01JD4R2\n  siteops events replay --outcome no-target --since 1h --wait\n  siteops events replay --outcome dead --dry-run",
+		Example: "  siteops events replay evt_01JD4R2\n  siteops events replay --outcome no-target --since 1h --wait\n  siteops events replay --outcome dead --dry-run\n  siteops events replay --outcome dead --yes",
 		Args:    cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch {
@@ -326,13 +342,31 @@ outcome.
 				return err
 			}
 			defer func() { _ = st.Close() }()
-			res, err := webhookingress.ReplayEvents(cmd.Context(), st, webhookingress.ReplayRequest{IDs: args, Filter: f, Limit: limit, DryRun: dryRun, Operator: operator})
+			// What would be replayed is read first; the replay takes
+			// exactly those events.
+			req := webhookingress.ReplayRequest{IDs: args, Filter: f, Limit: limit, DryRun: true, Operator: operator}
+			preview, err := webhookingress.ReplayEvents(cmd.Context(), st, req)
 			if err != nil {
 				return err
 			}
+			if n := len(preview.Replayed); cf.dryRun || n > bulkReplay || n > 0 && ff.outcome == store.OutcomeDead {
+				if ok, err := c.confirm(cmd, &cf, replayChange(preview, limit)); err != nil || !ok {
+					return err
+				}
+			}
+			res := preview
+			if len(preview.Replayed) > 0 && !cf.dryRun {
+				req.IDs, req.DryRun = replayedIDs(preview), false
+				if res, err = webhookingress.ReplayEvents(cmd.Context(), st, req); err != nil {
+					return err
+				}
+				res.MoreMatched = preview.MoreMatched
+			}
 			var waitErr error
-			if wait && !dryRun && len(res.Replayed) > 0 {
+			if wait && !cf.dryRun && len(res.Replayed) > 0 {
+				c.phases(cmd, fmt.Sprintf("waiting for the relay of a running siteops ingress to dispatch %d replayed event(s)", len(res.Replayed)))
 				waitErr = webhookingress.AwaitReplays(cmd.Context(), st, res.Replayed, 200*time.Millisecond, wf.timeout)
+				c.endWait()
 			}
 			// Only a wait that ended with every event handled says the
 			// relay dispatched them; the error says what a cut one means.
@@ -344,7 +378,7 @@ outcome.
 	}
 	ff.register(cmd)
 	cmd.Flags().IntVar(&limit, "limit", 1000, "replay at most this many of the events --outcome selects (the newest)")
-	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "list what would be replayed and change nothing")
+	cf.register(cmd)
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the relay has dispatched them and print each outcome")
 	operatorFlag(cmd, &operator, "who is replaying (recorded with the replay)")
 	wf.register(cmd, time.Minute)
@@ -359,7 +393,7 @@ func writeReplays(w io.Writer, res webhookingress.ReplayResult, waited bool, lim
 		return
 	}
 	for _, r := range out {
-		_, _ = fmt.Fprintf(w, "%s  %s  %s  was %s: %s\n", r.EventID, r.Type, dash(r.SiteID), r.PreviousStatus, r.Note)
+		_, _ = fmt.Fprintln(w, replayLine(r))
 		if r.Status != "" { // what the wait saw become of it
 			line := "    now " + r.Status
 			if r.WorkflowID != "" {
@@ -372,8 +406,6 @@ func writeReplays(w io.Writer, res webhookingress.ReplayResult, waited bool, lim
 		}
 	}
 	switch {
-	case res.DryRun:
-		_, _ = fmt.Fprintf(w, "dry run: %d event(s) would be replayed; nothing changed\n", len(out))
 	case waited:
 		_, _ = fmt.Fprintf(w, "replayed %d event(s) as %s; the relay dispatched them\n", len(out), operator)
 	default:

@@ -35,10 +35,12 @@ const (
 const exitCodesHelp = `Exit codes:
   0    success (also: the same spec onboarded before, "already onboarded")
   1    the operation failed, or --timeout ended a wait, or a rotation
-       stopped for on-call's decision (the workflow goes on)
+       stopped for on-call's decision (the workflow goes on), or a question
+       answered other than yes (nothing changed)
   2    usage or invalid input: bad flags, a setting (also SITEOPS_SECRET_KEY
        unset where it is needed), a spec that breaks the contract, a
-       different spec for a slug
+       different spec for a slug, a command that asks first run without
+       --yes where it cannot ask (nothing changed)
   3    not found: site, workflow, incident, rotation, endpoint, event, or a
        store that no worker or ingress made
   4    authentication or permission: Temporal (API key, certificate) or

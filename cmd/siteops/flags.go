@@ -158,9 +158,12 @@ func parseWhen(s string, now time.Time) (time.Time, error) {
 }
 
 // operatorFlag adds --operator: who is acting, recorded with what the
-// command does.
+// command does. Its help names one default, where it comes from and what
+// it is here; pflag's own "(default ...)" would be a second.
 func operatorFlag(cmd *cobra.Command, p *string, usage string) {
-	cmd.Flags().StringVar(p, "operator", defaultOperator(), usage)
+	def := defaultOperator()
+	cmd.Flags().StringVar(p, "operator", def, fmt.Sprintf("%s (default $SITEOPS_OPERATOR, else the login name: %q)", usage, def))
+	cmd.Flags().Lookup("operator").DefValue = ""
 }
 
 // defaultOperator is who runs the CLI: SITEOPS_OPERATOR, else the login

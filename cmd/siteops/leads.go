@@ -12,7 +12,7 @@ import (
 )
 
 func (c *cli) leadsCmd() *cobra.Command {
-	return group("leads", "Keep a site's leads in the store", c.leadsSyncCmd())
+	return group("leads", "Keep a site's leads in the store", c.leadsSyncCmd(), c.leadsListCmd())
 }
 
 func (c *cli) leadsSyncCmd() *cobra.Command {

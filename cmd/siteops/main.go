@@ -21,7 +21,8 @@ func main() {
 	// Secrets given as files (NAME_FILE) become variables before anything
 	// reads the environment: envconfig, the Temporal SDK's loader, children.
 	if err := config.LoadSecretFiles(); err != nil {
-		writeError(os.Stderr, err, exitUsage, outputAsked(os.Args[1:]) == "json")
+		asked := outputAsked(os.Args[1:])
+		writeError(os.Stderr, err, exitUsage, asked == "json" || asked == "jsonl")
 		os.Exit(exitUsage)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -40,10 +41,10 @@ func run(ctx context.Context, args []string) int {
 	if err == nil {
 		return exitOK
 	}
-	if !cli.ran && outputAsked(args) == "json" {
+	if asked := outputAsked(args); !cli.ran && (asked == "json" || asked == "jsonl") {
 		// Parsing stopped at a bad flag before it reached -o json: the
 		// error is still the one JSON object the script asked for.
-		cli.output = "json"
+		cli.output = asked
 	}
 	return cli.fail(root.ErrOrStderr(), err)
 }

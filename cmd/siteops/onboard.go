@@ -74,7 +74,10 @@ before it starts anything.`,
 				}
 				// --timeout bounds the whole command (withTemporal).
 				var res workflows.OnboardingResult
-				if err := s.Wait(cmd.Context(), o.Run, &res); err != nil {
+				stop := c.watch(cmd, s, id, verb)
+				err = s.Wait(cmd.Context(), o.Run, &res)
+				stop()
+				if err != nil {
 					return wf.explain(err)
 				}
 				return c.onboarded(cmd, starter.Onboarded{OnboardingResult: res, WorkflowID: id, Outcome: starter.OutcomeOnboarded})

@@ -10,24 +10,39 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/siteops/siteops/starter"
 )
 
 // This file is the CLI's one printer: whatever a command says goes
 // through it, so that -o json is decided here and nowhere else. A
-// command's result goes to standard output, as indented JSON with -o json
-// or as the text its command words; warnings, notes and errors go to
-// standard error.
+// command's result goes to standard output, as indented JSON with -o json,
+// as one line of JSON per object with -o jsonl (a list one item a line),
+// or as the text its command words; warnings, notes, progress and errors
+// go to standard error.
 
-// show prints a command's result: v as JSON with -o json, else what text
-// writes. text's error is the command's: a text result may end in one
-// that the JSON result states as a field instead.
+// show prints a command's result: v as JSON with -o json (indented) or -o
+// jsonl (one line), else what text writes. text's error is the command's:
+// a text result may end in one that the JSON result states as a field
+// instead.
 func (c *cli) show(cmd *cobra.Command, v any, text func(w io.Writer) error) error {
+	if c.output == "jsonl" {
+		return json.NewEncoder(cmd.OutOrStdout()).Encode(v)
+	}
 	if c.json() {
 		return writeJSON(cmd.OutOrStdout(), v)
 	}
 	return text(cmd.OutOrStdout())
+}
+
+// showList is show for a list command's result v: with -o jsonl it
+// prints v's items, one JSON object a line, instead (writeJSONLines).
+func (c *cli) showList(cmd *cobra.Command, v, items any, text func(w io.Writer) error) error {
+	if c.output == "jsonl" {
+		return writeJSONLines(cmd.OutOrStdout(), items)
+	}
+	return c.show(cmd, v, text)
 }
 
 // say is show for a result whose text is one line.
@@ -53,17 +68,29 @@ func (c *cli) announce(cmd *cobra.Command, v any, format string, args ...any) {
 // JSON result already holds.
 func (c *cli) note(cmd *cobra.Command, format string, args ...any) {
 	if !c.json() {
-		_, _ = fmt.Fprintf(cmd.ErrOrStderr(), "siteops: "+format+"\n", args...)
+		c.aboveWait(func() { _, _ = fmt.Fprintf(cmd.ErrOrStderr(), "siteops: "+format+"\n", args...) })
 	}
 }
 
 // warn tells the person something that does not stop the command.
 func (c *cli) warn(w io.Writer, msg string) {
-	if c.json() {
-		_ = json.NewEncoder(w).Encode(map[string]string{"warning": msg})
+	c.aboveWait(func() {
+		if c.json() {
+			_ = json.NewEncoder(w).Encode(map[string]string{"warning": msg})
+			return
+		}
+		_, _ = fmt.Fprintln(w, "siteops: warning:", msg)
+	})
+}
+
+// aboveWait prints a line of its own above the line a wait draws in
+// place, if one is drawn.
+func (c *cli) aboveWait(print func()) {
+	if c.waiting == nil {
+		print()
 		return
 	}
-	_, _ = fmt.Fprintln(w, "siteops: warning:", msg)
+	c.waiting.above(print)
 }
 
 // progress draws a changing status line on w; with -o json it draws none.
@@ -71,6 +98,7 @@ func (c *cli) progress(w io.Writer) *progress { return newProgress(w, c.json()) 
 
 // fail writes err and returns the exit code.
 func (c *cli) fail(w io.Writer, err error) int {
+	c.endWait()
 	if !c.ran {
 		var rep reported
 		if !errors.As(err, &rep) {
@@ -131,15 +159,26 @@ func oneLine(s string) string {
 	return strings.ReplaceAll(s, "\n", "; ")
 }
 
-// isTerminal reports whether w is a terminal, where progress may redraw a
-// line in place; pipes and log files get plain lines.
-func isTerminal(w io.Writer) bool {
+// isTerminal reports whether v (a writer or a reader) is a terminal, where
+// progress may redraw a line in place and a question may be asked; pipes,
+// log files and /dev/null get plain lines and no question.
+func isTerminal(v any) bool {
+	f, ok := v.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd())) //nolint:gosec // a file descriptor fits an int
+}
+
+// terminalWidth is the width of the terminal w, 0 when it is none or
+// cannot be told.
+func terminalWidth(w io.Writer) int {
 	f, ok := w.(*os.File)
 	if !ok {
-		return false
+		return 0
 	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+	width, _, err := term.GetSize(int(f.Fd())) //nolint:gosec // a file descriptor fits an int
+	if err != nil {
+		return 0
+	}
+	return width
 }
 
 // progress draws a changing status line: redrawn in place on a terminal,
@@ -181,4 +220,23 @@ func (p *progress) done() {
 		_, _ = fmt.Fprintln(p.w)
 		p.drawn = false
 	}
+}
+
+// writeJSONLines writes each element of the slice items as one line of
+// JSON.
+func writeJSONLines(w io.Writer, items any) error {
+	b, err := json.Marshal(items)
+	if err != nil {
+		return err
+	}
+	var each []json.RawMessage
+	if err := json.Unmarshal(b, &each); err != nil {
+		return fmt.Errorf("jsonl: %w", err)
+	}
+	for _, e := range each {
+		if _, err := fmt.Fprintf(w, "%s\n", e); err != nil {
+			return err
+		}
+	}
+	return nil
 }

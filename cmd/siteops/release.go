@@ -261,10 +261,13 @@ func printStoreStatus(w io.Writer, ss rollout.StoreStatus, now time.Time) {
 }
 
 func (c *cli) releaseFinalizeCmd() *cobra.Command {
-	var f releaseFlags
-	var yes bool
+	var (
+		f           releaseFlags
+		cf          confirmFlags
+		unversioned bool
+	)
 	cmd := &cobra.Command{
-		Use:   "finalize [--yes]",
+		Use:   "finalize [--dry-run] [--yes] [--unversioned]",
 		Short: "Run this release's contract steps once no process of the previous release remains",
 		Long: `The second half of this release's expand-then-contract store changes. Run it
 once the rollout is over: this release's build is current, every older build
@@ -272,15 +275,23 @@ has drained and its workers are stopped, and no ingress of the previous
 release runs. It checks what it can (the deployment's routing, that every
 other build drained, the task queue's pollers, the store's process registry)
 and lists what it cannot (processes of releases before 3 do not register;
-make sure none runs). Without --yes it only reports; with --yes and every
-check passing it runs the contract steps — re-seals the signing secrets still
-stored in the first format (the next release refuses that format) and dates
-the knowledge texts the previous release stored without used_at — and
-records the release as finalized. Rolling back to the previous release is
-supported only until then; binaries of release 3 and later refuse a store
-finalized for a later release than theirs.
-Exits 1 when a check fails, 2 without --yes.`,
-		Example: "  siteops release finalize\n  siteops release finalize --yes",
+make sure none runs). A check that cannot be made fails: when the Worker
+Deployment (--deployment-name) does not exist — a wrong name, or workers
+without Worker Versioning — routing, drained and pollers fail, unless
+--unversioned says the workers are unversioned; they are then listed among
+what to make sure of.
+
+When every check passes it says what it would change — re-seal the signing
+secrets still stored in the first format (the next release refuses that
+format), date the knowledge texts the previous release stored without
+used_at, and record the release as finalized — and, on a terminal, asks
+before it does it, unless --yes; elsewhere it needs --yes. --dry-run says
+it and changes nothing. Rolling back to the previous release is supported
+only until then; binaries of release 3 and later refuse a store finalized
+for a later release than theirs.
+Exits 1 when a check fails (--dry-run too), 2 without --yes where it cannot
+ask; nothing is changed then.`,
+		Example: "  siteops release finalize --dry-run\n  siteops release finalize --yes\n  siteops release finalize --unversioned --yes   # workers with SITEOPS_WORKER_VERSIONING=false",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			st, err := wiring.OpenExistingStoreFromEnv(cmd.Context())
@@ -289,48 +300,67 @@ Exits 1 when a check fails, 2 without --yes.`,
 			}
 			defer func() { _ = st.Close() }()
 			return c.withRollout(cmd, &f, func(r *rollout.Rollout) error {
-				rep, err := r.Finalize(cmd.Context(), st, yes, defaultOperator())
+				r.Unversioned = unversioned
+				// The checks run, and what would change is read, before
+				// anything is asked; the contract steps check again.
+				rep, err := r.Finalize(cmd.Context(), st, false, defaultOperator())
+				if err != nil && !errors.Is(err, rollout.ErrNotReady) {
+					return err
+				}
+				if !rep.Ready || rep.Done {
+					if err := c.show(cmd, dryRunFinalize{DryRun: cf.dryRun, FinalizeReport: rep}, func(w io.Writer) error {
+						switch {
+						case cf.dryRun && rep.Done:
+							_, _ = fmt.Fprintf(w, "nothing changed (dry run); %s would change nothing: the store is finalized already\n", cmd.CommandPath())
+						case cf.dryRun:
+							_, _ = fmt.Fprintf(w, "nothing changed (dry run); %s would refuse: %s\n", cmd.CommandPath(), failed(rep.Checks))
+						}
+						printFinalize(w, rep)
+						return nil
+					}); err != nil {
+						return err
+					}
+					if !rep.Ready {
+						return reported{exitFailed}
+					}
+					return nil
+				}
+				if ok, err := c.confirm(cmd, &cf, finalizeChange(rep)); err != nil || !ok {
+					return err
+				}
+				rep, err = r.Finalize(cmd.Context(), st, true, defaultOperator())
 				if err != nil && !errors.Is(err, rollout.ErrNotReady) {
 					return err
 				}
 				if err := c.show(cmd, rep, func(w io.Writer) error { printFinalize(w, rep); return nil }); err != nil {
 					return err
 				}
-				switch {
-				case errors.Is(err, rollout.ErrNotReady):
+				if errors.Is(err, rollout.ErrNotReady) {
 					return reported{exitFailed}
-				case !rep.Done:
-					if c.json() {
-						return reported{exitUsage}
-					}
-					return usageError{errors.New("nothing was changed: run again with --yes to run the contract steps")}
 				}
 				return nil
 			})
 		},
 	}
 	f.register(cmd)
-	cmd.Flags().BoolVar(&yes, "yes", false, "run the contract steps when every check passes")
+	cf.register(cmd)
+	cmd.Flags().BoolVar(&unversioned, "unversioned", false, "the workers run without Worker Versioning (SITEOPS_WORKER_VERSIONING=false): list the checks that need the Worker Deployment as what to make sure of, instead of failing them")
 	return cmd
+}
+
+// dryRunFinalize is finalize's report with -o json when it changes
+// nothing.
+type dryRunFinalize struct {
+	DryRun  bool `json:"dry_run"`
+	Changed bool `json:"changed"`
+	rollout.FinalizeReport
 }
 
 func printFinalize(w io.Writer, rep rollout.FinalizeReport) {
 	_, _ = fmt.Fprintf(w, "finalizing release %d\n", rep.Release)
-	for _, c := range rep.Checks {
-		state := "ok  "
-		if !c.OK {
-			state = "FAIL"
-		}
-		_, _ = fmt.Fprintf(w, "  %s %-9s %s\n", state, c.Name, c.Detail)
-	}
+	printChecks(w, rep)
 	if rep.Done && rep.Result == nil {
 		return // finalized before
-	}
-	if len(rep.Unverified) > 0 {
-		_, _ = fmt.Fprintln(w, "cannot be checked; make sure yourself:")
-		for _, u := range rep.Unverified {
-			_, _ = fmt.Fprintf(w, "  - %s\n", u)
-		}
 	}
 	_, _ = fmt.Fprintf(w, "contract steps: %s\n", rollout.DescribePlan(rep.Plan))
 	if r := rep.Result; r != nil {
@@ -343,6 +373,23 @@ func printFinalize(w io.Writer, rep rollout.FinalizeReport) {
 	}
 	if !rep.Ready {
 		_, _ = fmt.Fprintln(w, "not finalized: "+strings.TrimSpace(failed(rep.Checks)))
+	}
+}
+
+// printChecks prints what finalize checked, and what it cannot check.
+func printChecks(w io.Writer, rep rollout.FinalizeReport) {
+	for _, c := range rep.Checks {
+		state := "ok  "
+		if !c.OK {
+			state = "FAIL"
+		}
+		_, _ = fmt.Fprintf(w, "  %s %-9s %s\n", state, c.Name, c.Detail)
+	}
+	if len(rep.Unverified) > 0 {
+		_, _ = fmt.Fprintln(w, "cannot be checked; make sure yourself:")
+		for _, u := range rep.Unverified {
+			_, _ = fmt.Fprintf(w, "  - %s\n", u)
+		}
 	}
 }
 

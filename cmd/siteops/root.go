@@ -25,15 +25,23 @@ func buildVersion() string { return release.Version(version) }
 
 // cli is one invocation of the command line.
 type cli struct {
-	output string // -o: text or json
+	output string // -o: text, json or jsonl
 	// ran is set once a command's own code runs: an error before that is
 	// a usage error.
 	ran bool
+	// waiting shows what the command waits for, while it waits (phases).
+	waiting *phases
+	// interactive, when set, says whether a question may be asked
+	// (tests); else it may where standard input and standard error are a
+	// terminal.
+	interactive func(cmd *cobra.Command) bool
 }
 
 func newCLI() *cli { return &cli{} }
 
-func (c *cli) json() bool { return c.output == "json" }
+// json reports whether the output is JSON: -o json, or -o jsonl (one
+// object a line). Errors and warnings are JSON objects then too.
+func (c *cli) json() bool { return c.output == "json" || c.output == "jsonl" }
 
 func (c *cli) root() *cobra.Command {
 	root := &cobra.Command{
@@ -52,25 +60,43 @@ TEMPORAL_TLS_*, and TEMPORAL_PROFILE / TEMPORAL_CONFIG_FILE profiles; the
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Args:          cobra.ArbitraryArgs,
-		RunE:          groupRunE,
+		// Alone it prints its help, as temporal, kubectl and gh do; a
+		// word that is no command is a usage error with a suggestion.
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return cmd.Help()
+			}
+			return groupRunE(cmd, args)
+		},
 	}
 	root.SetVersionTemplate("siteops {{.Version}}\n")
-	root.PersistentFlags().StringVarP(&c.output, "output", "o", "text", "output format: text, or json for scripts (errors too, on standard error)")
+	root.PersistentFlags().StringVarP(&c.output, "output", "o", "text", "output format: text; json for scripts; jsonl, one JSON object a line (a list's items one a line). With json and jsonl, errors are JSON on standard error too")
 	root.PersistentPreRunE = func(*cobra.Command, []string) error {
-		if c.output != "text" && c.output != "json" {
-			return usageError{fmt.Errorf("--output %q: use text or json", c.output)}
+		if !slices.Contains(outputFormats, c.output) {
+			return usageError{fmt.Errorf("--output %q: use %s", c.output, strings.Join(outputFormats, ", "))}
 		}
 		return nil
 	}
-	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return usageError{suggestFlag(cmd, err)} })
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		// "embed of --site x": the word that is no subcommand is the
+		// mistake, not the flag the group does not take.
+		if args := cmd.Flags().Args(); cmd.HasAvailableSubCommands() && len(args) > 0 {
+			return groupRunE(cmd, args)
+		}
+		return usageError{suggestFlag(cmd, err)}
+	})
 	root.AddCommand(
 		c.versionCmd(), c.signatureCmd(), newSimCmd(), c.workerCmd(), c.ingressCmd(), c.doctorCmd(),
-		c.onboardCmd(), c.leadsCmd(), c.embedCmd(), c.statusCmd(),
+		c.onboardCmd(), c.leadsCmd(), c.embedCmd(), c.statusCmd(), c.overviewCmd(),
 		c.secretCmd(), c.webhookCmd(), c.eventsCmd(), c.demoCmd(), c.codecServerCmd(), c.probeCmd(), c.releaseCmd(),
 	)
 	c.markRuns(root)
+	c.completions(root)
 	return root
 }
+
+// outputFormats are the values of -o.
+var outputFormats = []string{"text", "json", "jsonl"}
 
 // markRuns wraps every command's RunE so that errors from flags, arguments
 // and required flags (cobra reports them before RunE) are told apart from
@@ -99,7 +125,7 @@ func group(use, short string, subs ...*cobra.Command) *cobra.Command {
 func groupRunE(cmd *cobra.Command, args []string) error {
 	var names []string
 	for _, sub := range cmd.Commands() {
-		if sub.IsAvailableCommand() && sub.Name() != "completion" {
+		if sub.IsAvailableCommand() {
 			names = append(names, sub.Name())
 		}
 	}
@@ -116,11 +142,10 @@ func groupRunE(cmd *cobra.Command, args []string) error {
 }
 
 // suggest returns the subcommands a mistyped name probably meant: those
-// it begins, and those at most two edits away (cobra's suggestions, but
-// for its completion command, which groupRunE does not offer either).
+// it begins, and those at most two edits away (cobra's suggestions).
 func suggest(cmd *cobra.Command, typed string) []string {
 	cmd.SuggestionsMinimumDistance = 2
-	return slices.DeleteFunc(cmd.SuggestionsFor(typed), func(name string) bool { return name == "completion" })
+	return cmd.SuggestionsFor(typed)
 }
 
 // suggestFlag adds to pflag's "unknown flag: --dryrun" the flags of cmd

@@ -13,8 +13,10 @@ import (
 
 func (c *cli) secretRetireCmd() *cobra.Command {
 	var endpoint, fingerprint, at string
+	var unreadable bool
+	var cf confirmFlags
 	cmd := &cobra.Command{
-		Use:   "retire (--endpoint ID | --fingerprint FP) [--at TIME]",
+		Use:   "retire (--endpoint ID | --fingerprint FP) [--at TIME] [--unreadable] [--dry-run] [--yes]",
 		Short: "Stop accepting a stored signing secret, now or at a time",
 		Long: `Retire a stored signing secret: the ingress refuses deliveries signed with it
 from --at on (now by default; an RFC 3339 time, or a duration from now such
@@ -24,9 +26,19 @@ stays. The endpoint itself is not deleted; delete it in the API or the
 dashboard (the reconciliation would retire its secret anyway).
 
 A secret's retirement is bound into its encryption, so retiring seals it
-again: SITEOPS_SECRET_KEY must be set. A secret from SITEOPS_WEBHOOK_SECRETS
-is not stored and cannot be retired here: remove it from that variable.`,
-		Args: cobra.NoArgs,
+again: SITEOPS_SECRET_KEY must be the key that sealed it (the worker's and
+the ingress's). With another key the secret does not open, and retire
+refuses and changes nothing (exit 4): rewriting it would leave it readable
+by no key, the right one included. --unreadable retires such a secret
+anyway, for one given up for good (its row damaged, its key lost): no key
+opens it afterwards. A secret from SITEOPS_WEBHOOK_SECRETS is not stored
+and cannot be retired here: remove it from that variable.
+
+It cannot be undone, so it says first which secret would retire and when:
+with --dry-run only that; on a terminal it asks before it writes, unless
+--yes; elsewhere it needs --yes (exit 2 without it, nothing changed).`,
+		Example: "  siteops secret retire --endpoint we_1 --dry-run\n  siteops secret retire --fingerprint 4ff8f565e1b8 --at 30m --yes",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if (endpoint == "") == (fingerprint == "") {
 				return usageError{errors.New("name the secret by --endpoint ID or by --fingerprint FP (one of them)")}
@@ -44,7 +56,24 @@ is not stored and cannot be retired here: remove it from that variable.`,
 				return err
 			}
 			defer func() { _ = st.Close() }()
-			r, err := starter.RetireSecret(cmd.Context(), st, endpoint, fingerprint, when)
+			plan, err := starter.PlanRetire(cmd.Context(), st, endpoint, fingerprint, when)
+			if err != nil {
+				return err
+			}
+			ch, asks, refused := retireChange(plan, time.Now(), unreadable)
+			if cf.dryRun && refused != nil {
+				return refused
+			}
+			if asks || cf.dryRun {
+				if ok, err := c.confirm(cmd, &cf, ch); err != nil || !ok {
+					return err
+				}
+			}
+			retire := starter.RetireSecret
+			if unreadable {
+				retire = starter.RetireUnreadableSecret
+			}
+			r, err := retire(cmd.Context(), st, endpoint, fingerprint, when)
 			if err != nil {
 				return err
 			}
@@ -58,5 +87,7 @@ is not stored and cannot be retired here: remove it from that variable.`,
 	cmd.Flags().StringVar(&endpoint, "endpoint", "", "id of the endpoint whose secret retires")
 	cmd.Flags().StringVar(&fingerprint, "fingerprint", "", "fingerprint of the secret that retires")
 	cmd.Flags().StringVar(&at, "at", "", "when: an RFC 3339 time or a duration from now (default now)")
+	cf.register(cmd)
+	cmd.Flags().BoolVar(&unreadable, "unreadable", false, "retire it even if it does not decrypt with SITEOPS_SECRET_KEY: no key opens it again (for a secret given up for good)")
 	return cmd
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -54,7 +55,12 @@ func writeStatus(w io.Writer, st starter.Status) {
 	}
 	_, _ = fmt.Fprintln(w)
 	if st.Detail != nil {
-		for _, line := range st.Detail.Summary() {
+		lines := st.Detail.Summary()
+		if why, ok := starter.IncidentNotOff(st); ok && len(lines) > 0 {
+			// Its last state is turning-off, which it no longer does.
+			lines[0] = strings.Replace(lines[0], "state "+workflows.IncidentTurningOff, "state "+why+";", 1)
+		}
+		for _, line := range lines {
 			_, _ = fmt.Fprintln(w, line)
 		}
 	}

@@ -52,7 +52,9 @@ same URL and events on purpose, give it a --label.`,
 			}
 			return c.withTemporal(cmd, &tf, false, wf.timeout, func(s *starter.Starter) error {
 				ctx := cmd.Context() // bounded by --timeout (withTemporal)
+				stop := c.watch(cmd, s, workflows.EndpointRegistrationID(rawURL, events, receiver, label), "registering the endpoint")
 				reg, err := s.RegisterEndpoint(ctx, starter.EndpointRequest{URL: rawURL, Events: events, Receiver: receiver, Label: label, Operator: defaultOperator()})
+				stop()
 				if err != nil {
 					return wf.explain(err)
 				}
@@ -128,7 +130,7 @@ fixed or 'siteops secret rekey' runs), or not stored. Never the secrets.`,
 			if err != nil {
 				return err
 			}
-			return c.show(cmd, out, func(w io.Writer) error { writeEndpoints(w, out); return nil })
+			return c.showList(cmd, out, out, func(w io.Writer) error { writeEndpoints(w, out); return nil })
 		},
 	}
 	return cmd
@@ -160,7 +162,7 @@ func writeEndpoints(w io.Writer, out []starter.Endpoint) {
 
 func (c *cli) secretCmd() *cobra.Command {
 	return group("secret", "Rotate a webhook endpoint's signing secret with an overlap; retire and re-encrypt stored secrets",
-		c.secretRotateCmd(), c.secretDecideCmd(workflows.RotationProceed), c.secretDecideCmd(workflows.RotationAbort), c.secretRetireCmd(), c.secretRekeyCmd())
+		c.secretRotateCmd(), c.secretDecideCmd(workflows.RotationProceed), c.secretDecideCmd(workflows.RotationAbort), c.secretRetireCmd(), c.secretRekeyCmd(), c.secretListCmd())
 }
 
 func (c *cli) secretRotateCmd() *cobra.Command {
@@ -200,7 +202,9 @@ after a run was terminated takes over the endpoint that run created.`,
 				if !wait {
 					return c.say(cmd, map[string]string{"workflow_id": run.GetID(), "run_id": run.GetRunID()}, "started %s; follow it with: siteops status %s", run.GetID(), run.GetID())
 				}
+				stop := c.watch(cmd, s, run.GetID(), "started")
 				st, err := s.WaitRotation(ctx, run)
+				stop()
 				if err != nil {
 					return wf.explain(err)
 				}
@@ -228,18 +232,37 @@ func (c *cli) secretDecideCmd(action string) *cobra.Command {
 		endpoint, operator string
 		tf                 temporalFlags
 		wf                 waitFlags
+		cf                 confirmFlags
 	)
 	short := "Delete the old endpoint although no verified delivery came on the new one"
 	if action == workflows.RotationAbort {
 		short = "Abort the rotation: delete the new endpoint and keep the old one"
 	}
 	cmd := &cobra.Command{
-		Use:   action + " --endpoint ID",
+		Use:   action + " --endpoint ID [--dry-run] [--yes]",
 		Short: short,
-		Args:  cobra.NoArgs,
+		Long: short + `, once the rotation
+waits for a decision (no verified delivery came on the new endpoint within
+its --verify-timeout). It reads the rotation first and says what the
+decision would change: with --dry-run only that; on a terminal it asks
+before it decides, unless --yes; elsewhere it needs --yes (exit 2 without
+it). It returns once the rotation has ended, saying how, and when the old
+secret stops being accepted. A rotation that does not run exits 3, one that
+waits for no decision 2; nothing is sent then.`,
+		Example: "  siteops secret " + action + " --endpoint we_1 --dry-run\n  siteops secret " + action + " --endpoint we_1 --yes",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return c.withTemporal(cmd, &tf, false, wf.timeout, func(s *starter.Starter) error {
+				ch, err := decisionChange(cmd.Context(), s, endpoint, action)
+				if err != nil {
+					return wf.explain(err)
+				}
+				if ok, err := c.confirm(cmd, &cf, ch); err != nil || !ok {
+					return err
+				}
+				stop := c.watch(cmd, s, workflows.SecretRotationID(endpoint), action+" sent")
 				st, err := s.DecideRotation(cmd.Context(), endpoint, action, operator)
+				stop()
 				if err != nil {
 					return wf.explain(err)
 				}
@@ -251,6 +274,7 @@ func (c *cli) secretDecideCmd(action string) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&endpoint, "endpoint", "", "id of the endpoint being rotated (the old one)")
 	operatorFlag(cmd, &operator, "who is acting")
+	cf.register(cmd)
 	tf.register(cmd)
 	wf.register(cmd, embedWait)
 	_ = cmd.MarkFlagRequired("endpoint")
@@ -266,9 +290,11 @@ func (c *cli) secretRekeyCmd() *cobra.Command {
 transaction, in the current format: a key derived for this purpose alone
 (HKDF), bound to the endpoint, its receiver and its retirement, with the
 key's id beside it. Without ` + wiring.OldSecretKeyEnv + ` it only brings secrets stored in
-the first format (bound to the endpoint id alone) to the current one; the
-worker's reconciliation does that too. Secrets already in the current format
-under the current key are left alone, so it is safe to run twice. Keys come
+the first format (bound to the endpoint id alone) to the current one;
+'siteops release finalize' does that too. Secrets already in the current
+format under the current key are left alone, so it is safe to run twice. A
+secret that opens with neither key is left as it was (rewriting it would
+leave it readable by no key): rekey names it and exits 4. Keys come
 from the environment, never from flags. Run it before the worker and the
 ingress restart with the new key.`,
 		Args: cobra.NoArgs,
@@ -291,7 +317,12 @@ ingress restart with the new key.`,
 			return c.show(cmd, res, func(w io.Writer) error {
 				_, _ = fmt.Fprintf(w, "re-encrypted %d secret(s) under SITEOPS_SECRET_KEY\n", res.Reencrypted)
 				if res.StillUnreadable > 0 {
-					return fmt.Errorf("%d active secret(s) still do not decrypt with SITEOPS_SECRET_KEY (they were stored under a third key): %w", res.StillUnreadable, store.ErrKeyMismatch)
+					which := "do not decrypt with SITEOPS_SECRET_KEY, and " + wiring.OldSecretKeyEnv + " is not set"
+					if old != nil {
+						which = "decrypt with neither SITEOPS_SECRET_KEY nor " + wiring.OldSecretKeyEnv + " (they were stored under a third key)"
+					}
+					return fmt.Errorf("%d active secret(s) %s: %s, left as they were; run rekey again with the key that sealed them as %s: %w",
+						res.StillUnreadable, which, strings.Join(res.Unreadable, ", "), wiring.OldSecretKeyEnv, store.ErrKeyMismatch)
 				}
 				return nil
 			})

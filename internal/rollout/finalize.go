@@ -54,11 +54,15 @@ const defaultPollWindow = 2 * time.Minute
 // no worker of another build polls the task queue; no registered process
 // of an older release was seen within store.ProcessGone — and lists what it cannot
 // (processes of releases before the registry do not register; an old
-// ingress does not poll). When every check passes and yes is set, it runs
-// the store's contract steps (store.Finalize) and records the release;
-// without yes it changes nothing. After it, rolling back to the previous
-// release is no longer possible, and the next release may refuse what this
-// one still read.
+// ingress does not poll). A check that cannot be made fails: the
+// deployment not found (a wrong name, or workers without Worker
+// Versioning) fails routing, drained and pollers, unless r.Unversioned
+// says the workers are unversioned, when they are listed among what the
+// operator must make sure of instead. When every check passes and yes is
+// set, it runs the store's contract steps (store.Finalize) and records the
+// release; without yes it changes nothing. After it, rolling back to the
+// previous release is no longer possible, and the next release may refuse
+// what this one still read.
 func (r *Rollout) Finalize(ctx context.Context, st *store.Store, yes bool, by string) (FinalizeReport, error) {
 	rep := FinalizeReport{Release: release.Number}
 	var err error
@@ -121,21 +125,33 @@ func (r *Rollout) Finalize(ctx context.Context, st *store.Store, yes bool, by st
 
 // checkRouting checks the deployment's routing and that every build but
 // the current one has drained, and returns the current build ("" none)
-// and whether the workers are versioned at all.
+// and whether the pollers can be checked by build.
 func (r *Rollout) checkRouting(ctx context.Context, rep *FinalizeReport, procs []store.Process) (string, bool, error) {
 	desc, err := r.Client.WorkerDeploymentClient().GetHandle(r.Deployment).Describe(ctx, client.WorkerDeploymentDescribeOptions{})
 	var nf *serviceerror.NotFound
-	if errors.As(err, &nf) {
-		rep.Unverified = append(rep.Unverified, fmt.Sprintf("the Worker Deployment %s does not exist (SITEOPS_WORKER_VERSIONING=false?): no build or poller can be told apart; make sure every worker runs release %d", r.Deployment, release.Number))
+	switch {
+	case errors.As(err, &nf) && r.Unversioned:
+		r.unversioned(rep)
 		return "", false, nil
-	}
-	if err != nil {
+	case errors.As(err, &nf):
+		cannot := fmt.Sprintf("cannot be checked: the Worker Deployment %s does not exist — a wrong --deployment-name (default $SITEOPS_DEPLOYMENT_NAME or siteops), or workers that run unversioned (SITEOPS_WORKER_VERSIONING=false); name the deployment, or give --unversioned if the workers are unversioned", r.Deployment)
+		rep.Checks = append(rep.Checks, Check{"routing", false, cannot}, Check{"drained", false, "cannot be checked without the deployment (see routing)"}, Check{"pollers", false, "cannot be told apart by build without the deployment (see routing)"})
+		return "", false, nil
+	case err != nil:
 		return "", false, fmt.Errorf("describing deployment %s: %w", r.Deployment, err)
 	}
 	rc := desc.Info.RoutingConfig
 	current := ""
 	if rc.CurrentVersion != nil {
 		current = rc.CurrentVersion.BuildID
+	}
+	switch {
+	case r.Unversioned && current != "":
+		rep.Checks = append(rep.Checks, Check{"routing", false, fmt.Sprintf("deployment %s has the current build %s, so its workers are versioned: drop --unversioned", r.Deployment, current)})
+		return current, false, nil
+	case r.Unversioned:
+		r.unversioned(rep)
+		return "", false, nil
 	}
 	switch {
 	case current == "":
@@ -174,11 +190,16 @@ func (r *Rollout) checkRouting(ctx context.Context, rep *FinalizeReport, procs [
 	return current, true, nil
 }
 
+// unversioned lists what cannot be checked of unversioned workers.
+func (r *Rollout) unversioned(rep *FinalizeReport) {
+	rep.Unverified = append(rep.Unverified, fmt.Sprintf("the workers are unversioned (--unversioned): no build, drainage or poller can be told apart; make sure every worker runs release %d and none of an older release still polls task queue %s", release.Number, r.TaskQueue))
+}
+
 // checkPollers checks that no worker of another build (or an unversioned
 // one) polled the task queue recently.
 func (r *Rollout) checkPollers(ctx context.Context, rep *FinalizeReport, current string, now time.Time) error {
 	if r.TaskQueue == "" {
-		rep.Unverified = append(rep.Unverified, "the task queue's pollers (no task queue named)")
+		rep.Checks = append(rep.Checks, Check{"pollers", false, "cannot be checked: no task queue named (SITEOPS_TASK_QUEUE)"})
 		return nil
 	}
 	window := r.PollWindow

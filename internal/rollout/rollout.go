@@ -53,6 +53,11 @@ type Rollout struct {
 	// drainage status (default 5 s): a run pinned just before the switch
 	// reaches visibility shortly after.
 	Settle time.Duration
+	// Unversioned says that the workers run without Worker Versioning
+	// (SITEOPS_WORKER_VERSIONING=false): Finalize then lists the checks
+	// that need the Worker Deployment as what the operator must make sure
+	// of, instead of failing them.
+	Unversioned bool
 }
 
 // Run is one open workflow run as visibility lists it.
