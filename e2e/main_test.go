@@ -28,7 +28,7 @@ var (
 )
 
 const (
-	namespaces = 80
+	namespaces = 120
 	// shared is how many dev servers the tests share: each holds every
 	// shared-th namespace. A dev server keeps its state in one SQLite
 	// connection that all its services wait for; two halve the wait, and
