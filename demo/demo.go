@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -52,6 +53,7 @@ type Options struct {
 const (
 	apiKey     = "svc_live_demo_key" //nolint:gosec // the simulator's own key, made up for the demo
 	adminToken = "demo-admin"
+	namespace  = "default"
 	taskQueue  = "siteops"
 )
 
@@ -64,6 +66,17 @@ func Run(ctx context.Context, o Options) error {
 		o.Leads = 200
 	}
 	ownDir := o.Dir == ""
+	if !ownDir {
+		// The lines --keep prints name files here, for any working directory.
+		dir, err := filepath.Abs(o.Dir)
+		if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return err
+		}
+		o.Dir = dir
+	}
 	if ownDir {
 		d, err := os.MkdirTemp("", "siteops-demo-")
 		if err != nil {
@@ -89,8 +102,13 @@ func Run(ctx context.Context, o Options) error {
 	}
 	d.summary()
 	if o.Keep {
-		d.say("\neverything keeps running (Ctrl-C stops it all):\n  Temporal UI  %s\n  API          %s/api/v1  (key %s)\n  ingress      %s\n  state        %s\n",
-			d.temporal.UIAddress, d.simURL, apiKey, d.ingressURL, o.Dir)
+		lines, err := d.shell()
+		if err != nil {
+			return err
+		}
+		d.say("\neverything keeps running (Ctrl-C stops it all):\n  Temporal     %s, HTTP API http://%s, UI %s\n  API          %s/api/v1  (key in %s)\n  ingress      %s  (admin %s)\n  state        %s\n",
+			d.temporal.Address, d.temporal.HTTPAddress, d.temporal.UIAddress, d.simURL, filepath.Join(o.Dir, "agentsite-api-key"), d.ingressURL, d.adminURL, o.Dir)
+		d.say("\n%s\n\n%s\n\n", ShellHeader, strings.Join(lines, "\n"))
 		<-ctx.Done()
 	}
 	return nil
@@ -113,6 +131,8 @@ type run struct {
 	adminURL   string // the ingress's /metrics and /readyz
 	dbURL      string
 	secretKey  []byte
+	payloadKey string // SITEOPS_PAYLOAD_KEY as the demo found it; empty: unencrypted
+	endpointID string // the id of the Nexus endpoint, which HTTP callers address
 
 	tel    *telemetry.Telemetry
 	cancel context.CancelFunc
@@ -143,11 +163,11 @@ func (d *run) start(ctx context.Context) error {
 	dsOpts := devserver.Options{UI: true, Log: d.logFile, DBFile: filepath.Join(d.o.Dir, "temporal.db")}
 	// With the payload key set, every siteops component encrypts, and the
 	// Web UI reads the payloads through a codec server of the demo's own.
-	payloadKey := os.Getenv("SITEOPS_PAYLOAD_KEY")
+	d.payloadKey = os.Getenv("SITEOPS_PAYLOAD_KEY")
 	var keyID string
 	var err error
-	if payloadKey != "" {
-		if keyID, err = d.startCodecServer(payloadKey, &dsOpts); err != nil {
+	if d.payloadKey != "" {
+		if keyID, err = d.startCodecServer(d.payloadKey, &dsOpts); err != nil {
 			return err
 		}
 	}
@@ -188,7 +208,7 @@ func (d *run) start(ctx context.Context) error {
 		return err
 	}
 	d.dbURL = "sqlite://" + filepath.Join(d.o.Dir, "siteops.db")
-	tcfg := config.Temporal{Address: d.temporal.Address, Namespace: "default", TaskQueue: taskQueue, PayloadKey: payloadKey}
+	tcfg := config.Temporal{Address: d.temporal.Address, Namespace: namespace, TaskQueue: taskQueue, PayloadKey: d.payloadKey}
 	dcfg := config.Database{URL: d.dbURL, SecretKey: base64.StdEncoding.EncodeToString(d.secretKey)}
 	// Open the store once first, so that the worker and the ingress start
 	// on a migrated schema.
@@ -211,8 +231,7 @@ func (d *run) start(ctx context.Context) error {
 	d.adminURL = "http://127.0.0.1:" + strconv.Itoa(adminPort)
 	d.goRun("ingress", func() error {
 		return wiring.RunIngress(compCtx, wiring.IngressConfig{Temporal: tcfg, Database: dcfg,
-			Ingress: config.Ingress{Addr: "127.0.0.1:" + strconv.Itoa(port), AdminAddr: "127.0.0.1:" + strconv.Itoa(adminPort),
-				ReplayWindow: 5 * time.Minute, InboxRetention: 720 * time.Hour}}, d.log, d.tel, wiring.Preflight{})
+			Ingress: ingressSettings(port, adminPort)}, d.log, d.tel, wiring.Preflight{})
 	})
 
 	var closeStarter func()
@@ -332,4 +351,13 @@ func isTerminal(w io.Writer) bool {
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// ingressSettings are the demo ingress's settings: the binary's defaults
+// (demo_test.go holds them to config's) on the given loopback ports.
+func ingressSettings(port, adminPort int) config.Ingress {
+	return config.Ingress{Addr: "127.0.0.1:" + strconv.Itoa(port), AdminAddr: "127.0.0.1:" + strconv.Itoa(adminPort),
+		MaxConcurrent: 64, MaxConnections: 2048, ShedBusyAfter: time.Second, MaxBody: 256 << 10,
+		ReplayWindow: 5 * time.Minute, InboxRetention: 720 * time.Hour,
+		RefusedRetention: 168 * time.Hour, RefusedMaxRows: 10_000}
 }

@@ -2,9 +2,11 @@ package demo
 
 import (
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/siteops/siteops/config"
 	"github.com/siteops/siteops/internal/devserver"
 )
 
@@ -37,5 +39,27 @@ func TestShortDemo(t *testing.T) {
 	}
 	if strings.Contains(got, "whsec_") || strings.Contains(got, "@example.com") {
 		t.Errorf("the demo printed a secret or a lead's personal data")
+	}
+}
+
+// TestIngressSettingsAreTheBinarys holds the demo's ingress to the
+// defaults `siteops ingress` runs with when no variable is set, but for
+// its addresses: a new setting with a default must not start the demo at
+// zero.
+func TestIngressSettingsAreTheBinarys(t *testing.T) {
+	for _, kv := range os.Environ() {
+		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, "SITEOPS_") {
+			t.Setenv(name, "") // restored after the test
+			_ = os.Unsetenv(name)
+		}
+	}
+	var want config.Ingress
+	if err := config.Load(&want); err != nil {
+		t.Fatal(err)
+	}
+	got := ingressSettings(8088, 9091)
+	want.Addr, want.AdminAddr = got.Addr, got.AdminAddr
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("the demo's ingress = %+v\nwant %+v (config's defaults on its own addresses)", got, want)
 	}
 }

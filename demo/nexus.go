@@ -63,7 +63,8 @@ func (d *run) onboardThroughNexus(ctx context.Context) error {
 	if err := ensureNamespace(ctx, c, callerNamespace); err != nil {
 		return err
 	}
-	if err := ensureEndpoint(ctx, c, nexusEndpoint, d.starter.Namespace, taskQueue); err != nil {
+	var err error
+	if d.endpointID, err = ensureEndpoint(ctx, c, nexusEndpoint, d.starter.Namespace, taskQueue); err != nil {
 		return err
 	}
 	// The partner holds no key of siteops': the service's answers cross
@@ -113,19 +114,32 @@ func ensureNamespace(ctx context.Context, c client.Client, ns string) error {
 }
 
 // ensureEndpoint creates the Nexus endpoint that routes to siteops' worker
-// unless it exists.
-func ensureEndpoint(ctx context.Context, c client.Client, name, ns, queue string) error {
-	_, err := c.OperatorService().CreateNexusEndpoint(ctx, &operatorservice.CreateNexusEndpointRequest{Spec: &nexuspb.EndpointSpec{
+// unless it exists, and returns its id: callers over HTTP address it by id.
+func ensureEndpoint(ctx context.Context, c client.Client, name, ns, queue string) (string, error) {
+	created, err := c.OperatorService().CreateNexusEndpoint(ctx, &operatorservice.CreateNexusEndpointRequest{Spec: &nexuspb.EndpointSpec{
 		Name: name,
 		Target: &nexuspb.EndpointTarget{Variant: &nexuspb.EndpointTarget_Worker_{
 			Worker: &nexuspb.EndpointTarget_Worker{Namespace: ns, TaskQueue: queue},
 		}},
 	}})
-	var exists *serviceerror.AlreadyExists
-	if err != nil && !errors.As(err, &exists) {
-		return fmt.Errorf("creating the Nexus endpoint %s: %w", name, err)
+	if err == nil {
+		return created.GetEndpoint().GetId(), nil
 	}
-	return nil
+	var exists *serviceerror.AlreadyExists
+	if !errors.As(err, &exists) {
+		return "", fmt.Errorf("creating the Nexus endpoint %s: %w", name, err)
+	}
+	// A demo run again in the same --dir finds the endpoint of the last.
+	list, err := c.OperatorService().ListNexusEndpoints(ctx, &operatorservice.ListNexusEndpointsRequest{Name: name})
+	if err != nil {
+		return "", fmt.Errorf("reading the Nexus endpoint %s: %w", name, err)
+	}
+	for _, ep := range list.GetEndpoints() {
+		if ep.GetSpec().GetName() == name {
+			return ep.GetId(), nil
+		}
+	}
+	return "", fmt.Errorf("the Nexus endpoint %s exists but is not listed", name)
 }
 
 func harborBooks() api.OnboardInput {

@@ -61,12 +61,12 @@ func TestHTTPAPICurlCommands(t *testing.T) {
 	e := envOn(t, ds.address, ns)
 	e.startWorker(t) // it serves the Nexus service too
 	_, endpointID := createEndpoint(t, ds.address, ns)
-	vars := []string{"TEMPORAL_HTTP=" + ds.httpURL, "SITEOPS_ENDPOINT=" + endpointID}
-	id := workflows.OnboardingID("harbor-books")
+	vars := []string{"TEMPORAL_HTTP_ADDRESS=" + strings.TrimPrefix(ds.httpURL, "http://"), "SITEOPS_ENDPOINT=" + endpointID}
+	id := workflows.OnboardingID("lighthouse-bakery")
 
 	// The same command with an input that breaks a rule: 400, the rule in
 	// the message, and no onboarding.
-	invalid := replaceOnce(t, start, `"title": "Harbor Books", `, `"title": "", `)
+	invalid := replaceOnce(t, start, `"title": "Lighthouse Bakery", `, `"title": "", `)
 	code, body := runCurl(t, invalid, vars)
 	var refused struct {
 		Message string `json:"message"`
@@ -112,7 +112,7 @@ func TestHTTPAPICurlCommands(t *testing.T) {
 		t.Errorf("the start command again answered %d %s (%v); the docs promise 200 with the result", code, body, err)
 	}
 	// An unknown slug: 404.
-	code, body = runCurl(t, replaceOnce(t, status, `"slug": "harbor-books"`, `"slug": "nobody-here"`), vars)
+	code, body = runCurl(t, replaceOnce(t, status, `"slug": "lighthouse-bakery"`, `"slug": "nobody-here"`), vars)
 	if code != http.StatusNotFound {
 		t.Errorf("the status of an unknown slug answered %d %s; the docs promise 404", code, body)
 	}

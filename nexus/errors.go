@@ -12,6 +12,7 @@ import (
 
 	"github.com/siteops/siteops/nexus/api"
 	"github.com/siteops/siteops/starter"
+	"github.com/siteops/siteops/workflows"
 )
 
 // refused is a request the service will not carry out, as a Nexus handler
@@ -55,7 +56,7 @@ func handlerError(err error) error {
 	case errors.As(err, &invalid):
 		return refused(nexusrpc.HandlerErrorTypeBadRequest, api.ErrTypeInvalidSpec, invalid.Error(), invalid.Problems)
 	case errors.As(err, &conflict):
-		return refused(nexusrpc.HandlerErrorTypeBadRequest, api.ErrTypeSpecConflict, conflict.Error(), conflict.Differences)
+		return refused(nexusrpc.HandlerErrorTypeBadRequest, api.ErrTypeSpecConflict, specConflictMessage(conflict), conflict.Differences)
 	case errors.As(err, &rejected):
 		return refused(nexusrpc.HandlerErrorTypeBadRequest, api.ErrTypeRejected, rejected.Error())
 	case errors.Is(err, starter.ErrNotFound):
@@ -68,6 +69,16 @@ func handlerError(err error) error {
 		return &nexusrpc.OperationError{State: nexusrpc.OperationStateFailed, Message: failed.Error(), Cause: cause}
 	}
 	return err
+}
+
+// specConflictMessage says what a partner can do about a slug onboarded
+// from another spec. The starter's own message points on-call at `siteops
+// status`, a command of siteops' CLI that partners do not have; a partner
+// has the operation onboarding-status and the choice of another slug.
+func specConflictMessage(c *starter.SpecConflictError) string {
+	slug := strings.TrimPrefix(c.WorkflowID, workflows.OnboardingKind.Prefix)
+	return fmt.Sprintf("%s was started with a different spec (%s differ); a slug is onboarded once — onboard under another slug, or read how %s stands with the operation %s {\"slug\": %q}",
+		c.WorkflowID, strings.Join(c.Differences, ", "), c.WorkflowID, api.OnboardingStatusName, slug)
 }
 
 // convert copies a value into the type that mirrors it (an api type and a

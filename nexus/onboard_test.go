@@ -125,6 +125,15 @@ func TestHandlerErrorKinds(t *testing.T) {
 			t.Errorf("%T: cause %v, want type %s", c.err, err, c.causeType)
 		}
 	}
+	// A partner is told what it can do, not a command of on-call's CLI.
+	var app *temporal.ApplicationError
+	conflict := handlerError(&starter.SpecConflictError{WorkflowID: "onboarding/x", Differences: []string{"site.title"}})
+	if !errors.As(conflict, &app) {
+		t.Fatalf("a spec conflict: %#v, want an application error", conflict)
+	}
+	if msg := app.Message(); strings.Contains(msg, "siteops status") || !strings.Contains(msg, "site.title") || !strings.Contains(msg, api.OnboardingStatusName+` {"slug": "x"}`) {
+		t.Errorf("the partner's conflict message = %q; want site.title and %s {\"slug\": \"x\"}, without siteops status", msg, api.OnboardingStatusName)
+	}
 	other := errors.New("temporal unavailable")
 	if handlerError(other) != other { //nolint:errorlint // the very error, unwrapped and unchanged
 		t.Error("an unknown error was not left to the SDK")

@@ -85,6 +85,9 @@ func DynamicArgs() []string {
 type Server struct {
 	// Address is the frontend's HOST:PORT.
 	Address string
+	// HTTPAddress is the HOST:PORT of the frontend's HTTP API (Temporal's
+	// HTTP API and the Nexus HTTP routes), for callers without an SDK.
+	HTTPAddress string
 	// UIAddress is the Web UI's URL, empty when headless.
 	UIAddress  string
 	cmd        *exec.Cmd
@@ -108,6 +111,9 @@ type Options struct {
 	Namespaces []string
 	// Port is the frontend port (a free one when zero).
 	Port int
+	// HTTPPort is the port of the frontend's HTTP API (a free one when
+	// zero): chosen here rather than by the CLI, so that Server names it.
+	HTTPPort int
 	// UIPort is the Web UI's port when UI is set (a free one when zero):
 	// a codec server must know the UI's origin before the UI starts.
 	UIPort int
@@ -162,8 +168,14 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 			return nil, err
 		}
 	}
+	httpPort := opts.HTTPPort
+	if httpPort == 0 {
+		if httpPort, err = FreePort(); err != nil {
+			return nil, err
+		}
+	}
 	args := []string{"server", "start-dev",
-		"--ip", "127.0.0.1", "--port", strconv.Itoa(port),
+		"--ip", "127.0.0.1", "--port", strconv.Itoa(port), "--http-port", strconv.Itoa(httpPort),
 		"--log-level", "error",
 		"--sqlite-pragma", "journal_mode=WAL", "--sqlite-pragma", "synchronous=NORMAL",
 	}
@@ -177,7 +189,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	for k, v := range SearchAttributes {
 		args = append(args, "--search-attribute", k+"="+v)
 	}
-	s := &Server{Address: fmt.Sprintf("127.0.0.1:%d", port), namespaces: opts.Namespaces}
+	s := &Server{Address: fmt.Sprintf("127.0.0.1:%d", port), HTTPAddress: fmt.Sprintf("127.0.0.1:%d", httpPort), namespaces: opts.Namespaces}
 	if opts.UICodecEndpoint != "" && !opts.UI {
 		return nil, errors.New("devserver: UICodecEndpoint is for the Web UI; set UI too")
 	}

@@ -2,6 +2,8 @@ package devserver
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -14,6 +16,7 @@ import (
 // TestRestart restarts a server: it answers again on the same address,
 // for the namespace it started with, and a client dialled before the
 // restart reaches it once its connection is back, without dialling again.
+// Its HTTP API answers on the address Server names, before and after.
 func TestRestart(t *testing.T) {
 	if _, err := FindCLI(); err != nil {
 		if os.Getenv("SITEOPS_REQUIRE_TEMPORAL") != "" {
@@ -33,10 +36,12 @@ func TestRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	httpAnswers(ctx, t, s.HTTPAddress, "restarted")
 	address, pid := s.Address, s.cmd.Process.Pid
 	if err := s.Restart(ctx); err != nil {
 		t.Fatal(err)
 	}
+	httpAnswers(ctx, t, s.HTTPAddress, "restarted")
 	if s.Address != address || s.cmd.Process.Pid == pid {
 		t.Fatalf("after the restart: %s (pid %d), want %s in a new process (was pid %d)", s.Address, s.cmd.Process.Pid, address, pid)
 	}
@@ -57,6 +62,32 @@ func TestRestart(t *testing.T) {
 	case <-s.done:
 	default:
 		t.Error("the restarted server still runs after Stop")
+	}
+}
+
+// httpAnswers waits up to 15 s for the HTTP API at addr to describe
+// namespace ns.
+func httpAnswers(ctx context.Context, t *testing.T, addr, ns string) {
+	t.Helper()
+	url := "http://" + addr + "/api/v1/namespaces/" + ns
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+			err = fmt.Errorf("%s answered %s", url, resp.Status)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the HTTP API at %s 15 s after the start: %v", addr, err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
