@@ -261,20 +261,6 @@ func (s *Store) Finalize(ctx context.Context, by string) (ContractResult, error)
 // legacyUnopened describes the secrets in the first format that do not
 // open with the store's key, which Rekey(nil) leaves as they are.
 func (s *Store) legacyUnopened(ctx context.Context) ([]SecretInfo, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+secretColumns+` FROM webhook_secrets WHERE key_id = '' ORDER BY created_at, endpoint_id`)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = rows.Close() }()
-	var out []SecretInfo
-	for rows.Next() {
-		r, err := scanSecret(rows)
-		if err != nil {
-			return nil, err
-		}
-		if _, ok := s.open(r); !ok {
-			out = append(out, r.SecretInfo)
-		}
-	}
-	return out, rows.Err()
+	return s.secretInfosKept(ctx, func(r secretRow) bool { _, ok := s.open(r); return !ok },
+		`SELECT `+secretColumns+` FROM webhook_secrets WHERE key_id = '' ORDER BY created_at, endpoint_id`)
 }

@@ -478,6 +478,12 @@ func (s *Store) SecretExpectation(ctx context.Context, receiver string) (Expecta
 
 // secretInfos runs a query of secretColumns and describes every row.
 func (s *Store) secretInfos(ctx context.Context, query string, args ...any) ([]SecretInfo, error) {
+	return s.secretInfosKept(ctx, nil, query, args...)
+}
+
+// secretInfosKept runs a query of secretColumns and describes every row
+// that keep keeps (every row when keep is nil).
+func (s *Store) secretInfosKept(ctx context.Context, keep func(secretRow) bool, query string, args ...any) ([]SecretInfo, error) {
 	rows, err := s.db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
@@ -489,7 +495,9 @@ func (s *Store) secretInfos(ctx context.Context, query string, args ...any) ([]S
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, r.SecretInfo)
+		if keep == nil || keep(r) {
+			out = append(out, r.SecretInfo)
+		}
 	}
 	return out, rows.Err()
 }

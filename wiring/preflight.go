@@ -224,19 +224,20 @@ func (p Preflight) start(ctx context.Context, process string, logger *slog.Logge
 	for i, c := range checks {
 		switch {
 		case results[i].Watch:
-			go p.watch(ctx, logger, into, c, results[i], every)
+			go p.watch(ctx, logger, into, c, results[i], every, false)
 		case results[i].Status == doctor.Fail:
-			go p.recheck(ctx, logger, into, c, every)
+			go p.watch(ctx, logger, into, c, results[i], every, true)
 		}
 	}
 	return nil
 }
 
-// watch runs a check every period for as long as ctx lasts, keeping its
-// latest result in into, and says when it starts failing (again, or with
-// another cause) and when it passes again. A running process refuses
+// watch runs a check every period, keeping its latest result in into,
+// and says when it starts failing (again, or with another cause) and when
+// it passes again: for as long as ctx lasts, or, with untilPass, until it
+// passes (a failing check that is not watched). A running process refuses
 // nothing: a check that starts failing degrades it, whatever the failure.
-func (p Preflight) watch(ctx context.Context, logger *slog.Logger, into *Checks, c check, last doctor.Result, every time.Duration) {
+func (p Preflight) watch(ctx context.Context, logger *slog.Logger, into *Checks, c check, last doctor.Result, every time.Duration, untilPass bool) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -254,29 +255,11 @@ func (p Preflight) watch(ctx context.Context, logger *slog.Logger, into *Checks,
 			logger.Warn("DEGRADED: a check fails now; checking again in the background", "check", r.Check, "detail", r.Detail, "recheck_every", every)
 		case !failing && wasFailing:
 			logger.Info("check passes again; no longer degraded by it", "check", r.Check, "detail", r.Detail)
+			if untilPass {
+				return
+			}
 		}
 		last = r
-	}
-}
-
-// recheck runs a failing check every period until it passes, keeping its
-// latest result in into, and says when it does.
-func (p Preflight) recheck(ctx context.Context, logger *slog.Logger, into *Checks, c check, every time.Duration) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(every):
-		}
-		r := c(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		into.set(r)
-		if r.Status != doctor.Fail {
-			logger.Info("check passes again; no longer degraded by it", "check", r.Check, "detail", r.Detail)
-			return
-		}
 	}
 }
 
