@@ -33,6 +33,9 @@ type Store interface {
 	UpsertLeadsAt(ctx context.Context, siteID, syncKey string, leads []agentsite.Lead, pos store.LeadSyncPosition) (int, error)
 	LeadSyncPosition(ctx context.Context, siteID, syncKey string) (store.LeadSyncPosition, error)
 	CountLeads(ctx context.Context, siteID string) (int, error)
+	LeadSweepSites(ctx context.Context, after string, limit int) ([]store.LeadSweepSite, error)
+	KnownLeads(ctx context.Context, siteID string, ids []string) (int, error)
+	LeadSyncChecked(ctx context.Context, siteID, syncKey string, at time.Time) error
 	KnowledgeText(ctx context.Context, hash string) (string, error)
 	SetSiteWorkflow(ctx context.Context, siteID, workflowID string) error
 	SiteEvents(ctx context.Context, siteID string) ([]store.SiteEvent, error)

@@ -151,11 +151,12 @@ func (a *Activities) SyncLeads(ctx context.Context, in SyncLeadsInput) (SyncLead
 	if p.Done {
 		return a.counted(ctx, in.SiteID, p.result(true)), nil
 	}
-	hb := startHeartbeat(ctx, p)
+	hb := startHeartbeat(ctx, p, in.SyncKey != "")
 	defer hb.stop()
 	started := time.Now()
 	for page, err := range a.API.LeadPages(calling(ctx, agentsite.ClassBulk), in.SiteID, agentsite.ListLeadsOptions{Limit: in.Limit, Cursor: p.Next}) {
 		if err != nil {
+			hb.keep()
 			return SyncLeadsResult{}, a.failed(ctx, in.SiteID, err, hb.get(), stall)
 		}
 		next := p
@@ -167,6 +168,7 @@ func (a *Activities) SyncLeads(ctx context.Context, in SyncLeadsInput) (SyncLead
 		next.LastPageAt = a.Now()
 		fresh, err := a.storePage(ctx, in, page.Leads, next)
 		if err != nil {
+			hb.keep()
 			return SyncLeadsResult{}, a.failed(ctx, in.SiteID, err, hb.get(), stall)
 		}
 		next.New += fresh
@@ -250,36 +252,33 @@ func (a *Activities) stalled(err error, p syncProgress, stall time.Duration) err
 	return nonRetryable(ErrTypeStalled, fmt.Errorf("no page of leads stored for %s (the stall timeout is %s); last error: %s", since.Round(time.Second), stall, msg))
 }
 
-// heartbeat records the sync's progress now and then every few seconds,
-// also while the activity waits (for the API's rate limit, say), so that
-// a long wait does not time the attempt out.
+// heartbeat records the sync's progress every few seconds, also while
+// the activity waits (for the API's rate limit, say), so that a long wait
+// does not time the attempt out.
+//
+// A keyed sync (SyncKey) keeps its position in the store with each page,
+// so its heartbeats carry nothing a retry needs: it sends none before its
+// first tick, and a sync that ends sooner (a lead event's, nearly always)
+// costs no heartbeat at all — each one sent is a Temporal action — except
+// an attempt that fails, which records its stall clock for the next. An
+// unkeyed sync (runs before keys) keeps its position in heartbeats alone,
+// so it records one at the start and after every page, as before.
 type heartbeat struct {
-	ctx  context.Context
-	mu   sync.Mutex
-	p    syncProgress
-	done chan struct{}
-	wg   sync.WaitGroup
+	ctx   context.Context
+	keyed bool
+	mu    sync.Mutex
+	p     syncProgress
+	stop  func()
 }
 
 const heartbeatEvery = 5 * time.Second
 
-func startHeartbeat(ctx context.Context, p syncProgress) *heartbeat {
-	h := &heartbeat{ctx: ctx, p: p, done: make(chan struct{})}
-	activity.RecordHeartbeat(ctx, p)
-	h.wg.Go(func() {
-		t := time.NewTicker(heartbeatEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-h.done:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				activity.RecordHeartbeat(ctx, h.get())
-			}
-		}
-	})
+func startHeartbeat(ctx context.Context, p syncProgress, keyed bool) *heartbeat {
+	h := &heartbeat{ctx: ctx, keyed: keyed, p: p}
+	if !keyed {
+		activity.RecordHeartbeat(ctx, p)
+	}
+	h.stop = tick(ctx, heartbeatEvery, func() { activity.RecordHeartbeat(ctx, h.get()) })
 	return h
 }
 
@@ -287,16 +286,22 @@ func (h *heartbeat) set(p syncProgress) {
 	h.mu.Lock()
 	h.p = p
 	h.mu.Unlock()
-	activity.RecordHeartbeat(h.ctx, p)
+	if !h.keyed {
+		activity.RecordHeartbeat(h.ctx, p)
+	}
+}
+
+// keep records the progress of a keyed sync whose attempt is about to
+// fail, so that the next attempt keeps its stall clock (LastPageAt) even
+// when no page was stored; an unkeyed sync recorded it already.
+func (h *heartbeat) keep() {
+	if h.keyed {
+		activity.RecordHeartbeat(h.ctx, h.get())
+	}
 }
 
 func (h *heartbeat) get() syncProgress {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.p
-}
-
-func (h *heartbeat) stop() {
-	close(h.done)
-	h.wg.Wait()
 }

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"database/sql"
@@ -28,12 +29,14 @@ import (
 	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/agentsite/webhook"
 	"github.com/siteops/siteops/examples"
+	"github.com/siteops/siteops/internal/ports"
 	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/internal/siteopstest/testenv"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/store/storetest"
+	"github.com/siteops/siteops/worker"
 	"github.com/siteops/siteops/workflows"
 )
 
@@ -57,6 +60,7 @@ const (
 	// on it, only how many the window holds.
 	capIdlePoll   = workflows.MinPollInterval
 	capIdleWindow = 2*capIdlePoll + 10*time.Second
+	capSweepSites = 200              // idle lead syncs, without a poll interval, one sweep checks (SITEOPS_BENCH_CAP_SWEEP_SITES)
 	capMixedFor   = 60 * time.Second // SITEOPS_BENCH_CAP_MIXED_S
 	capMixedOnbPS = 1                // onboardings per second in the mixed check (SITEOPS_BENCH_CAP_ONB_RATE)
 )
@@ -83,6 +87,11 @@ const (
 //     (the shortest a lead sync accepts) instead of 5 minutes, so that
 //     their wake-ups (timer fired, one SyncLeads that finds nothing new)
 //     can be counted in 130 s;
+//   - lead-sweep: lead syncs started without a poll interval (the
+//     default), caught up, then one LeadSweep run over every site with a
+//     position, as its schedule starts it: the sweep's cost per site
+//     checked, the idle syncs' own (none: no timer), and what an idle
+//     site costs a day at the default hourly sweep (actions/day/idle-site);
 //   - mixed: the check of the model at one point: onboardings and
 //     lead.created deliveries together at known rates for 60 s, the worker's
 //     CPU time and the store's row writes measured against what the unit
@@ -108,7 +117,7 @@ const (
 // a worker that has evicted it and replays its history. Use -benchtime 1x.
 func BenchmarkCapacityCosts(b *testing.B) {
 	r := newCapacityRig(b)
-	var onb, lead, idle unitCost
+	var onb, lead, idle, sweep unitCost
 	b.Run("baseline", func(b *testing.B) {
 		scenario(b)
 		for range b.N {
@@ -138,6 +147,13 @@ func BenchmarkCapacityCosts(b *testing.B) {
 		for range b.N {
 			idle = r.measureIdle(b, capIdleSites, capIdlePoll, capIdleWindow)
 			idle.report(b, "wake-up")
+		}
+	})
+	b.Run("lead-sweep", func(b *testing.B) {
+		scenario(b)
+		for range b.N {
+			sweep = r.measureSweep(b, capSize(b, "SITEOPS_BENCH_CAP_SWEEP_SITES", 5000, capSweepSites))
+			sweep.report(b, "site")
 		}
 	})
 	b.Run("mixed", func(b *testing.B) {
@@ -187,10 +203,12 @@ type capacityRig struct {
 	ingApp     string
 	ingressPID int
 	queue      string
-	s          *starter.Starter
-	specs      []starter.Spec
-	run        string
-	sites      atomic.Int64
+	// workerMetrics is the worker's metrics address.
+	workerMetrics string
+	s             *starter.Starter
+	specs         []starter.Spec
+	run           string
+	sites         atomic.Int64
 	// adminTx counts the rig's own queries in the store's database, left
 	// out of the commits.
 	adminTx atomic.Int64
@@ -244,12 +262,21 @@ func newCapacityRig(b *testing.B) *capacityRig {
 	b.Cleanup(func() { _ = r.admin.Close() })
 
 	r.queue = "siteops-cap-" + r.run
+	mport, err := ports.Free()
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The worker's /metrics, for the heartbeats it sends (not in any
+	// history, yet each one an action).
+	r.workerMetrics = fmt.Sprintf("127.0.0.1:%d", mport)
 	cmd := exec.Command(bin, "worker", "--skip-checks")
 	cmd.Env = append(os.Environ(),
 		"TEMPORAL_ADDRESS="+temporalAddress, "TEMPORAL_NAMESPACE=default", "SITEOPS_TASK_QUEUE="+r.queue,
 		"AGENTSITE_BASE_URL="+simURL, "AGENTSITE_API_KEY="+apiKey,
 		"SITEOPS_DATABASE_URL="+withApp(r.workerApp), "SITEOPS_SECRET_KEY="+base64.StdEncoding.EncodeToString(storetest.TestKey),
-		"SITEOPS_METRICS_ADDR=", "SITEOPS_WORKER_VERSIONING=false", "SITEOPS_LOG_LEVEL=warn")
+		"SITEOPS_METRICS_ADDR="+r.workerMetrics, "SITEOPS_WORKER_VERSIONING=false", "SITEOPS_LOG_LEVEL=warn",
+		// No scheduled sweep during a measurement: lead-sweep measures one.
+		"SITEOPS_LEAD_SWEEP_EVERY="+testenv.NoReconcile.String())
 	if v := os.Getenv("SITEOPS_BENCH_CAP_CACHE"); v != "" {
 		// The worker's sticky cache: small, every task of a workflow
 		// evicted meanwhile replays its history, as most lead syncs'
@@ -509,6 +536,7 @@ type capReading struct {
 	size                int64            // the store's tables with their indexes and TOAST, in bytes
 	tables              map[string]int64 // rows written per table
 	adminTx             int64            // the rig's own transactions in the store's database so far
+	heartbeats          float64          // activity heartbeats the worker sent so far
 	at                  time.Time
 }
 
@@ -518,7 +546,8 @@ func (r *capacityRig) read(b *testing.B) capReading {
 	// transaction at most once a second, and one that then goes idle
 	// 10 s later (PostgreSQL 15, PGSTAT_IDLE_INTERVAL): wait for them.
 	time.Sleep(11 * time.Second)
-	x := capReading{adminTx: r.adminTx.Add(2) - 2, at: time.Now(), worker: pidCPU(r.workerPID), ingress: pidCPU(r.ingressPID), self: selfCPU(), server: procsCPU(b, serverPIDs(b))}
+	x := capReading{adminTx: r.adminTx.Add(2) - 2, at: time.Now(), worker: pidCPU(r.workerPID), ingress: pidCPU(r.ingressPID), self: selfCPU(), server: procsCPU(b, serverPIDs(b)),
+		heartbeats: heartbeatsSent(b, r.workerMetrics)}
 	rows, err := r.admin.QueryContext(b.Context(), `SELECT pid, application_name FROM pg_stat_activity WHERE application_name IN ($1, $2)`, r.workerApp, r.ingApp)
 	if err != nil {
 		b.Fatal(err)
@@ -597,7 +626,9 @@ func costLess(before, after capReading, units int, h historyCount, base unitCost
 		commits: (float64(after.commits-before.commits-(after.adminTx-before.adminTx)) - base.commits*secs) / n,
 		wal:     (float64(after.wal-before.wal) - base.wal*secs) / n,
 		size:    float64(after.size-before.size) / n,
-		actions: h.actions / n, heartbeats: h.heartbeats / n, events: float64(h.events) / n, historyB: float64(h.bytes) / n,
+		// Heartbeats are not in the histories: the worker's count of them.
+		actions: (h.actions + after.heartbeats - before.heartbeats) / n, heartbeats: (after.heartbeats - before.heartbeats) / n,
+		events: float64(h.events) / n, historyB: float64(h.bytes) / n,
 		elapsed: after.at.Sub(before.at),
 	}
 }
@@ -694,6 +725,46 @@ func (r *capacityRig) measureIdle(b *testing.B, n int, poll, window time.Duratio
 	}
 	u := costLess(before, after, h.timersFired, h, r.base)
 	b.ReportMetric(float64(24*time.Hour/workflows.DefaultPollInterval), "wake-ups/day/site")
+	return u
+}
+
+// measureSweep starts n lead syncs without a poll interval, lets them
+// catch up and idle, and runs one lead sweep as its schedule would: the
+// units are the sites it handled (every site with a lead sync position in
+// the store, those of earlier measurements included).
+func (r *capacityRig) measureSweep(b *testing.B, n int) unitCost {
+	b.Helper()
+	sites := r.newSites(b, n)
+	r.startLeadSyncs(b, sites, 0)
+	defer r.terminate(sites)
+	marks := r.historyMarks(b, sites)
+	before := r.read(b)
+	b.ResetTimer()
+	id := workflows.LeadSweepKind.ID(fmt.Sprintf("bench-%s-%d", r.run, r.sites.Add(1)))
+	run, err := r.c.ExecuteWorkflow(b.Context(), client.StartWorkflowOptions{ID: id, TaskQueue: r.queue, Priority: workflows.LeadSweepKind.Priority("")},
+		workflows.LeadSweepWorkflowName, workflows.LeadSweepInput{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var st workflows.LeadSweepStatus
+	if err := run.Get(b.Context(), &st); err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	after := r.read(b)
+	idle := r.historiesSince(b, sites, marks)
+	if idle.events != 0 {
+		b.Errorf("the idle lead syncs wrote %d history events during the sweep; want none (no timer, nothing missed)", idle.events)
+	}
+	if st.Checked < n || st.Missed != 0 || st.Failed != 0 {
+		b.Errorf("sweep = %+v; want at least the %d idle sites current and none missed or failed", st, n)
+	}
+	h := historyActions(b, r.c, id, 0)
+	h.add(idle)
+	handled := st.Checked + st.Missed + st.Syncing + st.Failed
+	b.Logf("sweep of %d sites (%d started here): %+v in %s", handled, n, st, after.at.Sub(before.at).Round(time.Millisecond))
+	u := costLess(before, after, handled, h, r.base)
+	b.ReportMetric(u.actions*float64(24*time.Hour/worker.DefaultLeadSweepEvery), "actions/day/idle-site")
 	return u
 }
 
@@ -801,11 +872,9 @@ func (h *historyCount) add(g historyCount) {
 //     child workflow or Nexus operation started, a signal sent: 1;
 //     local activities: 1 per workflow task that ran any; version
 //     markers: 0;
-//   - activity heartbeats are not in the history: SyncLeads records one as
-//     it starts (activities/leads.go, startHeartbeat; the SDK sends the
-//     first at once) and then every 5 s, so each SyncLeads attempt is
-//     counted as one heartbeat action (heartbeats; the syncs here take
-//     well under 5 s). The onboarding's activities do not heartbeat.
+//   - activity heartbeats are not in the history: costLess adds the
+//     RecordActivityTaskHeartbeat calls the worker counted meanwhile
+//     (heartbeatsSent), whichever activity sent them.
 //
 // Queries are actions too; none is made here.
 func historyActions(b *testing.B, c client.Client, id string, since int64) historyCount {
@@ -830,18 +899,42 @@ func historyActions(b *testing.B, c client.Client, id string, since int64) histo
 		h.bytes += proto.Size(ev)
 		h.actions += eventActions(ev, laTasks)
 		switch ev.GetEventType() {
-		case enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED:
-			if scheduled[ev.GetActivityTaskStartedEventAttributes().GetScheduledEventId()] == "SyncLeads" {
-				h.heartbeats += float64(max(ev.GetActivityTaskStartedEventAttributes().GetAttempt(), 1))
-			}
 		case enumspb.EVENT_TYPE_TIMER_FIRED:
 			h.timersFired++
 		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
 			h.continuedAsNew++
 		}
 	}
-	h.actions += h.heartbeats
 	return h
+}
+
+// heartbeatsSent is how many activity heartbeats the worker whose metrics
+// are at addr has sent to Temporal: the SDK counts each of its calls in
+// temporal_request{operation="RecordActivityTaskHeartbeat"}.
+func heartbeatsSent(b *testing.B, addr string) float64 {
+	b.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics") //nolint:noctx // loopback, the worker's own
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var n float64
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "temporal_request_total{") || !strings.Contains(line, `operation="RecordActivityTaskHeartbeat"`) {
+			continue
+		}
+		var v float64
+		if _, err := fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v); err == nil {
+			n += v
+		}
+	}
+	if err := sc.Err(); err != nil {
+		b.Fatal(err)
+	}
+	return n
 }
 
 func eventActions(ev *historypb.HistoryEvent, laTasks map[int64]bool) float64 {

@@ -143,6 +143,10 @@ type Worker struct {
 	// SecretReconcileEvery is the period of the schedule that retires
 	// stored webhook secrets whose endpoint is gone (secret-reconcile).
 	SecretReconcileEvery time.Duration `envconfig:"SITEOPS_SECRET_RECONCILE_EVERY" default:"5m"`
+	// LeadSweepEvery is the period of the schedule that checks every site
+	// with a lead sync for leads whose lead.created delivery never came
+	// (lead-sweep): such a lead reaches the store within about this long.
+	LeadSweepEvery time.Duration `envconfig:"SITEOPS_LEAD_SWEEP_EVERY" default:"1h"`
 	// NexusTextQuota bounds the bytes of knowledge texts one caller of the
 	// Nexus service keeps in the store, and NexusTextTotal those of every
 	// caller together, so that callers cannot fill the database the inbox

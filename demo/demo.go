@@ -219,7 +219,7 @@ func (d *run) start(ctx context.Context) error {
 	api := config.AgentSite{BaseURL: d.simURL, APIKey: apiKey, AllowLoopback: true, Headroom: agentsite.DefaultHeadroom}
 	d.goRun("worker", func() error {
 		return wiring.RunWorker(compCtx, wiring.WorkerConfig{Temporal: tcfg, Database: dcfg, AgentSite: api,
-			Worker: config.Worker{WorkflowCacheSize: 2000, SecretReconcileEvery: 5 * time.Minute, KnowledgeRetention: 720 * time.Hour,
+			Worker: config.Worker{WorkflowCacheSize: 2000, SecretReconcileEvery: 5 * time.Minute, LeadSweepEvery: time.Hour, KnowledgeRetention: 720 * time.Hour,
 				NexusTextQuota: 64 << 20, NexusTextTotal: 1 << 30}}, d.log, d.tel, wiring.Preflight{})
 	})
 	ps, err := ports.FreeN(2)

@@ -34,7 +34,7 @@ import (
 // Defaults of Options.
 const (
 	DefaultLimit        = 20
-	DefaultLagAfter     = 15 * time.Minute
+	DefaultLagAfter     = 90 * time.Minute
 	DefaultQueryTimeout = 3 * time.Second
 	// queriesAtOnce bounds the status queries sent together.
 	queriesAtOnce = 8
@@ -60,8 +60,9 @@ type Options struct {
 	NoEndpoints string
 	// Limit bounds each list (DefaultLimit).
 	Limit int
-	// LagAfter is how long since its last page a running lead sync lags
-	// (DefaultLagAfter: three of its default polls).
+	// LagAfter is how long since its last page, or the lead sweep's last
+	// check that found it current, a running lead sync lags
+	// (DefaultLagAfter: the sweep's default period and half again).
 	LagAfter time.Duration
 	// QueryTimeout bounds each status query (DefaultQueryTimeout): a query
 	// needs a worker, and none answering must not hold the view.

@@ -25,7 +25,7 @@ func TestGatherWithTheStoreAlone(t *testing.T) {
 		if _, err := st.UpsertLeadsAt(ctx, "site_1", "k1", nil, store.LeadSyncPosition{}); err != nil {
 			t.Fatal(err)
 		}
-		r := Gather(ctx, Options{Store: st, NoTemporal: "Temporal at 127.0.0.1:1 is unavailable", Now: func() time.Time { return now.Add(time.Hour) }})
+		r := Gather(ctx, Options{Store: st, NoTemporal: "Temporal at 127.0.0.1:1 is unavailable", Now: func() time.Time { return now.Add(2 * time.Hour) }})
 		if r.Inbox == nil || r.Inbox.Dead != 1 || !strings.Contains(r.Inbox.Next, "siteops events replay --outcome dead") {
 			t.Errorf("inbox = %+v", r.Inbox)
 		}

@@ -44,6 +44,8 @@ const (
 	EndpointRegistrationState = "endpoint-registration-status.schema.json"
 	SecretReconcileInput      = "secret-reconcile-input.schema.json"
 	SecretReconcileStatus     = "secret-reconcile-status.schema.json"
+	LeadSweepInput            = "lead-sweep-input.schema.json"
+	LeadSweepStatus           = "lead-sweep-status.schema.json"
 
 	// The operations of the Nexus service siteops.
 	NexusStoreKnowledgeInput   = "nexus-store-knowledge-input.schema.json"

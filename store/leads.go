@@ -78,10 +78,9 @@ func (s *Store) upsertLeads(ctx context.Context, w leadWriter, siteID string, le
 		// xmax is 0 on a row this statement inserted, not on one it updated.
 		return countInserted(ctx, w, q+` RETURNING (xmax = 0)`, args, siteID, rows)
 	}
-	var known int
-	inList := `SELECT COUNT(*) FROM leads WHERE site_id = $1 AND lead_id IN (` + placeholdersFrom(2, len(ids)) + `)` //nolint:gosec // see above
-	if err := w.QueryRowContext(ctx, inList, append([]any{siteID}, ids...)...).Scan(&known); err != nil {
-		return 0, fmt.Errorf("store: reading known leads of site %s: %w", siteID, err)
+	known, err := knownLeads(ctx, w, siteID, ids)
+	if err != nil {
+		return 0, err
 	}
 	if _, err := w.ExecContext(ctx, q, args...); err != nil {
 		return 0, fmt.Errorf("store: upserting %d leads of site %s: %w", rows, siteID, err)

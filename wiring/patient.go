@@ -97,9 +97,10 @@ func startPatiently(taskQueue string, logger *slog.Logger, checks *Checks) (fail
 	// What the log says of each step while it fails, and the check's
 	// detail once it passes.
 	says := map[worker.StartStep][2]string{
-		worker.StepPolling:    {"the worker could not start polling; it tries again", "polling task queue " + taskQueue},
-		worker.StepDeployment: {"the worker polls, but its build could not be made its deployment's current version yet; it tries again", "the worker's build is its deployment's current version"},
-		worker.StepSchedule:   {"the secret reconciliation is not scheduled yet (deleted endpoints' secrets stay accepted until it is); the worker tries again", "the secret reconciliation is scheduled"},
+		worker.StepPolling:           {"the worker could not start polling; it tries again", "polling task queue " + taskQueue},
+		worker.StepDeployment:        {"the worker polls, but its build could not be made its deployment's current version yet; it tries again", "the worker's build is its deployment's current version"},
+		worker.StepSchedule:          {"the secret reconciliation is not scheduled yet (deleted endpoints' secrets stay accepted until it is); the worker tries again", "the secret reconciliation is scheduled"},
+		worker.StepLeadSweepSchedule: {"the lead sweep is not scheduled yet (a lead whose lead.created delivery never comes waits until it is); the worker tries again", "the lead sweep is scheduled"},
 	}
 	failed = func(step worker.StartStep, err error, retryIn time.Duration) bool {
 		if !doctor.IsTransient(err) {

@@ -50,6 +50,9 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, logger *slog.Logger, tel *
 	if cfg.SecretReconcileEvery <= 0 {
 		return config.Invalid("SITEOPS_SECRET_RECONCILE_EVERY=%s must be a positive duration, e.g. 5m", cfg.SecretReconcileEvery)
 	}
+	if cfg.LeadSweepEvery <= 0 {
+		return config.Invalid("SITEOPS_LEAD_SWEEP_EVERY=%s must be a positive duration, e.g. 1h", cfg.LeadSweepEvery)
+	}
 	if err := cfg.AgentSite.Validate(); err != nil {
 		return err
 	}
@@ -130,6 +133,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, logger *slog.Logger, tel *
 		Client: c, TaskQueue: cfg.TaskQueue, Activities: acts, Logger: logger,
 		Deployment:           dep,
 		SecretReconcileEvery: cfg.SecretReconcileEvery,
+		LeadSweepEvery:       cfg.LeadSweepEvery,
 		StartFailed:          failed, Started: started,
 		Nexus: &sitenexus.Options{Texts: st, PayloadKey: cfg.PayloadKey, Logger: logger,
 			Quota:           store.TextQuota{PerOwner: cfg.NexusTextQuota, Total: cfg.NexusTextTotal},

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -50,6 +51,10 @@ type Options struct {
 	// schedule, created or updated at start; zero is
 	// DefaultSecretReconcileEvery, negative leaves the schedule alone.
 	SecretReconcileEvery time.Duration
+	// LeadSweepEvery is the period of the lead sweep's schedule, created
+	// or updated at start; zero is DefaultLeadSweepEvery, negative leaves
+	// the schedule alone.
+	LeadSweepEvery time.Duration
 	// StartFailed, when set, is told of each failure of a step of the
 	// start and says whether a retry may fix it: Temporal unavailable,
 	// overloaded or too slow to answer. Run then tries the step again
@@ -73,6 +78,9 @@ const (
 	// StepSchedule is creating or updating the secret reconciliation's
 	// schedule; the worker polls meanwhile.
 	StepSchedule StartStep = "secret reconcile schedule"
+	// StepLeadSweepSchedule is creating or updating the lead sweep's
+	// schedule; the worker polls meanwhile.
+	StepLeadSweepSchedule StartStep = "lead sweep schedule"
 )
 
 // The waits between two tries to start: the first, and the longest.
@@ -114,11 +122,16 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	o.Logger.Info("worker started", "task_queue", o.TaskQueue, "nexus", o.Nexus != nil)
-	if every := o.SecretReconcileEvery; every >= 0 {
-		if every == 0 {
-			every = DefaultSecretReconcileEvery
+	for _, s := range []struct {
+		Schedule
+		every, otherwise time.Duration
+	}{
+		{SecretReconcileSchedule, o.SecretReconcileEvery, DefaultSecretReconcileEvery},
+		{LeadSweepSchedule, o.LeadSweepEvery, DefaultLeadSweepEvery},
+	} {
+		if s.every >= 0 {
+			keepScheduled(ctx, o, s.Schedule, cmp.Or(s.every, s.otherwise))
 		}
-		scheduleReconcile(ctx, o, every)
 	}
 	if d := o.Deployment; d != nil {
 		if err := becomeCurrentIfFirst(ctx, o, *d); err != nil {
@@ -177,23 +190,22 @@ func start(ctx context.Context, o Options) (sdkworker.Worker, error) {
 	}
 }
 
-// scheduleReconcile creates or updates the secret reconciliation's
-// schedule. A worker without the right to manage schedules still serves;
-// the reconciliation waits until one can create it. A failure
-// o.StartFailed says a retry may fix (Temporal too slow) is tried again
-// in the background, with a growing wait.
-func scheduleReconcile(ctx context.Context, o Options, every time.Duration) {
+// keepScheduled creates or updates the schedule sc. A worker without the
+// right to manage schedules still serves; the schedule waits until one
+// can create it. A failure o.StartFailed says a retry may fix (Temporal
+// too slow) is tried again in the background, with a growing wait.
+func keepScheduled(ctx context.Context, o Options, sc Schedule, every time.Duration) {
 	again := func(err error, wait time.Duration) bool {
 		switch {
 		case ctx.Err() != nil:
 			return false
-		case o.StartFailed != nil && o.StartFailed(StepSchedule, err, wait):
+		case o.StartFailed != nil && o.StartFailed(sc.Step, err, wait):
 			return true
 		}
-		o.Logger.Error("the secret reconciliation is not scheduled: deleted endpoints' secrets stay accepted until it is", "error", err)
+		o.Logger.Error("the "+sc.What+" is not scheduled: "+sc.Unscheduled, "error", err)
 		return false
 	}
-	err := EnsureSecretReconcileSchedule(ctx, o.Client, o.TaskQueue, every, o.Logger)
+	err := EnsureSchedule(ctx, o.Client, sc, o.TaskQueue, every, o.Logger)
 	if err == nil || !again(err, firstStartWait) {
 		return
 	}
@@ -204,10 +216,10 @@ func scheduleReconcile(ctx context.Context, o Options, every time.Duration) {
 				return
 			case <-time.After(wait):
 			}
-			err := EnsureSecretReconcileSchedule(ctx, o.Client, o.TaskQueue, every, o.Logger)
+			err := EnsureSchedule(ctx, o.Client, sc, o.TaskQueue, every, o.Logger)
 			if err == nil {
 				if o.Started != nil {
-					o.Started(StepSchedule)
+					o.Started(sc.Step)
 				}
 				return
 			}

@@ -142,8 +142,18 @@ var SecretReconcileKind = Kind{
 	Versioning: workflow.VersioningBehaviorAutoUpgrade, Class: agentsite.ClassBulk,
 }
 
+// LeadSweepKind is the lead syncs' safety net, started by its schedule
+// (LeadSweepScheduleID), never by a caller; a scheduled start while one
+// runs is skipped by the schedule's overlap policy.
+var LeadSweepKind = Kind{
+	Name: LeadSweepWorkflowName, Func: LeadSweep, Prefix: "lead-sweep/",
+	Policy:      IDPolicy{enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE, enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL},
+	StatusQuery: QueryLeadSweep, NewStatus: func() Status { return &LeadSweepStatus{} },
+	Versioning: workflow.VersioningBehaviorAutoUpgrade, Class: agentsite.ClassBulk,
+}
+
 // Catalogue lists every siteops workflow.
-var Catalogue = []Kind{OnboardingKind, LeadSyncKind, EmbedIncidentKind, SecretRotationKind, EndpointRegistrationKind, SecretReconcileKind}
+var Catalogue = []Kind{OnboardingKind, LeadSyncKind, EmbedIncidentKind, SecretRotationKind, EndpointRegistrationKind, SecretReconcileKind, LeadSweepKind}
 
 // KindOf finds the kind of a workflow ID by its prefix.
 func KindOf(workflowID string) (Kind, bool) {

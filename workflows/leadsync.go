@@ -88,6 +88,15 @@ const versionSyncPosition = "sync-position-in-store"
 // started before it replay unchecked.
 const versionLeadSyncLimits = "lead-sync-limits"
 
+// versionLeadSweep marks runs that rely on the lead sweep (LeadSweep) as
+// their safety net for a lead.created delivery that never comes: they arm
+// no poll timer unless their input asks for one (PollInterval), and keep
+// the one they armed across syncs until it fires, where runs before it
+// armed a new 5-minute timer after every sync — three Temporal actions
+// every five minutes for a site where nothing happens, and a timer per
+// event. Runs started before it replay as they ran.
+const versionLeadSweep = "lead-sweep"
+
 // The bounds of a lead sync's settings. Whoever may start a workflow may
 // start a lead sync with any input: without bounds a poll interval of a
 // millisecond is a loop against the API and the task queue, and a page
@@ -160,6 +169,13 @@ type LeadSyncInput struct {
 	// StallTimeout is how long a sync may fail on transient errors without
 	// storing a page before the workflow fails (default 1h).
 	StallTimeout Duration `json:"stall_timeout,omitempty"`
+
+	// Swept is set by runs that rely on the lead sweep (versionLeadSweep)
+	// when they continue as new: their PollInterval is what the caller
+	// asked, 0 for no timer. A run continued from an older one, which
+	// wrote the 5-minute default into PollInterval, finds it unset and
+	// takes that default for the sweep.
+	Swept bool `json:"swept,omitempty"`
 
 	Resume       *agentsite.Cursor `json:"resume,omitempty"`
 	Progress     LeadSyncProgress  `json:"progress"`
@@ -240,6 +256,10 @@ type leadSync struct {
 	fullNext bool
 	bounded  bool // versionBoundedHistory
 	cuts     bool // versionCutSync
+	swept    bool // versionLeadSweep
+	// poll is the poll timer of a swept run, kept across syncs until it
+	// fires; nil when none is armed.
+	poll workflow.Future
 	// positions is versionSyncPosition; counted is what the progress
 	// already holds of the sync under way (a sync cut short by an
 	// earlier run).
@@ -253,9 +273,6 @@ type leadSync struct {
 func (s *leadSync) setup(ctx workflow.Context) error {
 	if s.in.PageLimit == 0 {
 		s.in.PageLimit = DefaultPageLimit
-	}
-	if s.in.PollInterval == 0 {
-		s.in.PollInterval = Duration(DefaultPollInterval)
 	}
 	if s.in.PagesPerRun == 0 {
 		s.in.PagesPerRun = DefaultPagesPerRun
@@ -349,6 +366,17 @@ func (s *leadSync) run(ctx workflow.Context) error {
 	// marker for this change.
 	s.cuts = s.bounded && workflow.GetVersion(ctx, versionCutSync, workflow.DefaultVersion, 1) == 1
 	s.positions = s.cuts && workflow.GetVersion(ctx, versionSyncPosition, workflow.DefaultVersion, 1) == 1
+	// The sweep checks sites by the position keyed syncs store.
+	s.swept = s.positions && workflow.GetVersion(ctx, versionLeadSweep, workflow.DefaultVersion, 1) == 1
+	switch {
+	case !s.swept && s.in.PollInterval == 0:
+		s.in.PollInterval = Duration(DefaultPollInterval)
+	case s.swept && !s.in.Swept && s.in.Progress.Runs > 0 && s.in.PollInterval.D() == DefaultPollInterval:
+		// Continued from a run before the sweep, which wrote its default
+		// here: the sweep replaces it.
+		s.in.PollInterval = 0
+	}
+	s.in.Swept = s.swept
 	policy := &temporal.RetryPolicy{
 		InitialInterval:    time.Second,
 		BackoffCoefficient: 2,
@@ -423,6 +451,9 @@ func (s *leadSync) run(ctx workflow.Context) error {
 			continue // more pages: the budget only bounds one activity run
 		}
 		s.wait(ctx)
+		if s.swept && ctx.Err() != nil {
+			return ctx.Err() // cancelled while it waited
+		}
 	}
 }
 
@@ -530,6 +561,10 @@ func (s *leadSync) wait(ctx workflow.Context) {
 	if s.pending {
 		return
 	}
+	if s.swept {
+		s.waitSwept(ctx)
+		return
+	}
 	timerCtx, cancel := workflow.WithCancel(ctx)
 	defer cancel()
 	timer := workflow.NewTimer(timerCtx, s.in.PollInterval.D())
@@ -540,6 +575,41 @@ func (s *leadSync) wait(ctx workflow.Context) {
 		sel.AddFuture(timer, func(workflow.Future) { fired = true })
 		sel.Select(ctx)
 		if fired || (s.bounded && s.historyFull(ctx)) {
+			return
+		}
+	}
+}
+
+// waitSwept is wait for runs that rely on the lead sweep: it arms the
+// poll timer only when the input asks for one, and only when none is
+// pending, so that a run waiting between events starts no timer per
+// event; a timer that fired during the sync just made is spent.
+func (s *leadSync) waitSwept(ctx workflow.Context) {
+	if s.poll != nil && s.poll.IsReady() {
+		s.poll = nil
+	}
+	if s.poll == nil && s.in.PollInterval != 0 {
+		s.poll = workflow.NewTimer(ctx, s.in.PollInterval.D())
+	}
+	for !s.pending {
+		sel := workflow.NewSelector(ctx)
+		s.addSignals(ctx, sel)
+		fired := false
+		if s.poll != nil {
+			sel.AddFuture(s.poll, func(workflow.Future) { fired = true })
+		}
+		// Without a timer nothing else ends the wait when the run is
+		// cancelled.
+		sel.AddReceive(ctx.Done(), func(workflow.ReceiveChannel, bool) {})
+		sel.Select(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if fired {
+			s.poll = nil
+			return
+		}
+		if s.historyFull(ctx) {
 			return
 		}
 	}

@@ -62,16 +62,16 @@ func TestLeadSyncCatchesUpAndFollowsEvents(t *testing.T) {
 			t.Error(err)
 		}
 		f.env.SignalWorkflow(workflows.SignalLeadCreated, workflows.LeadCreatedSignal{EventID: "evt_a", LeadID: "lead_451"})
-	}, time.Second)
+	}, 10*time.Minute) // in test time, which runs at the wall clock's pace while an activity does: far past the first sync even on a loaded machine
 	f.env.RegisterDelayedCallback(func() {
 		// Duplicated and late deliveries of an event already handled.
 		f.env.SignalWorkflow(workflows.SignalLeadCreated, workflows.LeadCreatedSignal{EventID: "evt_a"})
 		f.env.SignalWorkflow(workflows.SignalLeadCreated, workflows.LeadCreatedSignal{EventID: "evt_a"})
-	}, 2*time.Second)
+	}, 10*time.Minute+time.Second)
 	f.env.RegisterDelayedCallback(func() {
 		afterEvent = f.progress(t)
 		f.env.CancelWorkflow()
-	}, time.Minute)
+	}, 20*time.Minute)
 	f.env.ExecuteWorkflow(workflows.LeadSyncWorkflowName, workflows.LeadSyncInput{SiteID: site, PollInterval: workflows.Duration(time.Hour)})
 
 	if !f.env.IsWorkflowCompleted() {

@@ -167,9 +167,10 @@ func (c *cli) leadsListCmd() *cobra.Command {
 		Use:   "list [--lag-after D] [--limit N]",
 		Short: "List the lead syncs that lag (no page stored for --lag-after) or failed in the last day",
 		Long: `List the sites whose lead sync lags, the longest first: running, but it has
-stored no page for --lag-after (a sync stores the page it resumes from
-every time it runs, so a healthy one stores at least every poll), with how
-long; then the lead syncs that failed or timed out in the last day and were
+stored no page for --lag-after and the lead sweep has not found it current
+for as long (a sync stores the page it resumes from every time it runs,
+and the sweep, every SITEOPS_LEAD_SWEEP_EVERY, records each site it finds
+current, so a healthy one is seen at least that often), with how long; then the lead syncs that failed or timed out in the last day and were
 not started again, with the cause. Each with the command to run next. It
 reads the store (each sync's last page) and Temporal (which syncs run, and
 why one failed).`,

@@ -66,6 +66,8 @@ var Files = []File{
 	output[workflows.EndpointRegistrationStatus]("endpoint-registration-status.schema.json", "Result of the EndpointRegistration workflow, and the answer of its status query"),
 	input[workflows.SecretReconcileInput]("secret-reconcile-input.schema.json", "Input of the SecretReconcile workflow (its schedule starts it)"),
 	output[workflows.SecretReconcileStatus]("secret-reconcile-status.schema.json", "Result of the SecretReconcile workflow, and the answer of its status query"),
+	input[workflows.LeadSweepInput]("lead-sweep-input.schema.json", "Input of the LeadSweep workflow (its schedule starts it; the fields carry a sweep across continue-as-new)"),
+	output[workflows.LeadSweepStatus]("lead-sweep-status.schema.json", "Result of the LeadSweep workflow, and the answer of its status query"),
 
 	input[api.StoreKnowledgeInput]("nexus-store-knowledge-input.schema.json", "Input of the store-knowledge operation of siteops' Nexus service"),
 	output[api.StoreKnowledgeOutput]("nexus-store-knowledge-output.schema.json", "Output of the store-knowledge operation of siteops' Nexus service"),

@@ -24,7 +24,7 @@ func TestWorkerDefaultsAreTheBinarys(t *testing.T) {
 	if err := config.Load(&want); err != nil {
 		t.Fatal(err)
 	}
-	want.MetricsAddr, want.Versioning, want.SecretReconcileEvery = "", false, NoReconcile
+	want.MetricsAddr, want.Versioning, want.SecretReconcileEvery, want.LeadSweepEvery = "", false, NoReconcile, NoReconcile
 	want.DeploymentName = ""
 	if got := WorkerDefaults(); !reflect.DeepEqual(got, want) {
 		t.Errorf("WorkerDefaults() = %+v\nwant %+v (config's defaults, without metrics, versioning or a reconciliation in the test)", got, want)

@@ -45,6 +45,10 @@ type WorkerOptions struct {
 	// SecretReconcileEvery is the secret reconciliation's period
 	// (SITEOPS_SECRET_RECONCILE_EVERY); NoReconcile when zero.
 	SecretReconcileEvery time.Duration
+	// LeadSweepEvery is the lead sweep's period
+	// (SITEOPS_LEAD_SWEEP_EVERY); NoReconcile when zero, so that no sweep
+	// runs during a test that did not ask for one.
+	LeadSweepEvery time.Duration
 	// NexusTextQuota bounds the knowledge texts of one caller of the Nexus
 	// service (SITEOPS_NEXUS_TEXT_QUOTA); the binary's default when zero.
 	NexusTextQuota int64
@@ -93,6 +97,9 @@ func (e *Env) StartWorker(tb testing.TB, o WorkerOptions) *Worker {
 	}
 	if o.SecretReconcileEvery != 0 {
 		cfg.SecretReconcileEvery = o.SecretReconcileEvery
+	}
+	if o.LeadSweepEvery != 0 {
+		cfg.LeadSweepEvery = o.LeadSweepEvery
 	}
 	if o.NexusTextQuota != 0 {
 		cfg.NexusTextQuota = o.NexusTextQuota
@@ -161,13 +168,14 @@ func (w *Worker) Stop() error {
 }
 
 // WorkerDefaults are the settings of config.Worker that `siteops worker` runs
-// with when no variable sets them, but for the three a test process
+// with when no variable sets them, but for the four a test process
 // differs in: no metrics endpoint, no Worker Versioning, and the secret
-// reconciliation every NoReconcile.
+// reconciliation and the lead sweep every NoReconcile.
 func WorkerDefaults() config.Worker {
 	return config.Worker{
 		WorkflowCacheSize:     2000,
 		SecretReconcileEvery:  NoReconcile,
+		LeadSweepEvery:        NoReconcile,
 		NexusTextQuota:        64 << 20,
 		NexusTextTotal:        1 << 30,
 		NexusSharedTextQuota:  8 << 20,

@@ -1,0 +1,205 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/siteops/siteops/agentsite"
+	"github.com/siteops/siteops/store"
+)
+
+// DefaultSweepSites is how many sites one SweepLeads run checks before it
+// returns to its workflow when SweepLeadsInput.MaxSites is zero.
+const DefaultSweepSites = 500
+
+// sweepBatch is how many sites SweepLeads reads from the store at a time.
+const sweepBatch = 100
+
+// SweepLeadsInput checks the sites after After (in site id order).
+type SweepLeadsInput struct {
+	After string `json:"after,omitempty"`
+	// MaxSites bounds one run (DefaultSweepSites when zero).
+	MaxSites int `json:"max_sites,omitempty"`
+	// PageLimit is the page size of the one page read per site: the
+	// lead syncs' own (0 lets the server choose).
+	PageLimit int `json:"page_limit,omitempty"`
+}
+
+// SweepLeadsResult is what a SweepLeads run found. It never holds lead
+// records, only site ids and counts.
+type SweepLeadsResult struct {
+	// Checked counts the sites whose stored leads were found current.
+	Checked int `json:"checked"`
+	// Missed names the sites with leads the store does not hold: a
+	// lead.created delivery that never came, or is still on its way.
+	Missed []string `json:"missed,omitempty"`
+	// Syncing counts the sites skipped because their sync stopped short
+	// of the end of the collection (it is under way, or its workflow goes
+	// on with it).
+	Syncing int `json:"syncing"`
+	// Failed counts the sites that could not be checked for a reason no
+	// retry fixes (the site is gone, the key lacks leads:read, a position
+	// that does not decode); each is logged with its site id.
+	Failed int `json:"failed"`
+	// Next is the last site id handled: the next run starts after it.
+	Next string `json:"next,omitempty"`
+	// Done is true when no site is left after Next.
+	Done bool `json:"done"`
+}
+
+func (r SweepLeadsResult) handled() int { return r.Checked + len(r.Missed) + r.Syncing + r.Failed }
+
+// sweepVerdict is what checking one site found.
+type sweepVerdict int
+
+const (
+	sweepCurrent sweepVerdict = iota
+	sweepMissed
+	sweepSyncing
+	sweepFailed
+)
+
+// SweepLeads is the lead syncs' safety net: for each site with a lead
+// sync position (store.LeadSweepSites) whose sync reached the end of the
+// collection, it reads the one page the sync would resume from and
+// reports the site as missed when that page holds a lead the store does
+// not or has a next page. A site found current is recorded as checked
+// (store.LeadSyncChecked). It costs one API read per site and no
+// Temporal action per site: the workflow signals only the missed ones.
+//
+// A transient error (throttling, 5xx, the store) fails the attempt, and
+// Temporal retries it from the last site it handled (heartbeated every few
+// seconds, never for a run that ends sooner); an error no retry fixes
+// fails that site alone.
+func (a *Activities) SweepLeads(ctx context.Context, in SweepLeadsInput) (SweepLeadsResult, error) {
+	most := in.MaxSites
+	if most <= 0 {
+		most = DefaultSweepSites
+	}
+	res := SweepLeadsResult{Next: in.After}
+	if activity.HasHeartbeatDetails(ctx) {
+		var saved SweepLeadsResult
+		if err := activity.GetHeartbeatDetails(ctx, &saved); err == nil {
+			res = saved
+		}
+	}
+	var mu sync.Mutex
+	snapshot := func() SweepLeadsResult {
+		mu.Lock()
+		defer mu.Unlock()
+		r := res
+		r.Missed = append([]string(nil), res.Missed...)
+		return r
+	}
+	stop := tick(ctx, heartbeatEvery, func() { activity.RecordHeartbeat(ctx, snapshot()) })
+	defer stop()
+	for res.handled() < most {
+		sites, err := a.Store.LeadSweepSites(ctx, res.Next, min(sweepBatch, most-res.handled()))
+		if err != nil {
+			return SweepLeadsResult{}, classify(err)
+		}
+		if len(sites) == 0 {
+			mu.Lock()
+			res.Done = true
+			mu.Unlock()
+			break
+		}
+		for _, site := range sites {
+			verdict, err := a.sweepSite(ctx, site, in.PageLimit)
+			if err != nil {
+				return SweepLeadsResult{}, err
+			}
+			mu.Lock()
+			switch verdict {
+			case sweepCurrent:
+				res.Checked++
+			case sweepMissed:
+				res.Missed = append(res.Missed, site.SiteID)
+			case sweepSyncing:
+				res.Syncing++
+			case sweepFailed:
+				res.Failed++
+			}
+			res.Next = site.SiteID
+			mu.Unlock()
+		}
+	}
+	activity.GetLogger(ctx).Info("lead sweep checked sites", "checked", res.Checked, "missed", len(res.Missed), "syncing", res.Syncing, "failed", res.Failed, "next", res.Next, "done", res.Done)
+	return snapshot(), nil
+}
+
+// sweepSite checks one site. It returns an error only for what a retry
+// of the whole run may fix.
+func (a *Activities) sweepSite(ctx context.Context, site store.LeadSweepSite, limit int) (sweepVerdict, error) {
+	log := activity.GetLogger(ctx)
+	switch {
+	case site.Undecodable:
+		log.Warn("lead sweep: the site's stored lead sync position does not decode; the site is not checked", "site_id", site.SiteID)
+		return sweepFailed, nil
+	case !site.Position.Done:
+		return sweepSyncing, nil
+	}
+	var page *agentsite.LeadPage
+	var err error
+	for p, e := range a.API.LeadPages(calling(ctx, agentsite.ClassBulk), site.SiteID, agentsite.ListLeadsOptions{Limit: limit, Cursor: site.Position.Resume}) {
+		page, err = p, e
+		break
+	}
+	if err != nil {
+		err = classify(err)
+		var app *temporal.ApplicationError
+		if errors.As(err, &app) && app.NonRetryable() {
+			log.Warn("lead sweep: the site's leads cannot be read; the site is not checked", "site_id", site.SiteID, "error", err)
+			return sweepFailed, nil
+		}
+		return 0, err
+	}
+	if page.Next != nil {
+		return sweepMissed, nil
+	}
+	ids := make([]string, len(page.Leads))
+	for i, l := range page.Leads {
+		ids[i] = l.ID
+	}
+	known, err := a.Store.KnownLeads(ctx, site.SiteID, ids)
+	if err != nil {
+		return 0, classify(err)
+	}
+	if known < len(ids) {
+		return sweepMissed, nil
+	}
+	if err := a.Store.LeadSyncChecked(ctx, site.SiteID, site.SyncKey, a.Now()); err != nil {
+		return 0, classify(err)
+	}
+	return sweepCurrent, nil
+}
+
+// tick calls f every period until ctx ends or the returned stop is called;
+// stop waits for a call under way. The first call is a period away.
+func tick(ctx context.Context, period time.Duration, f func()) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(period)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				f()
+			}
+		}
+	})
+	return func() {
+		close(done)
+		wg.Wait()
+	}
+}
