@@ -19,7 +19,7 @@ TEMPORAL_SERVER_VERSION := v1.29.1
 # -fuzztime, Go 1.26's fuzz coordinator can report the deadline itself as a
 # failure ("context deadline exceeded", no crasher; go.dev/issue/75804,
 # fixed in Go 1.27), which failed a CI run here.
-FUZZ_TARGETS := ./agentsite/webhook:FuzzParseHeader:500000x ./agentsite/webhook:FuzzVerify:500000x ./webhookingress:FuzzHandler:40000x
+FUZZ_TARGETS := ./agentsite/webhook:FuzzParseHeader:500000x ./agentsite/webhook:FuzzVerify:200000x ./webhookingress:FuzzHandler:15000x
 
 .PHONY: all build tools test unit fuzz-short fuzz lint bench soak demo clean histories
 
@@ -50,11 +50,11 @@ test: unit fuzz-short
 # SITEOPS_REQUIRE_PREVIOUS_RELEASE: the tests that run the previous release
 # beside this one (built from git) fail, naming the fix, rather than skip
 # when it cannot be built.
-# -parallel 4: the end-to-end tests that mostly wait run four at a time
+# -parallel 6: the end-to-end tests that mostly wait run six at a time
 # (e2e/main_test.go says which and why), whatever the machine's core count.
 # -timeout 40m: e2e takes 6 to 13 minutes; on a machine twice as slow a
 # failing test should say why, not be cut short by the package's timeout.
-UNIT_TEST = SITEOPS_REQUIRE_TEMPORAL=1 SITEOPS_REQUIRE_PREVIOUS_RELEASE=1 $(GO) test -race -count=1 -parallel 4 -timeout 40m ./...
+UNIT_TEST = SITEOPS_REQUIRE_TEMPORAL=1 SITEOPS_REQUIRE_PREVIOUS_RELEASE=1 $(GO) test -race -count=1 -parallel 6 -timeout 40m ./...
 
 # go test shows nothing of a package that passes, skipped tests included, so
 # unit says before and after the run (localcluster check) whether the tests

@@ -205,6 +205,7 @@ func TestWaitedForEventsPassBulkOnes(t *testing.T) {
 // again and counts it (pages = 200 + syncs - 1). No run's history reaches
 // 2,000 events.
 func TestLeadSyncCutShortCarriesItsProgress(t *testing.T) {
+	t.Parallel() // it mostly waits for 200 pages at 200 ms each
 	// 200 pages of 10 at 200 ms each: the activity runs for 40 s or more,
 	// far longer than the signals take and than it takes to hear of a
 	// cancel (heartbeat answers carry it; the worker sends heartbeats at

@@ -44,7 +44,7 @@ const (
 // does not answer, for Retry-After under throttling, for a killed worker's
 // activities to time out, for a Temporal that comes up late or slow, for the
 // previous release beside this one) call t.Parallel: go test runs them
-// after the others, together (make test passes -parallel 4), and the
+// after the others, together (make test passes -parallel 6), and the
 // package's time is no longer their sum. Each kept 0.2–0.4 of a core busy
 // when run alone. A test that may run in parallel uses its own namespace,
 // simulator, store and ports (internal/ports never hands out a port twice),

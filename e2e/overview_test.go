@@ -50,8 +50,8 @@ func TestOverviewShowsEverythingOpen(t *testing.T) {
 		_, err := e.Store.LeadSyncLastSeen(ctx, leadSite)
 		return err
 	})
-	hourAgo := time.Now().Add(-time.Hour).UTC()
-	if _, err := e.Store.DB().ExecContext(ctx, `UPDATE lead_sync_positions SET updated_at = $1 WHERE site_id = $2`, hourAgo, leadSite); err != nil {
+	twoHoursAgo := time.Now().Add(-2 * time.Hour).UTC() // past the default lag-after of 90 minutes
+	if _, err := e.Store.DB().ExecContext(ctx, `UPDATE lead_sync_positions SET updated_at = $1 WHERE site_id = $2`, twoHoursAgo, leadSite); err != nil {
 		t.Fatal(err)
 	}
 	for _, ev := range []store.InboxEvent{
@@ -99,8 +99,8 @@ func TestOverviewShowsEverythingOpen(t *testing.T) {
 		r.Incidents[0].Reason != "found on an unknown site" || r.Incidents[0].Next == "" {
 		t.Errorf("incidents = %+v", r.Incidents)
 	}
-	if len(r.LeadSyncs.Lagging) != 1 || r.LeadSyncs.Lagging[0].SiteID != leadSite || r.LeadSyncs.Lagging[0].LastSyncedAt.Sub(hourAgo).Abs() > time.Millisecond || r.LeadSyncs.Running != 1 {
-		t.Errorf("lead syncs = %+v; want %s lagging since %s, 1 running", r.LeadSyncs, leadSite, hourAgo)
+	if len(r.LeadSyncs.Lagging) != 1 || r.LeadSyncs.Lagging[0].SiteID != leadSite || r.LeadSyncs.Lagging[0].LastSyncedAt.Sub(twoHoursAgo).Abs() > time.Millisecond || r.LeadSyncs.Running != 1 {
+		t.Errorf("lead syncs = %+v; want %s lagging since %s, 1 running", r.LeadSyncs, leadSite, twoHoursAgo)
 	}
 	if len(r.Refused) != 1 || r.Refused[0].Receiver != "v2" || r.Refused[0].Count != 7 || r.Refused[0].Reason != "invalid_signature" {
 		t.Errorf("refused = %+v", r.Refused)
