@@ -67,8 +67,14 @@ func BenchmarkIncident(b *testing.B) {
 func ms(d time.Duration) float64 { return d.Seconds() * 1000 }
 
 func p50(lat []time.Duration) time.Duration {
+	if len(lat) == 0 {
+		return 0
+	}
 	s := slices.Clone(lat)
 	slices.Sort(s)
+	if n := len(s); n%2 == 0 {
+		return (s[n/2-1] + s[n/2]) / 2 // as medianOf
+	}
 	return s[len(s)/2]
 }
 

@@ -274,9 +274,13 @@ func TestLimiterAgainstFixedRateLimit(t *testing.T) {
 	if t.Failed() {
 		return
 	}
+	// Typically 5 to 7 against 42 to 46; on a loaded machine (make test's
+	// other packages beside this one) 12 against 33 was seen, the retries
+	// without the limiter slowed and so fewer: half leaves room for that
+	// and still fails a limiter that does not learn.
 	with, without := results["with"], results["without"]
-	if with*3 > without {
-		t.Errorf("429s with the limiter %d, without %d; want at most a third", with, without)
+	if with*2 > without {
+		t.Errorf("429s with the limiter %d, without %d; want at most half", with, without)
 	}
 }
 
