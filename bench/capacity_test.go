@@ -215,6 +215,10 @@ type capacityRig struct {
 	// base is the rig's cost per second with nothing to do, left out
 	// of the unit costs.
 	base unitCost
+	// accepted is when the ingress answered 2xx to the delivery of each
+	// lead (by lead id), for the time from acceptance to the store.
+	acceptedMu sync.Mutex
+	accepted   map[string]time.Time
 }
 
 func newCapacityRig(b *testing.B) *capacityRig {
@@ -488,7 +492,13 @@ func (r *capacityRig) sendLeadEventsFor(b *testing.B, sites []*capSite, n, rate 
 			_ = resp.Body.Close()
 			if resp.StatusCode != http.StatusOK {
 				failed.Add(1)
+				return
 			}
+			r.acceptedMu.Lock()
+			if r.accepted != nil {
+				r.accepted[ids[0]] = time.Now()
+			}
+			r.acceptedMu.Unlock()
 		})
 	}
 	wg.Wait()
@@ -496,6 +506,53 @@ func (r *capacityRig) sendLeadEventsFor(b *testing.B, sites []*capSite, n, rate 
 		b.Fatalf("%d of %d deliveries were not accepted", f, sent)
 	}
 	return sent
+}
+
+// reportStoredAfterAccepted reports the time from each lead's delivery
+// being accepted (the ingress's 2xx, seen here) to the lead being in the
+// store (its first_seen, the worker's clock on the same machine), p50 and
+// p99 over the deliveries of the last sendLeadEvents.
+func (r *capacityRig) reportStoredAfterAccepted(b *testing.B) {
+	b.Helper()
+	r.acceptedMu.Lock()
+	accepted := r.accepted
+	r.accepted = nil
+	r.acceptedMu.Unlock()
+	ids := make([]string, 0, len(accepted))
+	for id := range accepted {
+		ids = append(ids, id)
+	}
+	var lat []time.Duration
+	for chunk := range slices.Chunk(ids, 500) {
+		args := make([]any, len(chunk))
+		marks := make([]string, len(chunk))
+		for i, id := range chunk {
+			args[i], marks[i] = id, fmt.Sprintf("$%d", i+1)
+		}
+		rows, err := r.st.DB().QueryContext(b.Context(), `SELECT lead_id, first_seen FROM leads WHERE lead_id IN (`+strings.Join(marks, ", ")+`)`, args...) //nolint:gosec // placeholders only
+		if err != nil {
+			b.Fatal(err)
+		}
+		for rows.Next() {
+			var id string
+			var at time.Time
+			if err := rows.Scan(&id, &at); err != nil {
+				b.Fatal(err)
+			}
+			lat = append(lat, at.Sub(accepted[id]))
+		}
+		if err := rows.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if len(lat) != len(ids) {
+		b.Fatalf("%d of %d accepted leads found in the store", len(lat), len(ids))
+	}
+	slices.Sort(lat)
+	at := func(q float64) time.Duration { return lat[min(len(lat)-1, int(q*float64(len(lat))))] }
+	b.ReportMetric(ms(at(0.50)), "stored-after-accept-p50-ms")
+	b.ReportMetric(ms(at(0.99)), "stored-after-accept-p99-ms")
+	b.ReportMetric(ms(lat[len(lat)-1]), "stored-after-accept-max-ms")
 }
 
 // waitLeads waits until the store holds every lead the simulator has for
@@ -694,10 +751,15 @@ func (r *capacityRig) measureLeadEvents(b *testing.B, nSites, n, rate int) unitC
 	marks := r.historyMarks(b, sites)
 	before := r.read(b)
 	b.ResetTimer()
+	r.acceptedMu.Lock()
+	r.accepted = map[string]time.Time{}
+	r.acceptedMu.Unlock()
 	sent := r.sendLeadEvents(b, sites, n, rate)
 	r.waitLeads(b, sites)
 	b.StopTimer()
 	after := r.read(b)
+	r.reportStoredAfterAccepted(b) // after the reading: its queries are not the units'
+
 	logTables(b, before, after, sent)
 	return costLess(before, after, sent, r.historiesSince(b, sites, marks), r.base)
 }
