@@ -180,6 +180,14 @@ func dash(s string) string {
 	return s
 }
 
+// dashTime is t in RFC 3339, or "-" for the zero time.
+func dashTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Format(time.RFC3339)
+}
+
 func (c *cli) eventsShowCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "show EVENT_ID",

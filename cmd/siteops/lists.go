@@ -144,15 +144,11 @@ func writeSecrets(w io.Writer, l []overview.Secret) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	_, _ = fmt.Fprintln(tw, "ENDPOINT\tRECEIVER\tFINGERPRINT\tSTATE\tRETIRES\tROTATION\tNEXT")
 	for _, s := range l {
-		retires := "-"
-		if !s.RetiresAt.IsZero() {
-			retires = s.RetiresAt.Format(time.RFC3339)
-		}
 		rotation := "-"
 		if s.Rotation != "" {
 			rotation = s.RotationStep
 		}
-		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.EndpointID, s.Receiver, s.Fingerprint, s.State, retires, rotation, dash(s.Next))
+		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.EndpointID, s.Receiver, s.Fingerprint, s.State, dashTime(s.RetiresAt), rotation, dash(s.Next))
 	}
 	return tw.Flush()
 }
@@ -234,11 +230,7 @@ func writeLeadSyncRows(w io.Writer, l []leadSyncRow, running int) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	_, _ = fmt.Fprintln(tw, "SITE\tSTATE\tLAST SYNCED\tBEHIND\tCAUSE\tNEXT")
 	for _, r := range l {
-		last := "-"
-		if !r.LastSyncedAt.IsZero() {
-			last = r.LastSyncedAt.Format(time.RFC3339)
-		}
-		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.SiteID, r.State, last, dash(r.Behind), dash(cut(oneLine(r.Cause), 60)), r.Next)
+		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.SiteID, r.State, dashTime(r.LastSyncedAt), dash(r.Behind), dash(cut(oneLine(r.Cause), 60)), r.Next)
 	}
 	_, _ = fmt.Fprintf(tw, "(%d lead syncs running)\n", running)
 	return tw.Flush()
