@@ -838,6 +838,7 @@ func (r *capacityRig) measureMixed(b *testing.B, onb, lead unitCost, nSites, onb
 	sites := r.newSites(b, nSites)
 	r.startLeadSyncs(b, sites, 0)
 	defer r.terminate(sites)
+	marks := r.historyMarks(b, sites)
 	before := r.read(b)
 	b.ResetTimer()
 	var wg sync.WaitGroup
@@ -897,6 +898,18 @@ func (r *capacityRig) measureMixed(b *testing.B, onb, lead unitCost, nSites, onb
 	b.ReportMetric(wal/predWAL, "wal-of-predicted")
 	pgW := float64((after.pgWorker - before.pgWorker).Microseconds()) / 1000
 	b.ReportMetric(pgW/(nOnb*onb.pgW+nEv*lead.pgW+base.pgW*secs), "worker-pg-cpu-of-predicted")
+	// Temporal actions, the model's cost on Temporal Cloud: the
+	// onboardings' histories whole, the lead syncs' since the marks, and
+	// the heartbeats the worker sent meanwhile.
+	h := r.historiesSince(b, sites, marks)
+	for i := range int(nOnb) {
+		h.add(historyActions(b, r.c, r.onboardingID(fmt.Sprintf("m%04d", i)), 0))
+	}
+	actions := h.actions + after.heartbeats - before.heartbeats
+	predActions := nOnb*onb.actions + nEv*lead.actions
+	b.ReportMetric(actions, "actions")
+	b.ReportMetric(predActions, "predicted-actions")
+	b.ReportMetric(actions/predActions, "actions-of-predicted")
 }
 
 // historyCount is what a stretch of workflow histories holds.

@@ -49,7 +49,13 @@ const incidentPairs = 40
 // 2×). When hyperfine is on PATH (Debian's package) it also runs the same
 // two commands under hyperfine, in rounds of SITEOPS_BENCH_HYPERFINE_RUNS
 // runs (default 5) whose order alternates too, and reports the median of
-// the rounds' medians. Use -benchtime 1x.
+// the rounds' medians. In process (no processes started, one client) it
+// times the same pair too, against two hand sides: PATCH, start of a
+// no-op, PATCH (in-process-pair-ratio-p50: the record made, not seen by a
+// worker), and each PATCH followed by its record waited for until a
+// worker ran it (in-process-durable-pair-ratio-p50: the durable work each
+// of siteops' updates waits for; the like-for-like ratio). Use
+// -benchtime 1x.
 func BenchmarkIncidentPair(b *testing.B) {
 	scenario(b)
 	n := benchSize(b, "SITEOPS_BENCH_PAIRS", incidentPairs)
@@ -64,21 +70,23 @@ func BenchmarkIncidentPair(b *testing.B) {
 	p := newPairRig(b, bin, temporalCLI)
 	for range b.N {
 		cmdA, cmdB := p.commands()
-		var siteops, byHand, inSiteops, inByHand []time.Duration
-		var ratios, inRatios []float64
+		var siteops, byHand, inSiteops, inByHand, inDurable []time.Duration
+		var ratios, inRatios, durableRatios []float64
 		for i := range n {
-			var a, hand, inA, inHand time.Duration
+			var a, hand, inA, inHand, inDur time.Duration
 			if i%2 == 0 {
 				a, hand = p.time(cmdA), p.time(cmdB)
-				inA, inHand = p.inProcess(), p.inProcessByHand(i)
+				inA, inHand, inDur = p.inProcess(), p.inProcessByHand(i), p.inProcessByHandDurable(i)
 			} else {
 				hand, a = p.time(cmdB), p.time(cmdA)
-				inHand, inA = p.inProcessByHand(i), p.inProcess()
+				inDur, inHand, inA = p.inProcessByHandDurable(i), p.inProcessByHand(i), p.inProcess()
 			}
 			siteops, byHand = append(siteops, a), append(byHand, hand)
 			ratios = append(ratios, a.Seconds()/hand.Seconds())
 			inSiteops, inByHand = append(inSiteops, inA), append(inByHand, inHand)
 			inRatios = append(inRatios, inA.Seconds()/inHand.Seconds())
+			inDurable = append(inDurable, inDur)
+			durableRatios = append(durableRatios, inA.Seconds()/inDur.Seconds())
 		}
 		b.ReportMetric(ms(p50(siteops)), "siteops-p50-ms")
 		b.ReportMetric(ms(p50(byHand)), "by-hand-p50-ms")
@@ -87,6 +95,8 @@ func BenchmarkIncidentPair(b *testing.B) {
 		b.ReportMetric(ms(p50(inSiteops)), "in-process-siteops-p50-ms")
 		b.ReportMetric(ms(p50(inByHand)), "in-process-by-hand-p50-ms")
 		b.ReportMetric(medianOf(inRatios), "in-process-pair-ratio-p50")
+		b.ReportMetric(ms(p50(inDurable)), "in-process-durable-by-hand-p50-ms")
+		b.ReportMetric(medianOf(durableRatios), "in-process-durable-pair-ratio-p50")
 		logTimeline(b, p.c, workflows.EmbedIncidentID(p.siteC))
 		if hf, err := exec.LookPath("hyperfine"); err == nil {
 			a, hand := p.hyperfine(b, hf, cmdA, cmdB)
@@ -178,6 +188,34 @@ func (p *pairRig) inProcessByHand(i int) time.Duration {
 	}
 	if _, err := p.api.SetEmbed(p.b.Context(), "on-"+key, p.siteD, true); err != nil {
 		p.b.Fatal(err)
+	}
+	return time.Since(start)
+}
+
+// inProcessByHandDurable is the hand side doing the durable work the
+// siteops side does, in process: each PATCH followed by the record of it
+// in Temporal, waited for until a worker has run it (a no-op workflow
+// started and its result read), as each of siteops' updates waits for its
+// workflow task on the worker. It is the like-for-like baseline of the
+// pair in process; inProcessByHand records without waiting for a worker.
+func (p *pairRig) inProcessByHandDurable(i int) time.Duration {
+	p.b.Helper()
+	start := time.Now()
+	key := fmt.Sprintf("%d-%d-durable", p.run, i)
+	for _, step := range []struct {
+		name string
+		on   bool
+	}{{"off", false}, {"on", true}} {
+		if _, err := p.api.SetEmbed(p.b.Context(), step.name+"-"+key, p.siteD, step.on); err != nil {
+			p.b.Fatal(err)
+		}
+		run, err := p.c.ExecuteWorkflow(p.b.Context(), client.StartWorkflowOptions{ID: "bench-pair-noop-durable-" + step.name + "-" + key, TaskQueue: p.queue}, noopWorkflowName)
+		if err != nil {
+			p.b.Fatal(err)
+		}
+		if err := run.Get(p.b.Context(), nil); err != nil {
+			p.b.Fatal(err)
+		}
 	}
 	return time.Since(start)
 }

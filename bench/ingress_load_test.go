@@ -40,7 +40,13 @@ func BenchmarkIngressOfferedLoad(b *testing.B) {
 // ingressServer serves the ingress's handler on inbox, signed with the
 // benchmarks' secret, over loopback HTTP until b ends, and returns its URL.
 func ingressServer(b *testing.B, inbox webhookingress.Inbox) string {
-	srv := httptest.NewServer(webhookingress.NewHandler(webhookingress.Options{Inbox: inbox, EnvSecrets: []string{secret}}))
+	return ingressServerWith(b, webhookingress.Options{Inbox: inbox, EnvSecrets: []string{secret}})
+}
+
+// ingressServerWith serves the ingress's handler with o over loopback
+// HTTP until b ends, and returns its URL.
+func ingressServerWith(b *testing.B, o webhookingress.Options) string {
+	srv := httptest.NewServer(webhookingress.NewHandler(o))
 	b.Cleanup(srv.Close)
 	return srv.URL
 }

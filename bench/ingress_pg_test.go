@@ -30,7 +30,7 @@ type pgSessions struct {
 // openPostgres opens a migrated store on a fresh schema of the test
 // server whose sessions carry an application_name of their own, and the
 // pgSessions that measures them.
-func openPostgres(b *testing.B) (*store.Store, pgSessions) {
+func openPostgres(b *testing.B, opts ...store.Option) (*store.Store, pgSessions) {
 	b.Helper()
 	u, err := url.Parse(storetest.PostgresSchemaURL(b))
 	if err != nil {
@@ -42,7 +42,7 @@ func openPostgres(b *testing.B) (*store.Store, pgSessions) {
 	q := u.Query()
 	q.Set("application_name", app)
 	u.RawQuery = q.Encode()
-	st, err := store.Open(b.Context(), u.String(), store.WithSecretKey(storetest.TestKey))
+	st, err := store.Open(b.Context(), u.String(), append([]store.Option{store.WithSecretKey(storetest.TestKey)}, opts...)...)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -2,13 +2,17 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"os"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
 
@@ -26,9 +30,12 @@ const (
 	taskQueue   = "siteops-bench"
 )
 
-// NoGzipEnv, set to 1, dials the benchmarks' own Temporal clients (dial:
-// BenchmarkRelayDispatch's raw callers, the in-request design of
-// BenchmarkIngressAccept) without the SDK's default gzip of every request.
+// NoGzipEnv, set to 1, dials the benchmarks' clients with the SDK's
+// defaults (dial: the capacity rig's, BenchmarkEndToEndLatency's relay,
+// the memory benchmark's starter) without the SDK's default gzip of every
+// request. The baselines that stand for siteops' own calls (the relay's
+// raw calls, the in-request design, the no-op onboarding's worker) are
+// dialed as siteops dials (dialAsSiteops) whatever it says.
 const NoGzipEnv = "SITEOPS_BENCH_NO_GZIP"
 
 // dialAsSiteops is a Temporal client of the benchmarks' server, namespace
@@ -65,14 +72,22 @@ func dial(b *testing.B) client.Client {
 }
 
 // signalInRequest is the design the ingress avoids: an Inbox whose
-// "record" is a SignalWithStart to Temporal inside the request.
+// "record" is the relay's call to Temporal made inside the request. It
+// makes the call the relay makes (webhookingress's signalOrStart): a plain
+// signal to the site's lead sync, and SignalWithStart only when none runs,
+// on a client dialed as siteops dials.
 type signalInRequest struct{ c client.Client }
 
 func (s signalInRequest) RecordEvent(ctx context.Context, ev store.InboxEvent) (bool, error) {
 	site := "site_" + ev.EventID[len(ev.EventID)-2:]
 	id := workflows.LeadSyncID(site)
-	_, err := s.c.SignalWithStartWorkflow(ctx, id, workflows.SignalLeadCreated, workflows.LeadCreatedSignal{EventID: ev.EventID},
-		client.StartWorkflowOptions{ID: id, TaskQueue: taskQueue}, workflows.LeadSyncWorkflowName, workflows.LeadSyncInput{SiteID: site})
+	sig := workflows.LeadsCreatedSignal{EventIDs: []string{ev.EventID}}
+	err := s.c.SignalWorkflow(ctx, id, "", workflows.SignalLeadsCreated, sig)
+	var gone *serviceerror.NotFound
+	if errors.As(err, &gone) {
+		_, err = s.c.SignalWithStartWorkflow(ctx, id, workflows.SignalLeadsCreated, sig,
+			client.StartWorkflowOptions{ID: id, TaskQueue: taskQueue, WorkflowIDReusePolicy: workflows.LeadSyncKind.Policy.Reuse}, workflows.LeadSyncWorkflowName, workflows.LeadSyncInput{SiteID: site})
+	}
 	return err == nil, err
 }
 func (signalInRequest) MarkEndpointVerified(context.Context, string, string, store.Lane) (bool, error) {
@@ -92,16 +107,30 @@ const SendersEnv = "SITEOPS_BENCH_SENDERS"
 
 // BenchmarkIngressAccept sends b.N signed, distinct lead.created deliveries
 // over loopback HTTP from 32 concurrent senders (SendersEnv) and reports the accept rate
-// and the latency percentiles, in one run: for the same handler with no
-// store (it verifies and answers: the ceiling), for the ingress as built
-// (record in the inbox, answer) on SQLite and PostgreSQL, and for the
-// design it avoids, which calls SignalWithStart inside the request. The
-// inbox variants also report their share of the ceiling (of-ceiling; goal
-// for PostgreSQL ≥ 0.8), and the last the inboxes' rates as multiples of
-// its own (postgres-x, sqlite-x; goal for PostgreSQL ≥ 10).
+// and the latency percentiles, in one run, for:
+//
+//   - no-store: the same handler with no store (it verifies and answers):
+//     the ceiling, which does no durable work;
+//   - inbox=sqlite, inbox=postgres: the ingress as built (record in the
+//     inbox, answer), with their share of the ceiling (of-ceiling; goal
+//     for PostgreSQL ≥ 0.8);
+//   - insert-per-request: the same durable work as inbox=postgres (the
+//     same row in the same table of the same PostgreSQL, durable before
+//     the answer) without the group commit: one INSERT, one commit per
+//     delivery. inbox=postgres over it is group-commit-x;
+//   - inbox=postgres+relay: inbox=postgres with the relay running beside
+//     it as the ingress runs it, timed until the last event is signalled to
+//     its lead sync: end-to-end throughput (e2e-events/s), the same work
+//     the next variant does in its requests;
+//   - signal-in-request: the design the ingress avoids, which makes the
+//     relay's call to Temporal inside the request: its accept rate is its
+//     end-to-end rate. It reports the inbox's end-to-end rate over its own
+//     (postgres-e2e-x, the like-for-like ratio) and, apart, the inboxes'
+//     accept rates over its own (postgres-x, sqlite-x: accept only; goal
+//     for PostgreSQL ≥ 10).
 //
 // Every variant reports this process's CPU time per delivery (self-cpu-us:
-// senders and ingress). The PostgreSQL variant also reports what its
+// senders and ingress). The PostgreSQL variants also report what their
 // deliveries cost the server, per delivery: the CPU time of the store's own
 // backends (pg-cpu-us) and of the server's background processes
 // (pg-bg-cpu-us: WAL writer, checkpointer, background writer, autovacuum;
@@ -132,7 +161,15 @@ func BenchmarkIngressAccept(b *testing.B) {
 			st, pg := openPostgres(b)
 			return st, &pg
 		}},
-		{"signal-in-request", func(b *testing.B) (webhookingress.Inbox, *pgSessions) { return signalInRequest{dial(b)}, nil }},
+		{"insert-per-request", func(b *testing.B) (webhookingress.Inbox, *pgSessions) {
+			st, pg := openPostgres(b, store.WithoutGroupCommit())
+			return st, &pg
+		}},
+		{"inbox=postgres+relay", func(b *testing.B) (webhookingress.Inbox, *pgSessions) {
+			st, pg := openPostgres(b)
+			return &dispatchCounter{Store: st}, &pg
+		}},
+		{"signal-in-request", func(b *testing.B) (webhookingress.Inbox, *pgSessions) { return signalInRequest{dialAsSiteops(b)}, nil }},
 	}
 	if v := os.Getenv(CommitWaitEnv); v != "" {
 		d, err := time.ParseDuration(v)
@@ -146,7 +183,12 @@ func BenchmarkIngressAccept(b *testing.B) {
 	for _, v := range variants {
 		b.Run(v.name, func(b *testing.B) {
 			inbox, pg := v.inbox(b)
-			r := runAccept(b, ingressServer(b, inbox), inbox, pg, b.N, senders)
+			var r acceptRun
+			if dc, ok := inbox.(*dispatchCounter); ok {
+				r = runAcceptRelayed(b, dc, pg, b.N, senders)
+			} else {
+				r = runAccept(b, ingressServer(b, inbox), inbox, pg, b.N, senders)
+			}
 			rates[v.name] = report(b, r.lat, r.elapsed)
 			self := r.self
 			b.ReportMetric(self, "self-cpu-us")
@@ -165,7 +207,14 @@ func BenchmarkIngressAccept(b *testing.B) {
 					b.ReportMetric(rates[v.name]/c, "of-ceiling")
 					b.ReportMetric(ceilingCPU/self, "of-ceiling-cpu")
 				}
+			case "insert-per-request":
+				b.ReportMetric(rates["inbox=postgres"]/rates[v.name], "group-commit-x")
+			case "inbox=postgres+relay":
+				rates["e2e"] = float64(b.N) / r.e2e.Seconds()
+				b.ReportMetric(rates["e2e"], "e2e-events/s")
+				b.ReportMetric(r.calls, "relay-calls/event")
 			case "signal-in-request":
+				b.ReportMetric(rates["e2e"]/rates[v.name], "postgres-e2e-x")
 				b.ReportMetric(rates["inbox=postgres"]/rates[v.name], "postgres-x")
 				b.ReportMetric(rates["inbox=sqlite"]/rates[v.name], "sqlite-x")
 			}
@@ -183,6 +232,11 @@ type acceptRun struct {
 	// server's background processes' (µs), the WAL written (bytes); and the
 	// deliveries per commit.
 	pgCPU, pgBG, wal, perCommit float64
+	// With the relay running (runAcceptRelayed): the time from the first
+	// delivery until the last was signalled, and the relay's calls to
+	// Temporal per event.
+	e2e   time.Duration
+	calls float64
 }
 
 // busyCores is how many cores this process and PostgreSQL kept busy.
@@ -197,7 +251,7 @@ func runAccept(b *testing.B, url string, inbox webhookingress.Inbox, pg *pgSessi
 	var commits0, events0 int64
 	if pg != nil {
 		before = pg.read(b)
-		commits0, events0 = inbox.(*store.Store).GroupCommits()
+		commits0, events0 = storeOf(inbox).GroupCommits()
 	}
 	self0 := selfCPU()
 	lat, elapsed, failed := send(b, url, n, senders, 0)
@@ -207,11 +261,69 @@ func runAccept(b *testing.B, url string, inbox webhookingress.Inbox, pg *pgSessi
 	}
 	if pg != nil {
 		used := pg.read(b).sub(before)
-		commits, events := inbox.(*store.Store).GroupCommits()
+		commits, events := storeOf(inbox).GroupCommits()
 		per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(n) }
 		r.pgCPU, r.pgBG = per(used.backends), per(used.background)
 		r.wal = float64(used.wal) / float64(n)
 		r.perCommit = float64(events-events0) / float64(max(commits-commits0, 1))
 	}
 	return r
+}
+
+// storeOf is the store an inbox of BenchmarkIngressAccept's PostgreSQL
+// variants is.
+func storeOf(inbox webhookingress.Inbox) *store.Store {
+	if dc, ok := inbox.(*dispatchCounter); ok {
+		return dc.Store
+	}
+	return inbox.(*store.Store)
+}
+
+// runAcceptRelayed is runAccept on the ingress with its relay running
+// beside it on the same store, as the ingress runs them (two pipelines on
+// PostgreSQL, a client dialed as siteops dials, lead syncs signalled
+// first and started when none runs), and also measures the time from the
+// first delivery until the relay had signalled the last (e2e) and the
+// relay's calls per event.
+func runAcceptRelayed(b *testing.B, st *dispatchCounter, pg *pgSessions, n, senders int) acceptRun {
+	b.Helper()
+	counted := &callCounter{Client: dialAsSiteops(b)}
+	ctx, cancel := context.WithCancel(b.Context())
+	relay := webhookingress.NewRelay(webhookingress.RelayOptions{Store: st, Temporal: counted, TaskQueue: taskQueue, Pipelines: 2})
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	url := ingressServerWith(b, webhookingress.Options{Inbox: st, EnvSecrets: []string{secret}, Recorded: relay.Wake})
+	want := st.dispatched.Load() + int64(n)
+	start := time.Now()
+	wg.Go(func() { _ = relay.Run(ctx) })
+	r := runAccept(b, url, st, pg, n, senders)
+	deadline := time.Now().Add(5 * time.Minute)
+	for st.dispatched.Load() < want {
+		if time.Now().After(deadline) {
+			b.Fatalf("the relay signalled %d of %d events in 5 minutes", st.dispatched.Load()-want+int64(n), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	r.e2e = time.Since(start)
+	r.calls = float64(counted.calls.Load()) / float64(n)
+	return r
+}
+
+// callCounter counts a client's signals and SignalWithStarts.
+type callCounter struct {
+	client.Client
+	calls atomic.Int64
+}
+
+func (c *callCounter) SignalWorkflow(ctx context.Context, id, run, name string, arg any) error {
+	c.calls.Add(1)
+	return c.Client.SignalWorkflow(ctx, id, run, name, arg)
+}
+
+func (c *callCounter) SignalWithStartWorkflow(ctx context.Context, id, name string, arg any, o client.StartWorkflowOptions, wf any, args ...any) (client.WorkflowRun, error) {
+	c.calls.Add(1)
+	return c.Client.SignalWithStartWorkflow(ctx, id, name, arg, o, wf, args...)
 }

@@ -199,10 +199,12 @@ func newOnboardingRig(b *testing.B) *onboardingRig {
 	// SITEOPS_BENCH_WORKERS workers poll each task queue, each on a
 	// connection of its own as separate worker processes would (issue 13,
 	// item 7: one worker against two): the siteops worker as `siteops
-	// worker` runs it (testenv.StartWorker), the no-op's an SDK worker.
+	// worker` runs it (testenv.StartWorker), the no-op's an SDK worker on
+	// a client dialed as siteops dials (the same gRPC compression: a
+	// worker's small completions go uncompressed on both sides).
 	for range benchCount(b, "SITEOPS_BENCH_WORKERS", 1) {
 		e.StartWorker(b, testenv.WorkerOptions{})
-		nw := sdkworker.New(dial(b), r.noopQueue, sdkworker.Options{})
+		nw := sdkworker.New(dialAsSiteops(b), r.noopQueue, sdkworker.Options{})
 		nw.RegisterWorkflowWithOptions(noopOnboarding, workflow.RegisterOptions{Name: noopOnboardingName})
 		nw.RegisterActivityWithOptions(noopActivity, activity.RegisterOptions{Name: noopActivityName})
 		if err := nw.Start(); err != nil {

@@ -127,3 +127,31 @@ func TestGroupCommitGoesAroundAStalledFlush(t *testing.T) {
 		t.Fatal("the stalled event was not recorded within 10 s of the lock's release")
 	}
 }
+
+// TestWithoutGroupCommitRecordsEachEventAlone checks the benchmarks'
+// baseline store: on PostgreSQL, RecordEvent commits each event by itself
+// (no group commit is counted), reports a new event new and a recorded
+// one not, and the event is in the inbox as sent.
+func TestWithoutGroupCommitRecordsEachEventAlone(t *testing.T) {
+	s := storetest.Open(t, store.Postgres, store.WithoutGroupCommit())
+	ctx := t.Context()
+	at := time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		id   string
+		want bool
+	}{{"evt_a", true}, {"evt_a", false}, {"evt_b", true}} {
+		if got, err := s.RecordEvent(ctx, event(tc.id, at)); err != nil || got != tc.want {
+			t.Fatalf("recording %s: new %v, %v; want %v", tc.id, got, err, tc.want)
+		}
+	}
+	if commits, events := s.GroupCommits(); commits != 0 || events != 0 {
+		t.Errorf("group commits %d of %d events, want none", commits, events)
+	}
+	evs, err := s.ClaimEvents(ctx, store.LaneBulk, 100, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(evs); len(got) != 2 || string(evs[0].Body) != string(event("evt_a", at).Body) {
+		t.Fatalf("the inbox holds %v, want evt_a and evt_b as sent", got)
+	}
+}
