@@ -47,7 +47,7 @@ import (
 // SITEOPS_BENCH_RELAYS=2 runs two relays (each with a client of its own,
 // as two ingress replicas would) against a ceiling of 32 goroutines;
 // SITEOPS_BENCH_RAW=signalwithstart makes the raw calls SignalWithStart,
-// the relay's design before it signalled first (runs before 2026-11-29).
+// the baseline of the runs before 903279f.
 func BenchmarkRelayDispatch(b *testing.B) {
 	for _, d := range []store.Dialect{store.SQLite, store.Postgres} {
 		b.Run("store="+string(d), func(b *testing.B) {
