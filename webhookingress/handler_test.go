@@ -279,13 +279,22 @@ func FuzzHandler(f *testing.F) {
 	st := storetest.Open(f, store.SQLite)
 	h := NewHandler(Options{Inbox: st, EnvSecrets: []string{envSecret}, Now: func() time.Time { return now }, MaxBody: 1 << 16})
 	good := envelope("evt_f", "lead.created")
-	f.Add(good, webhook.Sign(envSecret, now, []byte(good)), "evt_f", "lead.created", "")
-	f.Add("{}", "t=1,v1="+strings.Repeat("a", 64), "", "", "v2")
-	f.Add("", "", "evt_x", "x", "..")
-	f.Fuzz(func(t *testing.T, body, sig, id, typ, receiver string) {
+	f.Add(good, webhook.Sign(envSecret, now, []byte(good)), "evt_f", "lead.created", "", false)
+	f.Add("{}", "t=1,v1="+strings.Repeat("a", 64), "", "", "v2", false)
+	f.Add("", "", "evt_x", "x", "..", false)
+	// Signed inside the target: the fuzzer's bodies pass the signature and
+	// reach the strict decoder and the inbox, duplicate and case-variant
+	// keys among them.
+	f.Add(good, "", "evt_f", "lead.created", "", true)
+	f.Add(`{"id":"evt_d","id":"evt_e","type":"lead.created","created_at":"2026-11-21T08:59:59.123Z","data":{}}`, "", "evt_d", "lead.created", "", true)
+	f.Add(`{"Id":"evt_c","TYPE":"lead.created","created_at":"2026-11-21T08:59:59.123Z","data":{"site_id":"s","Site_ID":"t"}}`, "", "evt_c", "lead.created", "", true)
+	f.Fuzz(func(t *testing.T, body, sig, id, typ, receiver string, signed bool) {
 		path := "/webhooks"
 		if receiver != "" {
 			path += "/" + receiver
+		}
+		if signed {
+			sig = webhook.Sign(envSecret, now, []byte(body))
 		}
 		req, err := http.NewRequest(http.MethodPost, "http://ingress"+path, strings.NewReader(body))
 		if err != nil {
@@ -309,6 +318,11 @@ func FuzzHandler(f *testing.F) {
 			}
 		default:
 			t.Fatalf("unexpected status %d for body %q sig %q", rec.Code, body, sig)
+		}
+		// A body signed with the secret, sent to POST /webhooks within
+		// the size limit, is never refused as unsigned.
+		if signed && receiver == "" && len(body) <= 1<<16 && rec.Code == 401 {
+			t.Fatalf("a body signed with the secret answered 401: %q", body)
 		}
 		if strings.Contains(rec.Body.String(), "whsec_") {
 			t.Fatal("the answer carries a secret")
