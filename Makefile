@@ -66,7 +66,16 @@ unit: tools
 	@check=$$($(CLUSTER_RUN) check); echo "$$check"; \
 	  echo "$(UNIT_TEST)"; $(UNIT_TEST); rc=$$?; \
 	  case "$$check" in SKIPPING*) echo "$$check";; esac; \
-	  $(PROMETHEUS_CHECK); exit $$rc
+	  $(PROMETHEUS_CHECK); $(TOOLS_CHECK); exit $$rc
+
+# deploy/'s checks of the rendered manifests need kubectl (its kustomize) and
+# the rollout script's lint shellcheck; without them those checks skip
+# (SITEOPS_REQUIRE_KUBECTL and SITEOPS_REQUIRE_SHELLCHECK make them fail, as
+# .ci/run does where it can), which go test does not show, so unit says so.
+TOOLS_CHECK = command -v kubectl >/dev/null 2>&1 || \
+	echo "SKIPPING kustomize's reading of the rendered Kubernetes manifests (deploy/rollout_test.go, deploy/monitoring_test.go): kubectl is not installed"; \
+	command -v shellcheck >/dev/null 2>&1 || \
+	echo "SKIPPING shellcheck of deploy/rollout.sh: Debian's shellcheck package is not installed (apt-get install shellcheck; .ci/run installs it)"
 
 # The rules' promtool tests (deploy/alerts_test.go) and the Prometheus
 # scenario (e2e/prometheus_test.go) need Debian's prometheus package; without

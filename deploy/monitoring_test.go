@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/siteops/siteops/internal/siteopstest"
 )
 
 // monitoringConfigMaps are the ConfigMaps the Kubernetes manifests make of
@@ -54,8 +56,7 @@ func TestMonitoringKustomization(t *testing.T) {
 
 	kubectl, err := exec.LookPath("kubectl")
 	if err != nil {
-		t.Log("kubectl not found: the rendered ConfigMaps were not compared with the files (the kustomizations were checked as files)")
-		return
+		siteopstest.Missing(t, siteopstest.RequireKubectl, "kubectl is not installed: the rendered ConfigMaps were not compared with the files (the kustomizations were checked as files)")
 	}
 	out, err := exec.Command(kubectl, "kustomize", "kubernetes").Output()
 	if err != nil {

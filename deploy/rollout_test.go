@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/release"
 )
 
@@ -161,8 +162,7 @@ func TestWorkerBuildTemplate(t *testing.T) {
 	// kustomize reads the rendered objects (kubectl's, when it is here).
 	kubectl, err := exec.LookPath("kubectl")
 	if err != nil {
-		t.Log("kubectl not found: the rendered objects were not read by kustomize")
-		return
+		siteopstest.Missing(t, siteopstest.RequireKubectl, "kubectl is not installed: the rendered objects were not read by kustomize (the checks above passed)")
 	}
 	dir := t.TempDir()
 	out, code := runRollout(t, nil, "render", sampleImage, sampleBuilds[1])
@@ -605,8 +605,7 @@ func TestRolloutScriptLint(t *testing.T) {
 	}
 	sc, err := exec.LookPath("shellcheck")
 	if err != nil {
-		t.Log("shellcheck not found (apt-get install shellcheck): only sh -n checked")
-		return
+		siteopstest.Missing(t, siteopstest.RequireShellcheck, "shellcheck is not installed (Debian: shellcheck): only sh -n checked")
 	}
 	if out, err := exec.Command(sc, "-s", "sh", rolloutScript).CombinedOutput(); err != nil {
 		t.Errorf("shellcheck -s sh %s: %v\n%s", rolloutScript, err, out)

@@ -20,6 +20,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // the pgx driver for database/sql
 
 	"github.com/siteops/siteops/internal/cluster"
+	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/store/storetest"
 )
 
@@ -145,7 +146,7 @@ func composeSecretFiles(t *testing.T) map[string]string {
 // psql or the server.
 func TestPostgresRoles(t *testing.T) {
 	if _, err := exec.LookPath("psql"); err != nil {
-		t.Skipf("SKIP: psql is not installed (Debian: postgresql-client); %s needs it", rolesScript)
+		siteopstest.Missing(t, siteopstest.RequirePostgres, "psql is not installed (Debian: postgresql-client); %s needs it", rolesScript)
 	}
 	admin, err := url.Parse(storetest.PostgresURL())
 	if err != nil {
@@ -159,11 +160,11 @@ func TestPostgresRoles(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	if err := db.PingContext(ctx); err != nil {
-		t.Skipf("SKIP: PostgreSQL is not reachable at %s (%v); start it or set SITEOPS_TEST_POSTGRES_URL", admin.Redacted(), err)
+		siteopstest.Missing(t, siteopstest.RequirePostgres, "PostgreSQL is not reachable at %s (%v); start it or set SITEOPS_TEST_POSTGRES_URL", admin.Redacted(), err)
 	}
 	var may bool
 	if err := db.QueryRowContext(ctx, `SELECT rolsuper OR (rolcreaterole AND rolcreatedb) FROM pg_roles WHERE rolname = current_user`).Scan(&may); err != nil || !may {
-		t.Skipf("SKIP: %s may not create roles and databases on %s (%v)", admin.User.Username(), admin.Redacted(), err)
+		siteopstest.Missing(t, siteopstest.RequirePostgres, "%s may not create roles and databases on %s (%v)", admin.User.Username(), admin.Redacted(), err)
 	}
 
 	var b [4]byte
@@ -284,7 +285,7 @@ func TestPostgresRoles(t *testing.T) {
 	t.Run("temporal-schema.sh as Temporal's role", func(t *testing.T) {
 		tool, err := cluster.FindSQLTool()
 		if err != nil {
-			t.Skipf("SKIP: %v", err)
+			siteopstest.Missing(t, siteopstest.RequireTemporal, "%v", err)
 		}
 		pathDir := t.TempDir()
 		if err := os.Symlink(tool, filepath.Join(pathDir, "temporal-sql-tool")); err != nil {

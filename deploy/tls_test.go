@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/siteops/siteops/internal/devserver"
+	"github.com/siteops/siteops/internal/siteopstest"
 )
 
 // TestKubernetesMutualTLS checks that the self-hosted frontend of
@@ -131,8 +132,7 @@ func checkHealthCommand(t *testing.T, d manifest, probe string, cmd []string, cm
 	}
 	cli, err := devserver.FindCLI()
 	if err != nil {
-		t.Logf("SKIP checking the probe's flags against the temporal CLI: %v", err)
-		return
+		siteopstest.Missing(t, siteopstest.RequireTemporal, "the probe's flags were not checked against the temporal CLI: %v", err)
 	}
 	help, err := exec.Command(cli, "operator", "cluster", "health", "--help").CombinedOutput()
 	if err != nil {

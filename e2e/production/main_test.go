@@ -6,8 +6,9 @@
 // scale-out scenario; make soak (SITEOPS_SOAK=1) the full one.
 //
 // Without PostgreSQL at 127.0.0.1:5432 (or SITEOPS_TEST_POSTGRES_URL) every
-// test here skips, saying so. Without the cluster's binaries (make
-// cluster-tools) they skip too, unless SITEOPS_REQUIRE_TEMPORAL is set.
+// test here skips, saying so, unless SITEOPS_REQUIRE_POSTGRES is set (CI
+// sets it: .ci/run). Without the cluster's binaries (make cluster-tools)
+// they skip too, unless SITEOPS_REQUIRE_TEMPORAL is set.
 package production
 
 import (
@@ -54,7 +55,8 @@ func run(m *testing.M) int {
 		TLS: &cluster.TLS{CertFile: certs.ServerCert, KeyFile: certs.ServerKey, ClientCAFile: certs.CA},
 	})
 	switch {
-	case errors.Is(err, cluster.ErrToolsMissing) && os.Getenv("SITEOPS_REQUIRE_TEMPORAL") != "":
+	case errors.Is(err, cluster.ErrToolsMissing) && os.Getenv(siteopstest.RequireTemporal) != "",
+		errors.Is(err, cluster.ErrPostgresUnreachable) && os.Getenv(siteopstest.RequirePostgres) != "":
 		fmt.Fprintln(os.Stderr, "production:", err)
 		return 1
 	case errors.Is(err, cluster.ErrToolsMissing), errors.Is(err, cluster.ErrPostgresUnreachable):

@@ -41,7 +41,8 @@ import (
 
 // start starts a cluster for t, stopped at cleanup. It skips t when
 // PostgreSQL cannot be reached or the binaries are missing, except that
-// missing binaries fail t when SITEOPS_REQUIRE_TEMPORAL is set.
+// missing binaries fail t when SITEOPS_REQUIRE_TEMPORAL is set, and an
+// unreachable PostgreSQL when SITEOPS_REQUIRE_POSTGRES is.
 func start(t *testing.T, opts cluster.Options) *cluster.Cluster {
 	t.Helper()
 	opts.Dir = t.TempDir()
@@ -49,12 +50,10 @@ func start(t *testing.T, opts cluster.Options) *cluster.Cluster {
 	begin := time.Now()
 	c, err := cluster.Start(t.Context(), opts)
 	switch {
-	case errors.Is(err, cluster.ErrToolsMissing) && os.Getenv("SITEOPS_REQUIRE_TEMPORAL") != "":
-		t.Fatalf("SITEOPS_REQUIRE_TEMPORAL is set: %v", err)
 	case errors.Is(err, cluster.ErrToolsMissing):
-		t.Skipf("SKIP: %v", err)
+		siteopstest.Missing(t, siteopstest.RequireTemporal, "%v", err)
 	case errors.Is(err, cluster.ErrPostgresUnreachable):
-		t.Skipf("SKIP: %v", err)
+		siteopstest.Missing(t, siteopstest.RequirePostgres, "%v", err)
 	case err != nil:
 		t.Fatal(err)
 	}

@@ -128,3 +128,26 @@ func Tail(path string, n, width int) string {
 	}
 	return out.String()
 }
+
+// The variables that make a missing dependency fail the tests that need it
+// instead of skipping them: CI sets each for what its machine has or
+// installs (.ci/run), so that a run without a part cannot pass.
+const (
+	RequirePostgres   = "SITEOPS_REQUIRE_POSTGRES"
+	RequireTemporal   = "SITEOPS_REQUIRE_TEMPORAL"
+	RequireShellcheck = "SITEOPS_REQUIRE_SHELLCHECK"
+	RequireKubectl    = "SITEOPS_REQUIRE_KUBECTL"
+)
+
+// Missing ends t for a dependency that is not there: it fails t, naming
+// require as what made it a failure, when that variable is set, and skips
+// t with one line saying what is missing otherwise. Never a silent pass.
+func Missing(t testing.TB, require, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	if os.Getenv(require) != "" {
+		t.Fatalf("%s is set, and %s", require, msg)
+		return
+	}
+	t.Skipf("SKIP: %s (set %s=1 to make this a failure)", msg, require)
+}

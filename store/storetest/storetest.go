@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/store"
 )
 
@@ -40,7 +41,8 @@ func SQLiteURL(t testing.TB) string {
 
 // PostgresSchemaURL creates a fresh schema for t on the test server and
 // returns a URL whose connections use it; the schema is dropped at cleanup.
-// It skips t when the server cannot be reached.
+// It skips t when the server cannot be reached (fails it when
+// SITEOPS_REQUIRE_POSTGRES is set).
 func PostgresSchemaURL(t testing.TB) string {
 	t.Helper()
 	base := PostgresURL()
@@ -52,7 +54,7 @@ func PostgresSchemaURL(t testing.TB) string {
 	defer cancel()
 	if err := db.PingContext(ctx); err != nil {
 		_ = db.Close()
-		t.Skipf("SKIP: PostgreSQL is not reachable at %s (%v); start it or set SITEOPS_TEST_POSTGRES_URL to run the PostgreSQL variant", redacted(base), err)
+		siteopstest.Missing(t, siteopstest.RequirePostgres, "PostgreSQL is not reachable at %s (%v); start it or set SITEOPS_TEST_POSTGRES_URL to run the PostgreSQL variant", redacted(base), err)
 	}
 	var b [6]byte
 	_, _ = rand.Read(b[:])
