@@ -82,8 +82,8 @@ func TestDeliveryAcceptedWhileTemporalIsDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = resp.Body.Close()
-	if resp.StatusCode != 200 || time.Since(start) > time.Second {
-		t.Fatalf("answer %d after %s, want 200 at once", resp.StatusCode, time.Since(start))
+	if bound := siteopstest.Bound(time.Second); resp.StatusCode != 200 || time.Since(start) > bound {
+		t.Fatalf("answer %d after %s, want 200 at once (within %s)", resp.StatusCode, time.Since(start), bound)
 	}
 	siteopstest.Eventually(t, 20*time.Second, "a failed dispatch while Temporal is down", func() bool {
 		_, attempts, _ := srv.Store.InboxOutcome(t.Context(), "evt_down_1")

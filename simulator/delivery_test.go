@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/siteops/siteops/agentsite/webhook"
+	"github.com/siteops/siteops/internal/siteopstest"
 )
 
 func TestDeliveryIsSignedAndShaped(t *testing.T) {
@@ -104,7 +105,7 @@ func TestDeliveryRetriesWithBackoff(t *testing.T) {
 		gap := got[i].At.Sub(got[i-1].At)
 		// 2 s × 2^(i-1) ± 25 %, divided by 100.
 		nominal := time.Duration(float64(2*time.Second<<(i-1)) / 100)
-		if gap < nominal*3/4-5*time.Millisecond || gap > nominal*5/4+200*time.Millisecond {
+		if gap < nominal*3/4-5*time.Millisecond || gap > nominal*5/4+siteopstest.Bound(200*time.Millisecond) {
 			t.Errorf("gap before attempt %d = %s, want about %s", i+1, gap, nominal)
 		}
 	}

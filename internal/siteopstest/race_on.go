@@ -1,0 +1,6 @@
+//go:build race
+
+package siteopstest
+
+// Race says the race detector is on (Bound).
+const Race = true
