@@ -455,8 +455,8 @@ func findChromium(t *testing.T) string {
 }
 
 // noBrowser says that no browser was found, naming the package to install:
-// a failure when RequireBrowserEnv is 1, else a skip (or, when instead is
-// given, a note that the test did only that).
+// a failure when RequireBrowserEnv is 1, else a skip (saying, when instead
+// is given, what the test checked before it: call it last).
 func noBrowser(t *testing.T, instead string) {
 	t.Helper()
 	const msg = "no Chromium or Chrome found for the Web UI test; install Debian's chromium package (apt-get install chromium; .ci/run does) or set " + ChromiumEnv
@@ -464,7 +464,7 @@ func noBrowser(t *testing.T, instead string) {
 	case os.Getenv(RequireBrowserEnv) == "1":
 		t.Fatalf("%s (%s=1 requires a browser)", msg, RequireBrowserEnv)
 	case instead != "":
-		t.Logf("%s: %s", msg, instead)
+		t.Skipf("SKIP: %s: %s", msg, instead)
 	default:
 		t.Skipf("SKIP: %s", msg)
 	}
