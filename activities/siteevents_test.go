@@ -53,3 +53,28 @@ func TestSiteEventsAnswersWhatTheInboxHolds(t *testing.T) {
 		})
 	}
 }
+
+// TestSiteEventsTakesEveryTypeItReads checks that each type the store
+// reads for an onboarding (store.SiteEventTypes) changes SiteEvents'
+// answer: a type added to that list without its case here would be read
+// and dropped.
+func TestSiteEventsTakesEveryTypeItReads(t *testing.T) {
+	for i, typ := range store.SiteEventTypes {
+		t.Run(typ, func(t *testing.T) {
+			st := storetest.Open(t, store.SQLite)
+			a := &Activities{Store: st, Now: time.Now}
+			id := fmt.Sprintf("evt_%d", i)
+			body := fmt.Sprintf(`{"id":%q,"type":%q,"created_at":"2026-11-21T09:00:00.000Z","data":{"site_id":"site_1","knowledge_id":"kn_1","status":"published"}}`, id, typ)
+			if _, err := st.RecordEvent(t.Context(), store.InboxEvent{EventID: id, EventType: typ, EndpointID: "we_1", ReceivedAt: time.Now(), Body: []byte(body)}); err != nil {
+				t.Fatal(err)
+			}
+			got, err := a.SiteEvents(t.Context(), SiteEventsInput{SiteID: "site_1", KnowledgeIDs: []string{"kn_1"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got.Ready) == 0 && got.LastSiteEventID == "" {
+				t.Errorf("an inbox holding only a %s of the site: SiteEvents answered %+v, as if it held nothing", typ, got)
+			}
+		})
+	}
+}

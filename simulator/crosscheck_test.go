@@ -299,6 +299,22 @@ func TestCrossCheckEventTypes(t *testing.T) {
 	if !eventCatalogue["domain.activated"].retired || !webhook.DomainActivated.Retired() {
 		t.Error("domain.activated is not retired on both sides")
 	}
+	// Row for row, the simulator's table says what the client's
+	// (webhook.Catalogue) says: the type, when it is emitted, retired.
+	if len(eventCatalogue) != len(webhook.Catalogue) {
+		t.Errorf("the simulator's catalogue has %d types, webhook.Catalogue %d", len(eventCatalogue), len(webhook.Catalogue))
+	}
+	for _, row := range webhook.Catalogue {
+		sim, ok := eventCatalogue[string(row.Type)]
+		switch {
+		case !ok:
+			t.Errorf("%s is in webhook.Catalogue, not in the simulator's", row.Type)
+		case sim.retired != row.Retired:
+			t.Errorf("%s: retired %v in the simulator, %v in webhook.Catalogue", row.Type, sim.retired, row.Retired)
+		case !sim.retired && sim.emittedWhen != row.EmittedWhen:
+			t.Errorf("%s: emitted when %q in the simulator, %q in webhook.Catalogue", row.Type, sim.emittedWhen, row.EmittedWhen)
+		}
+	}
 }
 
 // crossResolver is the DNS both sides see.

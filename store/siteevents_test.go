@@ -2,6 +2,11 @@ package store_test
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -66,4 +71,30 @@ func TestSiteEventsReadsOneSitesEvents(t *testing.T) {
 			t.Error("SiteEvents(\"\") answered; want an error naming the missing id")
 		}
 	})
+}
+
+// TestSiteEventTypesAreTheIndexs checks that the types SiteEvents reads are
+// those the partial index inbox_site_events holds, in both dialects'
+// migrations: a type added to SiteEventTypes without a migration that
+// rebuilds the index would be read by a scan of the whole inbox.
+func TestSiteEventTypesAreTheIndexs(t *testing.T) {
+	in := regexp.MustCompile(`WHERE event_type IN \(([^)]*)\)`)
+	for _, dialect := range []string{"sqlite", "postgres"} {
+		path := filepath.Join("migrations", dialect, "00007_inbox_site_events.sql")
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := in.FindSubmatch(b)
+		if m == nil {
+			t.Fatalf("%s: no IN list of event types", path)
+		}
+		var indexed []string
+		for _, q := range strings.Split(string(m[1]), ",") {
+			indexed = append(indexed, strings.Trim(strings.TrimSpace(q), "'"))
+		}
+		if !slices.Equal(indexed, store.SiteEventTypes) {
+			t.Errorf("%s indexes %q; SiteEvents reads %q", path, indexed, store.SiteEventTypes)
+		}
+	}
 }

@@ -220,3 +220,20 @@ func TestRelayStartsOnlyALeadSyncThatIsNotRunning(t *testing.T) {
 		}
 	}
 }
+
+// TestOnboardingsReadTheTypesRoutedToThem checks that the event types an
+// onboarding reads from the inbox while it waits (store.SiteEventTypes)
+// are exactly those whose row routes them to the site's onboarding: a type
+// routed there but not read would need its signal, which a run that was
+// not listening never gets.
+func TestOnboardingsReadTheTypesRoutedToThem(t *testing.T) {
+	var routed []string
+	for _, rt := range Routes {
+		if rt.Routed() && rt.Via == ViaSiteWorkflow {
+			routed = append(routed, rt.Type)
+		}
+	}
+	if got, want := slices.Sorted(slices.Values(routed)), slices.Sorted(slices.Values(store.SiteEventTypes)); !slices.Equal(got, want) {
+		t.Errorf("the route table sends %q to onboardings; the store reads %q for them", got, want)
+	}
+}

@@ -21,24 +21,63 @@ const (
 	DomainActivated EventType = "domain.activated"
 )
 
+// EventSpec is one row of the contract's table of event types.
+type EventSpec struct {
+	Type EventType
+	// EmittedWhen is the contract's "Emitted when", word for word.
+	EmittedWhen string
+	// Retired types are never emitted, and a subscription to one is
+	// refused; receivers still name them when they record and ignore one.
+	Retired bool
+}
+
+// Catalogue is the contract's table of event types, in its order, retired
+// ones included: the one list every other list of event types in siteops
+// derives from (EventTypes, Known, Retired; the route table of
+// webhookingress has exactly one row for each, and tests hold the
+// simulator's own table, written from the contract apart, to it).
+var Catalogue = []EventSpec{
+	{Type: SitePublished, EmittedWhen: "a site becomes published"},
+	{Type: SiteUnpublished, EmittedWhen: "a site is returned to draft state"},
+	{Type: LeadCreated, EmittedWhen: "the agent captures a new lead"},
+	{Type: ConversationStarted, EmittedWhen: "a new conversation thread begins"},
+	{Type: ConversationMessageCreated, EmittedWhen: "a message is added to a conversation"},
+	{Type: KnowledgeReady, EmittedWhen: "a knowledge source completes processing"},
+	{Type: BroadcastSent, EmittedWhen: "a broadcast finishes its send workflow"},
+	{Type: DomainActivated, EmittedWhen: "retired: custom domains are not offered and this event is never emitted", Retired: true},
+}
+
 // EventTypes lists every event type that may be subscribed to, in the order
-// of the contract. It leaves out the retired DomainActivated.
+// of the contract: the Catalogue less the retired.
 func EventTypes() []EventType {
-	return []EventType{
-		SitePublished, SiteUnpublished, LeadCreated, ConversationStarted,
-		ConversationMessageCreated, KnowledgeReady, BroadcastSent,
+	var out []EventType
+	for _, e := range Catalogue {
+		if !e.Retired {
+			out = append(out, e.Type)
+		}
 	}
+	return out
+}
+
+// Spec is the Catalogue's row of t; false for a type the contract does
+// not name.
+func (t EventType) Spec() (EventSpec, bool) {
+	for _, e := range Catalogue {
+		if e.Type == t {
+			return e, true
+		}
+	}
+	return EventSpec{}, false
 }
 
 // Known reports whether t is an event type the service emits today.
 func (t EventType) Known() bool {
-	switch t {
-	case SitePublished, SiteUnpublished, LeadCreated, ConversationStarted,
-		ConversationMessageCreated, KnowledgeReady, BroadcastSent:
-		return true
-	}
-	return false
+	e, ok := t.Spec()
+	return ok && !e.Retired
 }
 
 // Retired reports whether t was once emitted and never is any more.
-func (t EventType) Retired() bool { return t == DomainActivated }
+func (t EventType) Retired() bool {
+	e, ok := t.Spec()
+	return ok && e.Retired
+}
