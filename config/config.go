@@ -84,7 +84,19 @@ type Database struct {
 	// SecretKey is the base64 of 32 bytes that encrypt stored signing
 	// secrets.
 	SecretKey string `envconfig:"SITEOPS_SECRET_KEY"`
+	// MaxConns is the most PostgreSQL connections one process opens (its
+	// pool); SQLite always has one. Every worker and ingress holds up to
+	// this many: docs/sizing.md's connection budget adds them up against
+	// the server's max_connections, and `siteops doctor` checks it.
+	MaxConns int `envconfig:"SITEOPS_DATABASE_MAX_CONNS" default:"20"`
 }
+
+// The bounds of SITEOPS_DATABASE_MAX_CONNS: fewer than MinMaxConns leaves
+// a process's group commit, relay and activities waiting on each other.
+const (
+	MinMaxConns = 4
+	MaxMaxConns = 1000
+)
 
 // Ingress configures the webhook receiver.
 type Ingress struct {

@@ -95,14 +95,17 @@ type Process struct {
 	Host      string    `json:"host,omitempty"`
 	StartedAt time.Time `json:"started_at"`
 	SeenAt    time.Time `json:"seen_at"`
+	// MaxConns is the size of its pool of database connections; 0 for a
+	// process of a release before it was recorded.
+	MaxConns int `json:"max_conns,omitempty"`
 }
 
 // Heartbeat records p as running now (its first call registers it).
 func (s *Store) Heartbeat(ctx context.Context, p Process) error {
 	now := s.now().UTC()
-	_, err := s.db.ExecContext(ctx, `INSERT INTO siteops_processes (id, role, release_number, build_id, host, started_at, seen_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at`,
-		p.ID, p.Role, p.Release, p.BuildID, p.Host, p.StartedAt.UTC(), now)
+	_, err := s.db.ExecContext(ctx, `INSERT INTO siteops_processes (id, role, release_number, build_id, host, started_at, seen_at, max_conns)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at`,
+		p.ID, p.Role, p.Release, p.BuildID, p.Host, p.StartedAt.UTC(), now, p.MaxConns)
 	if err != nil {
 		return fmt.Errorf("store: recording process %s in the registry: %w", p.ID, err)
 	}
@@ -127,7 +130,7 @@ func (s *Store) ForgetProcesses(ctx context.Context, before time.Time) (int64, e
 
 // Processes lists the processes seen since since, oldest release first.
 func (s *Store) Processes(ctx context.Context, since time.Time) ([]Process, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT id, role, release_number, build_id, host, started_at, seen_at
+	rows, err := s.db.QueryContext(ctx, `SELECT id, role, release_number, build_id, host, started_at, seen_at, max_conns
 		FROM siteops_processes WHERE seen_at >= $1 ORDER BY release_number, role, build_id, id`, since.UTC())
 	if err != nil {
 		return nil, fmt.Errorf("store: reading the process registry: %w", err)
@@ -136,7 +139,7 @@ func (s *Store) Processes(ctx context.Context, since time.Time) ([]Process, erro
 	var out []Process
 	for rows.Next() {
 		var p Process
-		if err := rows.Scan(&p.ID, &p.Role, &p.Release, &p.BuildID, &p.Host, &p.StartedAt, &p.SeenAt); err != nil {
+		if err := rows.Scan(&p.ID, &p.Role, &p.Release, &p.BuildID, &p.Host, &p.StartedAt, &p.SeenAt, &p.MaxConns); err != nil {
 			return nil, err
 		}
 		out = append(out, p)

@@ -66,6 +66,7 @@ type Store struct {
 	now       func() time.Time
 	noMigrate bool
 	noGroup   bool            // WithoutGroupCommit
+	maxConns  int             // PostgreSQL: the pool's size (WithMaxConns)
 	group     *groupCommitter // PostgreSQL: RecordEvent calls share commits
 }
 
@@ -117,6 +118,28 @@ func WithoutGroupCommit() Option {
 	}
 }
 
+// DefaultMaxConns is the size of a process's pool of PostgreSQL
+// connections when SITEOPS_DATABASE_MAX_CONNS does not say.
+const DefaultMaxConns = 20
+
+// WithMaxConns sets how many PostgreSQL connections the store opens at
+// most (DefaultMaxConns when zero or less); SQLite always has one.
+func WithMaxConns(n int) Option {
+	return func(s *Store) error {
+		s.maxConns = n
+		return nil
+	}
+}
+
+// MaxConns is the most connections the store opens: its pool's size on
+// PostgreSQL, 1 on SQLite.
+func (s *Store) MaxConns() int {
+	if s.dialect == SQLite {
+		return 1
+	}
+	return s.maxConns
+}
+
 // WithClock sets the clock that stamps rows (time.Now otherwise).
 func WithClock(now func() time.Time) Option {
 	return func(s *Store) error {
@@ -155,7 +178,10 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 		// avoids SQLITE_BUSY between our own goroutines.
 		db.SetMaxOpenConns(1)
 	} else {
-		db.SetMaxOpenConns(20)
+		if s.maxConns <= 0 {
+			s.maxConns = DefaultMaxConns
+		}
+		db.SetMaxOpenConns(s.maxConns)
 		// Keep as many idle as may be open: with database/sql's default of
 		// two, an ingress whose relay works beside the group commit closed
 		// a connection after nearly every burst and opened a new backend
@@ -163,7 +189,7 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 		// BenchmarkEndToEndLatency at 1,000/s), and PostgreSQL spent 0.6
 		// to 0.7 of a core, half of it on them (0.3 with this). Idle time
 		// (ConnMaxIdleTime) still closes the unused.
-		db.SetMaxIdleConns(20)
+		db.SetMaxIdleConns(s.maxConns)
 		if !s.noGroup {
 			s.group = newGroupCommitter(s)
 		}
@@ -203,13 +229,26 @@ func parseURL(raw string) (Dialect, string, error) {
 		}
 		return SQLite, "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)&_txlock=immediate" + query, nil
 	case strings.HasPrefix(raw, "postgres://"), strings.HasPrefix(raw, "postgresql://"):
-		if _, err := url.Parse(raw); err != nil {
+		u, err := url.Parse(raw)
+		if err != nil {
 			return "", "", fmt.Errorf("%w: %s is not a valid URL; check SITEOPS_DATABASE_URL", ErrBadURL, Redact(raw))
+		}
+		// The store's sessions name themselves, so that the server's
+		// pg_stat_activity (and ConnectionBudget) tells siteops' from
+		// the rest, unless the URL names them already.
+		if q := u.Query(); !q.Has("application_name") {
+			q.Set("application_name", ApplicationName)
+			u.RawQuery = q.Encode()
+			raw = u.String()
 		}
 		return Postgres, raw, nil
 	}
 	return "", "", fmt.Errorf("%w: SITEOPS_DATABASE_URL %q must start with sqlite:// or postgres://", ErrBadURL, Redact(raw))
 }
+
+// ApplicationName is what the store's PostgreSQL sessions call themselves
+// when the URL does not set application_name.
+const ApplicationName = "siteops"
 
 // Redact hides a password in a database URL, for logs and messages: the
 // userinfo's, and a password given as a query parameter (PostgreSQL reads

@@ -338,8 +338,10 @@ func Diagnose(ctx context.Context, t config.Temporal, tErr error) []doctor.Resul
 		add(db)
 		if db.Status == doctor.OK || db.Status == doctor.Warn {
 			add(doctor.SecretKey(ctx, st))
+			add(doctor.Connections(ctx, st))
 		} else {
 			add(doctor.Skipped("secret key", "the database is not ready"))
+			add(doctor.Skipped("database connections", "the database is not ready"))
 		}
 		_ = st.Close()
 	}

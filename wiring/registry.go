@@ -25,7 +25,7 @@ func register(ctx context.Context, st *store.Store, role, buildID string, logger
 	_, _ = rand.Read(b[:])
 	p := store.Process{
 		ID: fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:])), Role: role,
-		Release: release.Number, BuildID: buildID, Host: host, StartedAt: time.Now(),
+		Release: release.Number, BuildID: buildID, Host: host, StartedAt: time.Now(), MaxConns: st.MaxConns(),
 	}
 	failing := false
 	beat := func(ctx context.Context) {

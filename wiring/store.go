@@ -35,6 +35,7 @@ func OpenStore(ctx context.Context, d config.Database, opts ...store.Option) (*s
 	if err != nil {
 		return nil, "", err
 	}
+	opts = append([]store.Option{store.WithMaxConns(d.MaxConns)}, opts...)
 	if key != nil {
 		opts = append([]store.Option{store.WithSecretKey(key)}, opts...)
 	}
@@ -219,6 +220,9 @@ func StoreURL(d config.Database) (string, error) {
 
 // storeSettings checks the database settings before anything is opened.
 func storeSettings(d config.Database) (url string, key []byte, err error) {
+	if d.MaxConns != 0 && (d.MaxConns < config.MinMaxConns || d.MaxConns > config.MaxMaxConns) {
+		return "", nil, config.Invalid("SITEOPS_DATABASE_MAX_CONNS=%d: it must be from %d to %d (the default is %d)", d.MaxConns, config.MinMaxConns, config.MaxMaxConns, store.DefaultMaxConns)
+	}
 	if url, err = d.ResolvedURL(); err != nil {
 		return "", nil, err
 	}

@@ -316,3 +316,21 @@ func TestOldSecretKeyFromEnv(t *testing.T) {
 		t.Errorf("a short key = %v, want a setting to fix", err)
 	}
 }
+
+// TestPoolSizeOutsideItsBoundsIsRefused checks SITEOPS_DATABASE_MAX_CONNS:
+// a pool too small for a process's own work, or absurdly large, is refused
+// before the store is opened, naming the setting and its bounds.
+func TestPoolSizeOutsideItsBoundsIsRefused(t *testing.T) {
+	for _, n := range []int{-1, 2, 1001} {
+		d := config.Database{URL: "sqlite://" + t.TempDir() + "/s.db", MaxConns: n}
+		_, _, err := OpenStore(t.Context(), d)
+		if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "SITEOPS_DATABASE_MAX_CONNS") || !strings.Contains(err.Error(), "from 4 to 1000") {
+			t.Errorf("MaxConns %d: %v; want it refused, naming the setting and its bounds", n, err)
+		}
+	}
+	st, _, err := OpenStore(t.Context(), config.Database{URL: "sqlite://" + t.TempDir() + "/s.db", MaxConns: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = st.Close()
+}

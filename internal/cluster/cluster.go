@@ -30,6 +30,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"net/url"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -480,6 +481,35 @@ func (c *Cluster) Dial(ctx context.Context, namespace string) (client.Client, er
 // LogFile returns the path of a service's log.
 func (c *Cluster) LogFile(s Service) string { return c.logFile(s) }
 
+// SiteopsDatabase is the name of the database for siteops' own store
+// beside the cluster's (CreateSiteopsDatabase): Database with "_siteops".
+// Stop drops it with the cluster's when it exists.
+func (c *Cluster) SiteopsDatabase() string { return c.Database + "_siteops" }
+
+// CreateSiteopsDatabase creates SiteopsDatabase on the cluster's server
+// unless it exists, and returns the SITEOPS_DATABASE_URL that names it:
+// the cluster's user, host and port, without the password (the caller
+// adds it where the server asks for one).
+func (c *Cluster) CreateSiteopsDatabase(ctx context.Context) (string, error) {
+	conn, err := c.pg.connect(ctx)
+	if err != nil {
+		return "", err
+	}
+	var exists bool
+	err = conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, c.SiteopsDatabase()).Scan(&exists)
+	_ = conn.Close(context.Background())
+	if err != nil {
+		return "", fmt.Errorf("cluster: looking for database %s: %w", c.SiteopsDatabase(), err)
+	}
+	if !exists {
+		if err := c.pg.createDatabases(ctx, c.SiteopsDatabase()); err != nil {
+			return "", err
+		}
+	}
+	u := url.URL{Scheme: "postgres", User: url.User(c.pg.user), Host: c.pg.addr(), Path: "/" + c.SiteopsDatabase(), RawQuery: "sslmode=disable"}
+	return u.String(), nil
+}
+
 // Stop stops every service (SIGTERM, then SIGKILL after 10 s) and, unless
 // Options.Keep, drops the databases and removes a temporary Dir. It is safe
 // to call more than once.
@@ -503,7 +533,7 @@ func (c *Cluster) Stop() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	err := c.pg.dropDatabases(ctx, c.Database, c.VisibilityDatabase)
+	err := c.pg.dropDatabases(ctx, c.Database, c.VisibilityDatabase, c.SiteopsDatabase())
 	if err == nil {
 		c.log.Info("databases dropped", "temporal", c.Database, "visibility", c.VisibilityDatabase)
 		_ = os.Remove(c.statePath())

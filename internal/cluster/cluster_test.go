@@ -37,6 +37,7 @@ import (
 	"github.com/siteops/siteops/internal/cluster"
 	"github.com/siteops/siteops/internal/devserver"
 	"github.com/siteops/siteops/internal/siteopstest"
+	"github.com/siteops/siteops/store"
 )
 
 // start starts a cluster for t, stopped at cleanup. It skips t when
@@ -177,6 +178,22 @@ func TestCluster(t *testing.T) {
 		if !strings.Contains(out, "namespace siteops exists") {
 			t.Errorf("temporal-setup.sh output does not say the namespace exists:\n%s", out)
 		}
+	})
+
+	t.Run("siteops' own database", func(t *testing.T) {
+		u, err := c.CreateSiteopsDatabase(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := c.CreateSiteopsDatabase(t.Context()) // make cluster when the cluster runs already
+		if err != nil || again != u || !strings.Contains(u, "/"+c.SiteopsDatabase()+"?") {
+			t.Fatalf("CreateSiteopsDatabase = %q, then %q, %v; want the same URL naming %s", u, again, err, c.SiteopsDatabase())
+		}
+		st, err := store.Open(t.Context(), u)
+		if err != nil {
+			t.Fatalf("siteops' store on %s: %v", u, err)
+		}
+		_ = st.Close()
 	})
 
 	t.Run("history restarts after SIGKILL", func(t *testing.T) {

@@ -69,7 +69,7 @@ func up(ctx context.Context, dir, ns, pg string, stdout, stderr io.Writer) error
 		case len(cluster.Services):
 			_, _ = fmt.Fprintf(stdout, "the cluster in %s is already running\n", dir)
 			printEnv(stdout, c)
-			return nil
+			return siteopsStore(ctx, c, stdout)
 		case 0:
 			// Left over from a crash or a reboot: clean it up, then start anew.
 			if err := c.Stop(); err != nil {
@@ -96,7 +96,22 @@ func up(ctx context.Context, dir, ns, pg string, stdout, stderr io.Writer) error
 	}
 	_, _ = fmt.Fprintf(stdout, "Temporal %s cluster running: frontend %s, HTTP API http://%s, logs in %s\n", cluster.ServerVersion, c.Address, c.HTTPAddress, c.Dir)
 	printEnv(stdout, c)
+	if err := siteopsStore(ctx, c, stdout); err != nil {
+		return err
+	}
 	_, _ = fmt.Fprintln(stdout, "Stop it with: make cluster-down")
+	return nil
+}
+
+// siteopsStore creates the database for siteops' own store beside the
+// cluster's (dropped with them by make cluster-down) and says how to point
+// siteops at it.
+func siteopsStore(ctx context.Context, c *cluster.Cluster, stdout io.Writer) error {
+	u, err := c.CreateSiteopsDatabase(ctx)
+	if err != nil {
+		return fmt.Errorf("creating the database for siteops' store: %w", err)
+	}
+	_, _ = fmt.Fprintf(stdout, "  export SITEOPS_DATABASE_URL='%s'   # siteops' own store, beside the cluster's databases (add the password if the server asks for one)\n", u)
 	return nil
 }
 
@@ -178,6 +193,6 @@ func down(dir, pg string, stdout io.Writer) error {
 		}
 		return err
 	}
-	_, _ = fmt.Fprintf(stdout, "cluster stopped; databases %s and %s dropped\n", c.Database, c.VisibilityDatabase)
+	_, _ = fmt.Fprintf(stdout, "cluster stopped; databases %s, %s and %s (siteops' store) dropped\n", c.Database, c.VisibilityDatabase, c.SiteopsDatabase())
 	return nil
 }
