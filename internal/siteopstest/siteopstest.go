@@ -133,7 +133,7 @@ func Tail(path string, n, width int) string {
 // instead of skipping them: CI sets each for what its machine has or
 // installs (.ci/run), so that a run without a part cannot pass.
 const (
-	RequirePostgres   = "SITEOPS_REQUIRE_POSTGRES"
+	RequirePostgres   = "SITEOPS_REQUIRE_POSTGRES" // store/storetest.RequirePostgres too
 	RequireTemporal   = "SITEOPS_REQUIRE_TEMPORAL"
 	RequireShellcheck = "SITEOPS_REQUIRE_SHELLCHECK"
 	RequireKubectl    = "SITEOPS_REQUIRE_KUBECTL"
