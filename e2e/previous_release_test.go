@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/siteops/siteops/agentsite"
-	"github.com/siteops/siteops/internal/rollout"
+	"github.com/siteops/siteops/rollout"
 	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/release"
 	"github.com/siteops/siteops/store"

@@ -92,7 +92,7 @@ func TestOnboardSchemaRequiresWhatTheServiceRequires(t *testing.T) {
 		case required && err == nil:
 			t.Errorf("without %s: the schema says it is required, but the service takes the input", path)
 		case !required && err != nil:
-			t.Errorf("without %s: the service refuses the input (%v), but the schema does not require it; add it to required in internal/schemagen", path, err)
+			t.Errorf("without %s: the service refuses the input (%v), but the schema does not require it; add it to required in schemagen", path, err)
 		}
 	}
 }

@@ -11,7 +11,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/siteops/siteops/internal/schemagen"
+	"github.com/siteops/siteops/schemagen"
 	"github.com/siteops/siteops/schemas"
 	"github.com/siteops/siteops/workflows"
 )

@@ -4,7 +4,7 @@
 // their status queries and the messages a caller may send them; and the
 // input and output of every operation of the Nexus service. They are
 // generated from the Go types that read and write those documents (`go
-// generate ./schemas`, see internal/schemagen), never written by hand, and
+// generate ./schemas`, see schemagen), never written by hand, and
 // a test fails when they no longer match the types.
 //
 // Validate checks a JSON or YAML document against one of them, every
@@ -17,7 +17,7 @@ package schemas
 
 import "embed"
 
-//go:generate go run ../internal/schemagen/cmd/schemagen
+//go:generate go run ../schemagen/cmd/schemagen
 
 // The schema files, by name.
 const (

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/siteops/siteops/agentsite"
-	"github.com/siteops/siteops/internal/schemagen"
+	"github.com/siteops/siteops/schemagen"
 	"github.com/siteops/siteops/nexus/api"
 	"github.com/siteops/siteops/schemas"
 	"github.com/siteops/siteops/starter"
@@ -405,7 +405,7 @@ func TestRequiredIsWhatTheCodeRequires(t *testing.T) {
 				case required && refused == nil:
 					t.Errorf("without %s: the schema says it is required, but the code takes the document (siteops would refuse what it accepts)", path)
 				case !required && refused != nil:
-					t.Errorf("without %s: the code refuses the document (%v), but the schema does not require it; add it to required in internal/schemagen", path, refused)
+					t.Errorf("without %s: the code refuses the document (%v), but the schema does not require it; add it to required in schemagen", path, refused)
 				}
 			}
 			for _, p := range schemaPaths(s, "") {

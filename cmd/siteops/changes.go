@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/siteops/siteops/internal/rollout"
+	"github.com/siteops/siteops/rollout"
 	"github.com/siteops/siteops/release"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/siteops/siteops/internal/schemagen"
+	"github.com/siteops/siteops/schemagen"
 )
 
 func main() {
