@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/siteops/siteops/agentsite"
-	"github.com/siteops/siteops/rollout"
 	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/release"
+	"github.com/siteops/siteops/rollout"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/store/storetest"
 	"github.com/siteops/siteops/workflows"

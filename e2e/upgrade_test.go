@@ -11,9 +11,9 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/siteops/siteops/agentsite"
-	"github.com/siteops/siteops/rollout"
 	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/release"
+	"github.com/siteops/siteops/rollout"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/workflows"

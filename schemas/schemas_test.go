@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/siteops/siteops/agentsite"
-	"github.com/siteops/siteops/schemagen"
 	"github.com/siteops/siteops/nexus/api"
+	"github.com/siteops/siteops/schemagen"
 	"github.com/siteops/siteops/schemas"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/workflows"

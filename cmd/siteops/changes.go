@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/siteops/siteops/rollout"
 	"github.com/siteops/siteops/release"
+	"github.com/siteops/siteops/rollout"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/webhookingress"

@@ -11,8 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/siteops/siteops/rollout"
 	"github.com/siteops/siteops/release"
+	"github.com/siteops/siteops/rollout"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/wiring"

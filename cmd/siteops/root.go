@@ -10,8 +10,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/siteops/siteops/rollout"
 	"github.com/siteops/siteops/release"
+	"github.com/siteops/siteops/rollout"
 	"github.com/siteops/siteops/starter"
 )
 
