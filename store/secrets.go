@@ -9,18 +9,11 @@ import (
 	"time"
 
 	"github.com/siteops/siteops/agentsite"
+	"github.com/siteops/siteops/agentsite/webhook"
 )
 
-// ReceiverName names an ingress receiver for people, logs and metric
-// labels: "" (POST /webhooks) is "default", the name `siteops signature
-// verify --receiver` takes for it. The CLI, the doctor, the ingress and the
-// activities all name receivers with it.
-func ReceiverName(receiver string) string {
-	if receiver == "" {
-		return "default"
-	}
-	return receiver
-}
+// ReceiverName is webhook.ReceiverName, for the store's callers.
+func ReceiverName(receiver string) string { return webhook.ReceiverName(receiver) }
 
 // SecretInfo describes a stored signing secret without revealing it.
 type SecretInfo struct {

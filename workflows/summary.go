@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/siteops/siteops/store"
+	"github.com/siteops/siteops/agentsite/webhook"
 )
 
 // Summary implements Status.
@@ -79,7 +79,7 @@ func (s *SecretRotationStatus) Summary() []string {
 
 // Summary implements Status.
 func (s *EndpointRegistrationStatus) Summary() []string {
-	return []string{fmt.Sprintf("step %s  endpoint %s → %s (receiver %s)  fingerprint %s", s.Step, orNone(s.EndpointID), s.URL, store.ReceiverName(s.Receiver), orNone(s.Fingerprint))}
+	return []string{fmt.Sprintf("step %s  endpoint %s → %s (receiver %s)  fingerprint %s", s.Step, orNone(s.EndpointID), s.URL, webhook.ReceiverName(s.Receiver), orNone(s.Fingerprint))}
 }
 
 func orNone(s string) string {

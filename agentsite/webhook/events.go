@@ -81,3 +81,15 @@ func (t EventType) Retired() bool {
 	e, ok := t.Spec()
 	return ok && e.Retired
 }
+
+// ReceiverName names one of siteops' receivers of deliveries (the ingress's
+// POST /webhooks/{receiver}) for people, logs and metric labels: ""
+// (POST /webhooks) is "default", the name `siteops signature verify
+// --receiver` takes for it. The CLI, the doctor, the ingress, the
+// activities and the workflows' summaries all name receivers with it.
+func ReceiverName(receiver string) string {
+	if receiver == "" {
+		return "default"
+	}
+	return receiver
+}
