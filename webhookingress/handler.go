@@ -197,8 +197,10 @@ type Handler struct {
 
 var receiverName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
-// NewHandler returns the ingress handler.
-func NewHandler(o Options) *Handler {
+// withDefaults is o with every field left zero set to its default: the
+// Default* constants, a discarding logger, metrics of a registry of their
+// own, time.Now.
+func (o Options) withDefaults() Options {
 	if o.Window == 0 {
 		o.Window = webhook.DefaultWindow
 	}
@@ -255,6 +257,12 @@ func NewHandler(o Options) *Handler {
 		o.Registry = prometheus.DefaultGatherer
 	}
 	o.Refused = o.Refused.withDefaults()
+	return o
+}
+
+// NewHandler returns the ingress handler.
+func NewHandler(o Options) *Handler {
+	o = o.withDefaults()
 	h := &Handler{
 		opts: o,
 		secrets: (&secretSource{
@@ -497,50 +505,88 @@ func (h *Handler) receive(w http.ResponseWriter, r *http.Request, receiver strin
 // deliver verifies a body read whole and records it, holding a slot of its
 // lane while it does, but not while the delivery is held for a new secret.
 func (h *Handler) deliver(w http.ResponseWriter, r *http.Request, receiver string, sig webhook.Header, body []byte, st receiverState, arrived time.Time) {
-	slots := h.slots
+	slot := &laneSlot{h: h, slots: h.slots}
 	if len(body) <= SmallBody {
-		slots = h.small
+		slot.slots = h.small
 	}
-	if !h.acquire(r.Context(), slots) {
+	if !slot.take(r.Context()) {
 		h.slotRefused(w, r)
 		return
 	}
-	held := true
-	defer func() {
-		if held {
-			<-slots
-		}
-	}()
+	defer slot.release()
+	endpointID, err := h.verify(r.Context(), slot, receiver, sig, body, st, arrived)
+	if err != nil {
+		h.refuseUnverified(w, r, receiver, err)
+		return
+	}
+	h.record(w, r, receiver, endpointID, body)
+}
+
+// laneSlot is the slot of its lane a delivery holds while it is verified
+// and recorded.
+type laneSlot struct {
+	h     *Handler
+	slots chan struct{}
+	held  bool
+}
+
+func (s *laneSlot) take(ctx context.Context) bool {
+	s.held = s.h.acquire(ctx, s.slots)
+	return s.held
+}
+
+func (s *laneSlot) release() {
+	if s.held {
+		<-s.slots
+		s.held = false
+	}
+}
+
+// errNoSlot is a delivery verified after a wait for a new secret that then
+// found no slot of its lane.
+var errNoSlot = errors.New("no slot after the wait for a new secret")
+
+// verify matches the signature against the receiver's secrets and returns
+// the endpoint whose secret verified it. A signature that matches none is
+// held, without its slot, for a secret being stored (awaitNewSecret), then
+// takes a slot again.
+func (h *Handler) verify(ctx context.Context, slot *laneSlot, receiver string, sig webhook.Header, body []byte, st receiverState, arrived time.Time) (string, error) {
 	idx, err := sig.Match(body, st.secrets)
 	if err != nil {
-		<-slots
-		held = false
-		st, idx, err = h.awaitNewSecret(r.Context(), receiver, sig, body, st, arrived)
-		if err == nil {
-			if !h.acquire(r.Context(), slots) {
-				h.slotRefused(w, r)
-				return
-			}
-			held = true
+		slot.release()
+		st, idx, err = h.awaitNewSecret(ctx, receiver, sig, body, st, arrived)
+		if err == nil && !slot.take(ctx) {
+			return "", errNoSlot
 		}
 	}
-	// A receiver that does not exist, one whose stored secrets do not
-	// decrypt and a forged signature are answered alike (publicReason).
+	if err != nil {
+		return "", err
+	}
+	return st.endpoints[idx], nil
+}
+
+// refuseUnverified answers a delivery that did not verify. A receiver that
+// does not exist, one whose stored secrets do not decrypt and a forged
+// signature are answered alike (publicReason).
+func (h *Handler) refuseUnverified(w http.ResponseWriter, r *http.Request, receiver string, err error) {
 	switch {
+	case errors.Is(err, errNoSlot):
+		h.slotRefused(w, r)
 	case errors.Is(err, errUnknownReceiver):
 		h.reject(w, r, http.StatusUnauthorized, "unknown_receiver")
-		return
 	case errors.Is(err, errUnreadable):
 		h.reject(w, r, http.StatusUnauthorized, "secret_unreadable")
-		return
 	case errors.Is(err, errStoreDown):
 		h.storeFailed(w, r, "reading the webhook receivers failed", err, "receiver", store.ReceiverName(receiver))
-		return
-	case err != nil:
+	default:
 		h.reject(w, r, http.StatusUnauthorized, "invalid_signature")
-		return
 	}
-	endpointID := st.endpoints[idx]
+}
+
+// record parses a verified body and records it in the inbox: 200 for a new
+// event, 204 for one recorded before; a body that is not an envelope is
+// kept as malformed (recordMalformed).
+func (h *Handler) record(w http.ResponseWriter, r *http.Request, receiver, endpointID string, body []byte) {
 	// Only now, the signature verified, is the body parsed.
 	env, err := webhook.DecodeEnvelope(body)
 	if err != nil {
