@@ -1,0 +1,207 @@
+package deploy_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/siteops/siteops/internal/cluster"
+	"github.com/siteops/siteops/internal/siteopstest"
+)
+
+const (
+	tlsCertsScript = "tls-certs.sh"
+	frontendName   = "temporal-frontend.temporal.svc.cluster.local"
+)
+
+// TestTLSCertsScript runs the runbook's certificate step: tls-certs.sh makes
+// a CA, the frontend's certificate (the Service's name and the names given,
+// server and client usages) and siteops' client certificate, keys 0600; it
+// refuses a directory that holds them, writing nothing; and a real Temporal
+// cluster serving mutual TLS with those files takes siteops' client
+// certificate, verified under the frontend Service's name, and refuses a
+// client without one.
+func TestTLSCertsScript(t *testing.T) {
+	if _, err := exec.LookPath("openssl"); err != nil {
+		t.Skipf("SKIP: openssl is not installed (Debian: openssl): %v", err)
+	}
+	dir := filepath.Join(t.TempDir(), "pki")
+	out, code := runBash(t, "./"+tlsCertsScript+" "+dir+" localhost 127.0.0.1")
+	if code != 0 {
+		t.Fatalf("%s: exit %d\n%s", tlsCertsScript, code, out)
+	}
+	for _, want := range []string{"kubectl -n temporal create secret generic temporal-tls", "kubectl -n siteops create secret generic siteops-temporal-tls", "IP:127.0.0.1"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the script's output does not say %q:\n%s", want, out)
+		}
+	}
+	for _, f := range []string{"ca-key.pem", "frontend-key.pem", "client-key.pem"} {
+		if fi, err := os.Stat(filepath.Join(dir, f)); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: %v, mode %v; want 0600", f, err, fi.Mode().Perm())
+		}
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(readCert(t, filepath.Join(dir, "ca.pem")))
+	frontend, clientCert := readCert(t, filepath.Join(dir, "frontend.pem")), readCert(t, filepath.Join(dir, "client.pem"))
+	for _, name := range []string{frontendName, "localhost", "127.0.0.1"} {
+		if _, err := frontend.Verify(x509.VerifyOptions{DNSName: name, Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+			t.Errorf("the frontend's certificate for %s: %v", name, err)
+		}
+	}
+	if _, err := frontend.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		t.Errorf("the frontend's certificate for the services' own clients: %v", err)
+	}
+	if _, err := clientCert.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil || clientCert.Subject.CommonName != "siteops" {
+		t.Errorf("siteops' client certificate (CN %q): %v", clientCert.Subject.CommonName, err)
+	}
+	if _, err := clientCert.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err == nil {
+		t.Error("siteops' client certificate may serve as a server's")
+	}
+
+	// Made again into the same directory: refused, nothing written.
+	before, _ := os.ReadFile(filepath.Join(dir, "ca.pem"))
+	if out, code := runBash(t, "./"+tlsCertsScript+" "+dir); code != 1 || !strings.Contains(out, "refusing") {
+		t.Errorf("made again into %s: exit %d\n%s; want 1, refusing", dir, code, out)
+	}
+	if after, _ := os.ReadFile(filepath.Join(dir, "ca.pem")); !bytes.Equal(before, after) {
+		t.Error("a refused run changed ca.pem")
+	}
+	if out, code := runBash(t, "./"+tlsCertsScript); code != 2 || !strings.Contains(out, "usage") {
+		t.Errorf("without DIR: exit %d\n%s; want 2 and the usage", code, out)
+	}
+
+	// The files serve a real cluster's frontend under mutual TLS.
+	c, err := cluster.Start(t.Context(), cluster.Options{
+		Dir: t.TempDir(), Namespaces: []string{"siteops"},
+		TLS: &cluster.TLS{CertFile: filepath.Join(dir, "frontend.pem"), KeyFile: filepath.Join(dir, "frontend-key.pem"), ClientCAFile: filepath.Join(dir, "ca.pem"), ServerName: frontendName},
+	})
+	switch {
+	case errors.Is(err, cluster.ErrToolsMissing):
+		siteopstest.Missing(t, siteopstest.RequireTemporal, "%v", err)
+	case errors.Is(err, cluster.ErrPostgresUnreachable):
+		siteopstest.Missing(t, siteopstest.RequirePostgres, "%v", err)
+	case err != nil:
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop() })
+	pair, err := tls.LoadX509KeyPair(filepath.Join(dir, "client.pem"), filepath.Join(dir, "client-key.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dial := func(certs []tls.Certificate) error {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		cl, err := client.DialContext(ctx, client.Options{HostPort: c.Address, Namespace: "siteops",
+			ConnectionOptions: client.ConnectionOptions{TLS: &tls.Config{RootCAs: roots, Certificates: certs, ServerName: frontendName, MinVersion: tls.VersionTLS12}}})
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		_, err = cl.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: "siteops"})
+		return err
+	}
+	if err := dial([]tls.Certificate{pair}); err != nil {
+		t.Errorf("siteops' client certificate, the frontend verified as %s: %v", frontendName, err)
+	}
+	if err := dial(nil); err == nil {
+		t.Error("a client without a certificate reached the frontend")
+	}
+}
+
+func readCert(t *testing.T, path string) *x509.Certificate {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(b)
+	if block == nil {
+		t.Fatalf("%s holds no PEM block", path)
+	}
+	c, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestCertManagerExample checks the cert-manager resources against what
+// the manifests mount and tls-certs.sh makes: a CA issued by a self-signed
+// issuer, a ClusterIssuer of that CA, and two Certificates signed by it
+// whose Secrets are the ones the pods mount: temporal-tls in namespace
+// temporal for the frontend's Service name (the name every client
+// verifies) with the server and client usages, and siteops-temporal-tls in
+// namespace siteops with the client usage alone.
+func TestCertManagerExample(t *testing.T) {
+	objs := docs(t, filepath.Join("kubernetes", "cert-manager.example.yaml"))
+	certs := map[string]map[string]any{}
+	issuers := map[string]map[string]any{}
+	for _, o := range objs {
+		if str(o["apiVersion"]) != "cert-manager.io/v1" {
+			t.Errorf("%s %s: apiVersion %s, want cert-manager.io/v1", o["kind"], dig(o, "metadata", "name"), o["apiVersion"])
+		}
+		switch str(o["kind"]) {
+		case "Certificate":
+			certs[str(dig(o, "metadata", "namespace"))+"/"+str(dig(o, "spec", "secretName"))] = o
+		case "ClusterIssuer":
+			issuers[str(dig(o, "metadata", "name"))] = o
+		}
+	}
+	ca, ok := certs["cert-manager/siteops-temporal-ca"]
+	if !ok || dig(ca, "spec", "isCA") != true || !issuerIs(issuers, ca, "selfSigned") {
+		t.Fatalf("no CA certificate issued by a self-signed ClusterIssuer in cert-manager's namespace: %v", ca)
+	}
+	if str(dig(issuers["siteops-temporal-ca"], "spec", "ca", "secretName")) != "siteops-temporal-ca" {
+		t.Fatalf("no ClusterIssuer of the CA's Secret")
+	}
+	cm := docs(t, filepath.Join("kubernetes", "temporal", "configmap.yaml"))[0]
+	serverName := str(dig(cm, "data", "TEMPORAL_SERVER_TLS_SERVER_NAME"))
+	for _, tc := range []struct {
+		secret string
+		names  []string
+		usages []string
+	}{
+		{"temporal/temporal-tls", []string{serverName}, []string{"digital signature", "server auth", "client auth"}},
+		{"siteops/siteops-temporal-tls", nil, []string{"digital signature", "client auth"}},
+	} {
+		c, ok := certs[tc.secret]
+		if !ok {
+			t.Errorf("no Certificate makes the Secret %s", tc.secret)
+			continue
+		}
+		if str(dig(c, "spec", "issuerRef", "name")) != "siteops-temporal-ca" || str(dig(c, "spec", "issuerRef", "kind")) != "ClusterIssuer" {
+			t.Errorf("%s is not signed by the CA's ClusterIssuer: %v", tc.secret, dig(c, "spec", "issuerRef"))
+		}
+		var names, usages []string
+		for _, n := range list(dig(c, "spec", "dnsNames")) {
+			names = append(names, str(n))
+		}
+		for _, u := range list(dig(c, "spec", "usages")) {
+			usages = append(usages, str(u))
+		}
+		if strings.Join(names, ",") != strings.Join(tc.names, ",") || strings.Join(usages, ",") != strings.Join(tc.usages, ",") {
+			t.Errorf("%s: names %v, usages %v; want %v and %v", tc.secret, names, usages, tc.names, tc.usages)
+		}
+	}
+	if serverName != frontendName {
+		t.Errorf("temporal/configmap.yaml verifies the frontend as %q; tls-certs.sh and this file name it %q", serverName, frontendName)
+	}
+}
+
+// issuerIs says whether c's issuer is a ClusterIssuer of the given type.
+func issuerIs(issuers map[string]map[string]any, c map[string]any, typ string) bool {
+	i, ok := issuers[str(dig(c, "spec", "issuerRef", "name"))]
+	return ok && dig(i, "spec", typ) != nil
+}
