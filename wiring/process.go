@@ -75,15 +75,10 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, logger *slog.Logger, tel *
 	if err != nil {
 		return err
 	}
-	dbURL, _, err := storeSettings(cfg.Database)
+	o, conn, err := settle(cfg.Database, cfg.Temporal, "worker", logger, tel, "task_queue", cfg.TaskQueue, "api", cfg.BaseURL)
 	if err != nil {
 		return err
 	}
-	o, conn, err := TemporalOptions(cfg.Temporal, logger, tel)
-	if err != nil {
-		return err
-	}
-	logger.Info("worker starting", "store", store.Redact(dbURL), "temporal", conn.String(), "task_queue", cfg.TaskQueue, "api", cfg.BaseURL)
 
 	checks := NewChecks(meters(tel))
 	if tel != nil && cfg.MetricsAddr != "" {
@@ -98,13 +93,11 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, logger *slog.Logger, tel *
 		}()
 	}
 	sdkworker.SetStickyWorkflowCacheSize(cfg.WorkflowCacheSize)
-	st, storeURL, err := openStorePatiently(ctx, cfg.Database, "worker", logger, checks)
+	st, storeURL, closeStore, err := openRegistered(ctx, cfg.Database, "worker", registryBuildID(dep), logger, checks)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = st.Close() }()
-	// In the store's process registry until it stops (siteops release finalize reads it).
-	defer register(ctx, st, "worker", registryBuildID(dep), logger)()
+	defer closeStore()
 	api, err := APIClient(cfg.AgentSite, logger)
 	if err != nil {
 		return err
@@ -201,15 +194,10 @@ func RunIngress(ctx context.Context, cfg IngressConfig, logger *slog.Logger, tel
 	if cfg.RefusedMaxRows < 0 {
 		return config.Invalid("SITEOPS_REFUSED_MAX_ROWS=%d must be a number of rows, e.g. 10000, or 0 to keep no record of refused deliveries", cfg.RefusedMaxRows)
 	}
-	dbURL, _, err := storeSettings(cfg.Database)
+	o, conn, err := settle(cfg.Database, cfg.Temporal, "ingress", logger, tel, "addr", cfg.Addr, "admin_addr", cfg.AdminAddr)
 	if err != nil {
 		return err
 	}
-	o, conn, err := TemporalOptions(cfg.Temporal, logger, tel)
-	if err != nil {
-		return err
-	}
-	logger.Info("ingress starting", "store", store.Redact(dbURL), "temporal", conn.String(), "addr", cfg.Addr, "admin_addr", cfg.AdminAddr)
 
 	ln, err := Listen(cfg.Addr, "SITEOPS_INGRESS_ADDR")
 	if err != nil {
@@ -224,13 +212,11 @@ func RunIngress(ctx context.Context, cfg IngressConfig, logger *slog.Logger, tel
 		defer func() { _ = admin.Close() }()
 	}
 	checks := NewChecks(meters(tel))
-	st, storeURL, err := openStorePatiently(ctx, cfg.Database, "ingress", logger, checks)
+	st, storeURL, closeStore, err := openRegistered(ctx, cfg.Database, "ingress", registryBuildID(nil), logger, checks)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = st.Close() }()
-	// In the store's process registry until it stops (siteops release finalize reads it).
-	defer register(ctx, st, "ingress", registryBuildID(nil), logger)()
+	defer closeStore()
 	c, err := client.NewLazyClient(o)
 	if err != nil {
 		return err
@@ -397,4 +383,37 @@ func probeURL(role string) (string, error) {
 		return "", config.Invalid("%s=%q is not HOST:PORT (%v); set it, e.g. %s", setting, addr, err, example)
 	}
 	return url, nil
+}
+
+// settle is how a worker and an ingress begin, before they open, listen
+// on or dial anything: the store's settings checked, the Temporal client's
+// options made, and one line saying where the store and Temporal are
+// (with the process's own attributes after).
+func settle(db config.Database, t config.Temporal, process string, logger *slog.Logger, tel *telemetry.Telemetry, attrs ...any) (client.Options, Connection, error) {
+	dbURL, _, err := storeSettings(db)
+	if err != nil {
+		return client.Options{}, Connection{}, err
+	}
+	o, conn, err := TemporalOptions(t, logger, tel)
+	if err != nil {
+		return client.Options{}, Connection{}, err
+	}
+	logger.Info(process+" starting", append([]any{"store", store.Redact(dbURL), "temporal", conn.String()}, attrs...)...)
+	return o, conn, nil
+}
+
+// openRegistered opens and migrates the store, patiently (openStorePatiently),
+// and records the process in the store's process registry, which siteops
+// release finalize reads, until the returned close, which deregisters it
+// and closes the store.
+func openRegistered(ctx context.Context, db config.Database, role, buildID string, logger *slog.Logger, checks *Checks) (*store.Store, string, func(), error) {
+	st, storeURL, err := openStorePatiently(ctx, db, role, logger, checks)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	unregister := register(ctx, st, role, buildID, logger)
+	return st, storeURL, func() {
+		unregister()
+		_ = st.Close()
+	}, nil
 }
