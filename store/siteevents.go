@@ -67,9 +67,8 @@ func (s *Store) SiteEvents(ctx context.Context, siteID string) ([]SiteEvent, err
 	// Only the containment test differs by dialect; the id is a bound
 	// argument. The type list is the partial index's, word for word, so
 	// that SQLite sees the query may use it.
-	q := `SELECT event_id, event_type, received_at, body FROM inbox
-		WHERE event_type IN (` + siteEventTypesSQL() + `)
-		AND kind = $1 AND ` + contains + ` ORDER BY received_at, event_id` //nolint:gosec // constants and placeholders only
+	where := `event_type IN (` + siteEventTypesSQL() + `) AND kind = $1 AND ` + contains                                //nolint:gosec // constants and placeholders only
+	q := `SELECT event_id, event_type, received_at, body FROM inbox WHERE ` + where + ` ORDER BY received_at, event_id` //nolint:gosec // as above
 	rows, err := s.db.QueryContext(ctx, q, KindWebhook, quoted)
 	if err != nil {
 		return nil, fmt.Errorf("store: reading the events of site %s: %w", siteID, err)

@@ -19,8 +19,8 @@ import (
 	"github.com/siteops/siteops/store"
 )
 
-// RequirePostgres, set, makes a test that needs PostgreSQL fail when the
-// server cannot be reached instead of skipping (CI sets it: .ci/run). It
+// RequirePostgres names the variable that, set, makes a test that needs
+// PostgreSQL fail when the server cannot be reached instead of skipping (CI sets it: .ci/run). It
 // is internal/siteopstest.RequirePostgres, named here so that the store's
 // test helpers import nothing above the store.
 const RequirePostgres = "SITEOPS_REQUIRE_POSTGRES"
