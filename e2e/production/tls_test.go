@@ -38,6 +38,11 @@ func TestMutualTLS(t *testing.T) {
 	}
 	if out, code := siteops(t, env, "doctor"); !strings.Contains(out, "ok    temporal") || !strings.Contains(out, "ok    search attributes") {
 		t.Errorf("doctor over mutual TLS: exit %d\n%s", code, out)
+	} else if !strings.Contains(out, "database connections") || !strings.Contains(out, "1 worker(s) [20]") {
+		// The store is the cluster's PostgreSQL: the budget counts the
+		// worker registered above with its pool (ok or warn, by what
+		// else the shared test server has open).
+		t.Errorf("doctor's connection budget does not count the running worker's pool:\n%s", out)
 	}
 	if !strings.Contains(w.log.String(), "mutual TLS") {
 		t.Errorf("the worker does not say it uses mutual TLS:\n%s", w.log.String())
