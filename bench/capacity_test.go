@@ -343,7 +343,7 @@ func newCapacityRig(b *testing.B) *capacityRig {
 		time.Sleep(100 * time.Millisecond)
 	}
 
-	r.s = &starter.Starter{Client: r.c, Texts: r.st, TaskQueue: r.queue}
+	r.s = starter.New(starter.Options{Client: r.c, Texts: r.st, TaskQueue: r.queue})
 	r.specs = make([]starter.Spec, len(examples.Specs))
 	for i, name := range examples.Specs {
 		if r.specs[i], err = starter.LoadSpecFS(examples.FS, name); err != nil {

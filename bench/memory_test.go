@@ -84,7 +84,7 @@ func idleWorkerRSS(b *testing.B, bin string, sim *simulator.Simulator, simURL, a
 	}
 	defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }()
 
-	st := &starter.Starter{Client: dial(b), Namespace: "default", TaskQueue: queue}
+	st := starter.New(starter.Options{Client: dial(b), Namespace: "default", TaskQueue: queue})
 	b.ResetTimer()
 	parallel(b, n, 32, func(i int) error {
 		_, err := st.SyncLeads(b.Context(), sites[i], false)

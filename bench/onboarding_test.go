@@ -212,7 +212,7 @@ func newOnboardingRig(b *testing.B) *onboardingRig {
 		}
 		b.Cleanup(nw.Stop)
 	}
-	r.s = &starter.Starter{Client: r.c, Texts: timedTexts{TextStore: e.Store, spent: &r.storingTexts}, TaskQueue: r.queue}
+	r.s = starter.New(starter.Options{Client: r.c, Texts: timedTexts{TextStore: e.Store, spent: &r.storingTexts}, TaskQueue: r.queue})
 
 	r.specs = make([]starter.Spec, len(examples.Specs))
 	for i, name := range examples.Specs {

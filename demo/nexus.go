@@ -59,12 +59,12 @@ func partnerWorkflow(ctx workflow.Context, in partnerOnboarding) (api.OnboardRes
 // as ensureEndpoint) and onboards a third site.
 func (d *run) onboardThroughNexus(ctx context.Context) error {
 	d.stepf("a partner system onboards a third site from its own namespace through the Nexus endpoint %q", nexusEndpoint)
-	c := d.starter.Client
+	c := d.starter.Client()
 	if err := ensureNamespace(ctx, c, callerNamespace); err != nil {
 		return err
 	}
 	var err error
-	if d.endpointID, err = ensureEndpoint(ctx, c, nexusEndpoint, d.starter.Namespace, taskQueue); err != nil {
+	if d.endpointID, err = ensureEndpoint(ctx, c, nexusEndpoint, d.starter.Namespace(), taskQueue); err != nil {
 		return err
 	}
 	// The partner holds no key of siteops': the service's answers cross

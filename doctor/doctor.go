@@ -211,13 +211,13 @@ func SearchAttributes(ctx context.Context, s *starter.Starter) Result {
 	}
 	switch {
 	case slices.ContainsFunc(missing, func(n string) bool { return n != starter.SearchAttrCaller }):
-		return FailedWith("search attributes", fmt.Errorf("namespace %s lacks %s (Keyword); register them with deploy/temporal-setup.sh", s.Namespace, strings.Join(missing, ", ")))
+		return FailedWith("search attributes", fmt.Errorf("namespace %s lacks %s (Keyword); register them with deploy/temporal-setup.sh", s.Namespace(), strings.Join(missing, ", ")))
 	case len(missing) > 0:
 		// Only the caller of Nexus onboardings: everything else works, and
 		// the Nexus service answers onboard UNAVAILABLE until it is there.
 		return Result{Check: "search attributes", Status: Warn, Detail: fmt.Sprintf(
 			"namespace %s lacks %s (Keyword): the Nexus service cannot count a partner's running onboardings and refuses onboard (UNAVAILABLE, retryable) until it is registered; run deploy/temporal-setup.sh, or `temporal operator search-attribute create --namespace %s --name %s --type Keyword`",
-			s.Namespace, starter.SearchAttrCaller, s.Namespace, starter.SearchAttrCaller)}
+			s.Namespace(), starter.SearchAttrCaller, s.Namespace(), starter.SearchAttrCaller)}
 	}
 	return ok("search attributes", "%s registered", strings.Join(slices.Sorted(maps.Keys(starter.SearchAttributes)), ", "))
 }

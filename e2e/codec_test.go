@@ -42,7 +42,7 @@ func TestPayloadEncryption(t *testing.T) {
 	}
 	t.Cleanup(c.Close)
 	e.StartWorker(t, testenv.WorkerOptions{PayloadKey: key})
-	s := &starter.Starter{Client: c, Texts: e.Store, TaskQueue: taskQueue}
+	s := starter.New(starter.Options{Client: c, Texts: e.Store, TaskQueue: taskQueue})
 	o, err := s.Onboard(t.Context(), prepare(t, "../examples/bayside-dental.json", "bayside"))
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +113,7 @@ func TestCodecKeyRotationThroughTemporal(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(c.Close)
-		return &starter.Starter{Client: c, Texts: e.Store, TaskQueue: taskQueue}
+		return starter.New(starter.Options{Client: c, Texts: e.Store, TaskQueue: taskQueue})
 	}
 	e.StartWorker(t, testenv.WorkerOptions{PayloadKey: keyB + "," + keyA})
 	rotated := dial(keyB + "," + keyA) // a client of the worker's ring
@@ -155,7 +155,7 @@ func TestCodecKeyRotationThroughTemporal(t *testing.T) {
 			t.Errorf("%s is under key %s (%s), want %s", tt.name, got, tt.meta, codec.KeyID(tt.want))
 		}
 	}
-	if err := rotated.Client.GetWorkflow(t.Context(), o.WorkflowID, "").Get(t.Context(), &res); err != nil {
+	if err := rotated.Client().GetWorkflow(t.Context(), o.WorkflowID, "").Get(t.Context(), &res); err != nil {
 		t.Errorf("a client with the worker's ring B,A reading the result: %v; want it read", err)
 	}
 

@@ -267,7 +267,7 @@ func TestProcessesWaitForALateTemporal(t *testing.T) {
 	t.Cleanup(c.Close)
 	late := &env{&testenv.Env{Sim: e.Sim, SimURL: e.SimURL, APIKey: apiKey, Store: e.Store, DBURL: e.DBURL,
 		Address: address, Namespace: "default", TaskQueue: taskQueue, Client: c,
-		Starter: &starter.Starter{Client: c, Texts: e.Store, TaskQueue: taskQueue, Namespace: "default"}}}
+		Starter: starter.New(starter.Options{Client: c, Texts: e.Store, TaskQueue: taskQueue, Namespace: "default"})}}
 	if res := late.onboard(t, prepare(t, "../examples/acme-anvils.yaml", "late-temporal"), 2*time.Minute); res.Status != "published" {
 		t.Errorf("onboarding once Temporal came up = %+v", res)
 	}

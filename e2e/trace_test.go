@@ -56,7 +56,7 @@ func TestOneDeliveryTracedEndToEnd(t *testing.T) {
 	wg.Go(func() { _ = relay.Run(ctx) })
 	t.Cleanup(func() { cancel(); wg.Wait(); srv.Close() })
 
-	s := &starter.Starter{Client: c, TaskQueue: taskQueue, Namespace: e.Namespace}
+	s := starter.New(starter.Options{Client: c, TaskQueue: taskQueue, Namespace: e.Namespace})
 	if _, err := s.RegisterEndpoint(ctxWithin(t, time.Minute), starter.EndpointRequest{URL: srv.URL + "/webhooks/traced", Events: []string{"lead.created"}}); err != nil {
 		t.Fatal(err)
 	}

@@ -35,7 +35,7 @@ import (
 func TestUpgradeAsDeployDoes(t *testing.T) {
 	prev := previousBinary(t)
 	w := newReleaseWorld(t, store.SQLite)
-	st := &starter.Starter{Client: w.client, TaskQueue: taskQueue, Namespace: releaseNamespace}
+	st := starter.New(starter.Options{Client: w.client, TaskQueue: taskQueue, Namespace: releaseNamespace})
 
 	// The previous release runs: its worker made itself current, and its
 	// ingress takes deliveries behind the front door.

@@ -425,7 +425,7 @@ func onboardEncrypted(t *testing.T, address, payloadKey string) workflowRun {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	s := &starter.Starter{Client: c, Texts: e.Store, TaskQueue: taskQueue}
+	s := starter.New(starter.Options{Client: c, Texts: e.Store, TaskQueue: taskQueue})
 	o, err := s.Onboard(t.Context(), prepare(t, "../examples/bayside-dental.json", "bayside-dental"))
 	if err != nil {
 		t.Fatal(err)

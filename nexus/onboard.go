@@ -159,7 +159,7 @@ func (s *Service) onboard(ctx context.Context, nc temporalnexus.NexusClient, in 
 	}
 	st := s.starter(ctx)
 	id := workflows.OnboardingID(p.Input.Site.Slug)
-	done, err := s.admit(ctx, st.Client, caller, id)
+	done, err := s.admit(ctx, st.Client(), caller, id)
 	if err != nil {
 		return none, handlerError(err)
 	}
@@ -295,7 +295,7 @@ func (s *Service) onboardingStatus(ctx context.Context, in api.OnboardingStatusI
 	}
 	if status.Status == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED.String() {
 		var r api.OnboardResult
-		if err := st.Client.GetWorkflow(ctx, id, status.RunID).Get(ctx, &r); err != nil {
+		if err := st.Client().GetWorkflow(ctx, id, status.RunID).Get(ctx, &r); err != nil {
 			return api.Onboarding{}, handlerError(err)
 		}
 		out.Result = &r

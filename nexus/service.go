@@ -164,8 +164,8 @@ func (s *Service) starter(ctx context.Context) *starter.Starter {
 	if tq == "" {
 		tq = info.TaskQueue
 	}
-	return &starter.Starter{
+	return starter.New(starter.Options{
 		Client: temporalnexus.GetClient(ctx), Texts: s.o.Texts, TaskQueue: tq,
 		Namespace: info.Namespace, DataConverter: s.dc,
-	}
+	})
 }

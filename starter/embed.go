@@ -39,9 +39,9 @@ func (s *Starter) EmbedOff(ctx context.Context, siteID, operator, reason string)
 	)
 	updateWithStart := func() (client.WorkflowUpdateHandle, error) {
 		// A start operation is good for one call: each try makes its own.
-		op := s.Client.NewWithStartWorkflowOperation(opts, workflows.EmbedIncidentWorkflowName,
+		op := s.o.Client.NewWithStartWorkflowOperation(opts, workflows.EmbedIncidentWorkflowName,
 			workflows.EmbedIncidentInput{SiteID: siteID, Operator: operator, Reason: reason, RequestID: req})
-		return s.Client.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+		return s.o.Client.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 			StartWorkflowOperation: op,
 			UpdateOptions: client.UpdateWorkflowOptions{
 				UpdateID:     req,
@@ -184,7 +184,7 @@ func (s *Starter) update(ctx context.Context, what string, o client.UpdateWorkfl
 		o.UpdateID = requestID()
 	}
 	return s.Patiently(ctx, what, func() error {
-		h, err := s.Client.UpdateWorkflow(ctx, o)
+		h, err := s.o.Client.UpdateWorkflow(ctx, o)
 		if err != nil {
 			return err
 		}

@@ -19,7 +19,7 @@ func (s *Starter) SyncLeads(ctx context.Context, siteID string, full bool) (clie
 	// one more sync.
 	err := s.Patiently(ctx, "signalling "+id, func() error {
 		var err error
-		run, err = s.Client.SignalWithStartWorkflow(ctx, id, workflows.SignalSync, workflows.SyncRequest{Full: full},
+		run, err = s.o.Client.SignalWithStartWorkflow(ctx, id, workflows.SignalSync, workflows.SyncRequest{Full: full},
 			s.options(workflows.LeadSyncKind, id), workflows.LeadSyncWorkflowName, workflows.LeadSyncInput{SiteID: siteID, Full: full})
 		return err
 	})
@@ -33,7 +33,7 @@ func (s *Starter) LeadProgress(ctx context.Context, siteID string) (workflows.Le
 
 func (s *Starter) leadProgress(ctx context.Context, id, runID string) (workflows.LeadSyncProgress, error) {
 	var p workflows.LeadSyncProgress
-	v, err := s.Client.QueryWorkflow(ctx, id, runID, workflows.LeadSyncKind.StatusQuery)
+	v, err := s.o.Client.QueryWorkflow(ctx, id, runID, workflows.LeadSyncKind.StatusQuery)
 	if err != nil {
 		return p, err
 	}
@@ -62,7 +62,7 @@ func (s *Starter) FollowLeadSync(ctx context.Context, siteID string, full bool, 
 		// Get follows the run the request reached across continue-as-new,
 		// and ends when that chain of runs ends, whichever way.
 		ended <- s.Patiently(waitCtx, "following "+id, func() error {
-			return s.Client.GetWorkflow(waitCtx, id, run.GetRunID()).Get(waitCtx, nil)
+			return s.o.Client.GetWorkflow(waitCtx, id, run.GetRunID()).Get(waitCtx, nil)
 		})
 	}()
 	tick := time.NewTicker(interval)
@@ -106,7 +106,7 @@ type leadSyncBefore struct {
 // not read: the next request starts a new chain whose counters start at
 // zero, and querying a closed run needs a worker to replay it.
 func (s *Starter) runningLeadSync(ctx context.Context, id string) leadSyncBefore {
-	d, err := s.Client.DescribeWorkflowExecution(ctx, id, "")
+	d, err := s.o.Client.DescribeWorkflowExecution(ctx, id, "")
 	if err != nil || d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		return leadSyncBefore{}
 	}
@@ -124,7 +124,7 @@ func (s *Starter) runningLeadSync(ctx context.Context, id string) leadSyncBefore
 // firstRunOf names the chain of runs that runID belongs to ("" when it
 // cannot be read).
 func (s *Starter) firstRunOf(ctx context.Context, id, runID string) string {
-	d, err := s.Client.DescribeWorkflowExecution(ctx, id, runID)
+	d, err := s.o.Client.DescribeWorkflowExecution(ctx, id, runID)
 	if err != nil {
 		return ""
 	}

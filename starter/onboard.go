@@ -91,11 +91,11 @@ func (s *Starter) Onboard(ctx context.Context, p Prepared) (Onboarding, error) {
 	if problems := workflows.Validate(p.Input); len(problems) > 0 {
 		return Onboarding{}, &InvalidSpecError{Problems: problems}
 	}
-	if s.Texts == nil && len(p.Texts) > 0 {
+	if s.o.Texts == nil && len(p.Texts) > 0 {
 		return Onboarding{}, errors.New("starter: onboarding with knowledge texts needs the store (SITEOPS_DATABASE_URL)")
 	}
 	for hash, text := range p.Texts {
-		got, err := s.Texts.PutKnowledgeText(ctx, text)
+		got, err := s.o.Texts.PutKnowledgeText(ctx, text)
 		if err != nil {
 			return Onboarding{}, err
 		}
@@ -120,7 +120,7 @@ func (s *Starter) Onboard(ctx context.Context, p Prepared) (Onboarding, error) {
 func (s *Starter) startOnboarding(ctx context.Context, id string, in workflows.OnboardingInput) (Onboarding, error) {
 	opts := s.options(workflows.OnboardingKind, id)
 	opts.WorkflowExecutionErrorWhenAlreadyStarted = true
-	run, err := s.Client.ExecuteWorkflow(ctx, opts, workflows.OnboardingWorkflowName, in)
+	run, err := s.o.Client.ExecuteWorkflow(ctx, opts, workflows.OnboardingWorkflowName, in)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if !errors.As(err, &started) {
 		return Onboarding{WorkflowID: id, Run: run, Started: err == nil}, err
@@ -130,7 +130,7 @@ func (s *Starter) startOnboarding(ctx context.Context, id string, in workflows.O
 
 // existingOnboarding compares the input of the slug's current run with in.
 func (s *Starter) existingOnboarding(ctx context.Context, id string, in workflows.OnboardingInput) (Onboarding, error) {
-	d, err := s.Client.DescribeWorkflowExecution(ctx, id, "")
+	d, err := s.o.Client.DescribeWorkflowExecution(ctx, id, "")
 	if err != nil {
 		return Onboarding{}, err
 	}
@@ -143,7 +143,7 @@ func (s *Starter) existingOnboarding(ctx context.Context, id string, in workflow
 	if diffs := Differences(prev, in); len(diffs) > 0 {
 		return Onboarding{}, &SpecConflictError{WorkflowID: id, Differences: diffs}
 	}
-	o := Onboarding{WorkflowID: id, Run: s.Client.GetWorkflow(ctx, id, runID)}
+	o := Onboarding{WorkflowID: id, Run: s.o.Client.GetWorkflow(ctx, id, runID)}
 	if info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
 		var res workflows.OnboardingResult
 		if err := o.Run.Get(ctx, &res); err != nil {
@@ -157,7 +157,7 @@ func (s *Starter) existingOnboarding(ctx context.Context, id string, in workflow
 // input reads the input a run was started with from its first history
 // event.
 func (s *Starter) input(ctx context.Context, id, runID string, valuePtr any) error {
-	it := s.Client.GetWorkflowHistory(ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	it := s.o.Client.GetWorkflowHistory(ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	if !it.HasNext() {
 		return fmt.Errorf("%s has no history", id)
 	}

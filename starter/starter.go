@@ -28,7 +28,10 @@ type TextStore interface {
 }
 
 // Starter starts and drives siteops workflows.
-type Starter struct {
+type Starter struct{ o Options }
+
+// Options configure a Starter (New).
+type Options struct {
 	Client    client.Client
 	Texts     TextStore // needed by Onboard only
 	TaskQueue string
@@ -57,6 +60,23 @@ type Starter struct {
 	Retrying func(msg string)
 }
 
+// New returns a Starter of o.
+func New(o Options) *Starter { return &Starter{o: o} }
+
+// Client is the Temporal client the Starter calls.
+func (s *Starter) Client() client.Client { return s.o.Client }
+
+// Namespace is the Temporal namespace the Starter works in ("default"
+// when its Options left it empty).
+func (s *Starter) Namespace() string { return s.namespace() }
+
+// TaskQueue is the task queue the Starter starts workflows on.
+func (s *Starter) TaskQueue() string { return s.o.TaskQueue }
+
+// DataConverter reads workflow inputs back from history; nil for the
+// SDK's default.
+func (s *Starter) DataConverter() converter.DataConverter { return s.o.DataConverter }
+
 // StartOptions are the options every start of a workflow of kind k with
 // ID id uses: the task queue, the kind's ID policies, and its priority,
 // whose fairness key is what the ID is about (a site, an endpoint, a
@@ -69,7 +89,7 @@ func (s *Starter) StartOptions(k workflows.Kind, id string) client.StartWorkflow
 func (s *Starter) options(k workflows.Kind, id string) client.StartWorkflowOptions {
 	return client.StartWorkflowOptions{
 		ID:                       id,
-		TaskQueue:                s.TaskQueue,
+		TaskQueue:                s.o.TaskQueue,
 		WorkflowIDReusePolicy:    k.Policy.Reuse,
 		WorkflowIDConflictPolicy: k.Policy.Conflict,
 		Priority:                 k.Priority(strings.TrimPrefix(id, k.Prefix)),
@@ -77,22 +97,22 @@ func (s *Starter) options(k workflows.Kind, id string) client.StartWorkflowOptio
 }
 
 func (s *Starter) namespace() string {
-	if s.Namespace == "" {
+	if s.o.Namespace == "" {
 		return "default"
 	}
-	return s.Namespace
+	return s.o.Namespace
 }
 
 func (s *Starter) converter() converter.DataConverter {
-	if s.DataConverter == nil {
+	if s.o.DataConverter == nil {
 		return converter.GetDefaultDataConverter()
 	}
-	return s.DataConverter
+	return s.o.DataConverter
 }
 
 func (s *Starter) warn(format string, args ...any) {
-	if s.Warn != nil {
-		s.Warn(fmt.Sprintf(format, args...))
+	if s.o.Warn != nil {
+		s.o.Warn(fmt.Sprintf(format, args...))
 	}
 }
 
@@ -116,7 +136,7 @@ var SearchAttributes = map[string]enumspb.IndexedValueType{
 // MissingSearchAttributes returns the search attributes siteops uses that
 // the namespace does not have with the right type, in name order.
 func (s *Starter) MissingSearchAttributes(ctx context.Context) ([]string, error) {
-	resp, err := s.Client.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: s.namespace()})
+	resp, err := s.o.Client.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: s.namespace()})
 	if err != nil {
 		return nil, err
 	}

@@ -80,7 +80,7 @@ func (s *Starter) Status(ctx context.Context, workflowID string) (Status, error)
 
 // describe reads what Temporal itself keeps of a workflow.
 func (s *Starter) describe(ctx context.Context, workflowID string) (Status, error) {
-	d, err := s.Client.DescribeWorkflowExecution(ctx, workflowID, "")
+	d, err := s.o.Client.DescribeWorkflowExecution(ctx, workflowID, "")
 	if isNotFound(err) {
 		return Status{}, fmt.Errorf("no workflow with ID %s (IDs look like %s): %w", workflowID, workflows.IDForms(), ErrNotFound)
 	}
@@ -114,7 +114,7 @@ func (s *Starter) describe(ctx context.Context, workflowID string) (Status, erro
 		}
 		st.Pending = append(st.Pending, p)
 	}
-	run := s.Client.GetWorkflow(ctx, workflowID, st.RunID)
+	run := s.o.Client.GetWorkflow(ctx, workflowID, st.RunID)
 	once := client.WorkflowRunGetOptions{DisableFollowingRuns: true}
 	switch info.GetStatus() {
 	case enumspb.WORKFLOW_EXECUTION_STATUS_FAILED, enumspb.WORKFLOW_EXECUTION_STATUS_TIMED_OUT,
@@ -151,7 +151,7 @@ func (s *Starter) statusQuery(ctx context.Context, workflowID, runID, taskQueue 
 	qctx, cancel := context.WithTimeout(ctx, 2*statusQueryWait)
 	defer cancel()
 	began := time.Now()
-	v, err := s.Client.QueryWorkflow(qctx, workflowID, runID, k.StatusQuery)
+	v, err := s.o.Client.QueryWorkflow(qctx, workflowID, runID, k.StatusQuery)
 	detail := k.NewStatus()
 	if err == nil {
 		if err := v.Get(detail); err != nil {

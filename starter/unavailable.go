@@ -161,7 +161,7 @@ const (
 )
 
 // Patiently runs call, and while Temporal is unavailable (IsUnavailable)
-// runs it again with backoff, for at most s.Patience from the start of the
+// runs it again with backoff, for at most s.o.Patience from the start of the
 // first failed try and never past ctx. It then returns an
 // *UnavailableError naming what (e.g. "starting onboarding/acme"). call
 // must be safe to repeat: a request whose workflow or update ID derives
@@ -170,11 +170,11 @@ const (
 // callers may wrap other calls that do. With no Patience it runs call once
 // and returns its error as it is.
 func (s *Starter) Patiently(ctx context.Context, what string, call func() error) error {
-	if s.Patience <= 0 {
+	if s.o.Patience <= 0 {
 		return call()
 	}
-	e := &UnavailableError{Address: s.Address, Namespace: s.namespace(), What: what}
-	return retry(ctx, s.Patience, e, s.Retrying, call, func(err error, again bool) (bool, error) {
+	e := &UnavailableError{Address: s.o.Address, Namespace: s.namespace(), What: what}
+	return retry(ctx, s.o.Patience, e, s.o.Retrying, call, func(err error, again bool) (bool, error) {
 		switch {
 		case errors.Is(ctx.Err(), context.Canceled):
 			if IsUnavailable(context.Background(), err) {
@@ -267,7 +267,7 @@ const probeWorkflowID = "siteops-availability-probe"
 func (s *Starter) ask(ctx context.Context, within time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
-	_, err := s.Client.WorkflowService().DescribeWorkflowExecution(ctx, &workflowservice.DescribeWorkflowExecutionRequest{
+	_, err := s.o.Client.WorkflowService().DescribeWorkflowExecution(ctx, &workflowservice.DescribeWorkflowExecutionRequest{
 		Namespace: s.namespace(), Execution: &commonpb.WorkflowExecution{WorkflowId: probeWorkflowID},
 	})
 	if answered(err) {

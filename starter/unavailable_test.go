@@ -36,7 +36,7 @@ func TestPatiently(t *testing.T) {
 			func(err error) bool { return errors.Is(err, unavailable) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := &Starter{Patience: tc.patience, Address: "127.0.0.1:7233"}
+			s := New(Options{Patience: tc.patience, Address: "127.0.0.1:7233"})
 			tries := 0
 			err := s.Patiently(t.Context(), "starting onboarding/x", func() error {
 				e := tc.errs[min(tries, len(tc.errs)-1)]
@@ -54,7 +54,7 @@ func TestPatiently(t *testing.T) {
 // context) ends the retries with the cancellation, not an outage.
 func TestPatientlyStopsWhenInterrupted(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
-	s := &Starter{Patience: time.Minute}
+	s := New(Options{Patience: time.Minute})
 	tries := 0
 	err := s.Patiently(ctx, "starting onboarding/x", func() error {
 		tries++

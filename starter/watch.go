@@ -76,7 +76,7 @@ func (w *watcher) phase(parent context.Context) (Phase, bool) {
 		return Phase{}, false
 	}
 	var key, line string
-	v, err := w.s.Client.QueryWorkflow(ctx, w.id, st.RunID, w.kind.StatusQuery)
+	v, err := w.s.o.Client.QueryWorkflow(ctx, w.id, st.RunID, w.kind.StatusQuery)
 	detail := w.kind.NewStatus()
 	switch {
 	case err == nil && v.Get(detail) == nil:

@@ -120,12 +120,12 @@ type PolicyError struct{ Err error }
 func (e *PolicyError) Error() string { return e.Err.Error() }
 func (e *PolicyError) Unwrap() error { return e.Err }
 
-// checkReceiver applies s.Receivers, when set, to an endpoint URL.
+// checkReceiver applies s.o.Receivers, when set, to an endpoint URL.
 func (s *Starter) checkReceiver(rawURL string) error {
-	if s.Receivers == nil {
+	if s.o.Receivers == nil {
 		return nil
 	}
-	if err := s.Receivers.Check(rawURL); err != nil {
+	if err := s.o.Receivers.Check(rawURL); err != nil {
 		return &PolicyError{Err: err}
 	}
 	return nil
@@ -163,12 +163,12 @@ func (s *Starter) registerEndpoint(ctx context.Context, req EndpointRequest) (Re
 	opts := s.options(workflows.EndpointRegistrationKind, id)
 	opts.WorkflowExecutionErrorWhenAlreadyStarted = true
 	in := workflows.EndpointRegistrationInput{URL: req.URL, Events: req.Events, Receiver: req.Receiver, Operator: req.Operator}
-	run, err := s.Client.ExecuteWorkflow(ctx, opts, workflows.EndpointRegistrationWorkflowName, in)
+	run, err := s.o.Client.ExecuteWorkflow(ctx, opts, workflows.EndpointRegistrationWorkflowName, in)
 	already := false
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &started) {
 		// Succeeded before: its result answers this request.
-		run, err, already = s.Client.GetWorkflow(ctx, id, ""), nil, true
+		run, err, already = s.o.Client.GetWorkflow(ctx, id, ""), nil, true
 	}
 	if err != nil {
 		return Registration{}, err
@@ -231,7 +231,7 @@ func (s *Starter) rotateSecret(ctx context.Context, req RotationRequest) (client
 	}
 	id := workflows.SecretRotationID(req.OldEndpointID)
 	opts := s.options(workflows.SecretRotationKind, id)
-	return s.Client.ExecuteWorkflow(ctx, opts, workflows.SecretRotationWorkflowName, in)
+	return s.o.Client.ExecuteWorkflow(ctx, opts, workflows.SecretRotationWorkflowName, in)
 }
 
 // DecideRotation answers a rotation that timed out waiting for a verified
@@ -332,7 +332,7 @@ func (s *Starter) WaitRotation(ctx context.Context, run client.WorkflowRun) (wor
 			// A query that fails (no worker answering yet, Temporal busy)
 			// is asked again at the next tick; the wait itself decides.
 			qctx, qcancel := context.WithTimeout(wctx, rotationPoll)
-			v, err := s.Client.QueryWorkflow(qctx, run.GetID(), run.GetRunID(), workflows.QueryRotation)
+			v, err := s.o.Client.QueryWorkflow(qctx, run.GetID(), run.GetRunID(), workflows.QueryRotation)
 			var st workflows.SecretRotationStatus
 			if err == nil && v.Get(&st) == nil && st.Step == workflows.RotationDeciding {
 				qcancel()

@@ -20,14 +20,15 @@ import (
 // the last cause. Credentials Temporal refuses, and a connection that
 // cannot work as configured (TLS against plaintext, or the other way
 // round), fail at once: no retry fixes them. The starter it returns
-// retries its own calls for as long (Patience, Address, Retrying). With no
-// patience it is Starter, tried once.
+// retries its own calls for as long (Patience, Address, Retrying), and
+// tells warn (when set) what a caller should know but does not stop it.
+// With no patience it is Starter, tried once.
 //
 // The rest of its settings it reads from the environment: the database's
 // when withStore (the store of knowledge texts), and the receiver policy
 // (SITEOPS_PUBLIC_URL, SITEOPS_ALLOW_LOOPBACK_RECEIVERS) that the starter
 // applies to endpoint URLs before anything starts.
-func PatientStarter(ctx context.Context, t config.Temporal, withStore bool, logger *slog.Logger, patience time.Duration, retrying func(msg string)) (*starter.Starter, func(), error) {
+func PatientStarter(ctx context.Context, t config.Temporal, withStore bool, logger *slog.Logger, patience time.Duration, retrying, warn func(msg string)) (*starter.Starter, func(), error) {
 	var db *config.Database
 	if withStore {
 		db = &config.Database{}
@@ -43,17 +44,12 @@ func PatientStarter(ctx context.Context, t config.Temporal, withStore bool, logg
 	if err != nil {
 		return nil, nil, config.Invalid("%v", err)
 	}
-	s, closeAll, err := patientStarter(ctx, t, db, logger, patience, retrying)
-	if err != nil {
-		return nil, nil, err
-	}
-	s.Receivers = &receivers
-	return s, closeAll, nil
+	return patientStarter(ctx, t, db, logger, patience, retrying, starter.Options{Receivers: &receivers, Warn: warn})
 }
 
-func patientStarter(ctx context.Context, t config.Temporal, db *config.Database, logger *slog.Logger, patience time.Duration, retrying func(msg string)) (*starter.Starter, func(), error) {
+func patientStarter(ctx context.Context, t config.Temporal, db *config.Database, logger *slog.Logger, patience time.Duration, retrying func(msg string), so starter.Options) (*starter.Starter, func(), error) {
 	if patience <= 0 {
-		return Starter(ctx, t, db, logger)
+		return starterWith(ctx, t, db, logger, so)
 	}
 	// The address names Temporal in messages; settings that cannot be
 	// read fail the connection below, with the reason.
@@ -61,6 +57,7 @@ func patientStarter(ctx context.Context, t config.Temporal, db *config.Database,
 	if _, conn, err := TemporalOptions(t, nil, nil); err == nil {
 		address, namespace = conn.Address, conn.Namespace
 	}
+	so.Patience, so.Address, so.Retrying = patience, address, retrying
 	var (
 		s        *starter.Starter
 		closeAll func()
@@ -68,7 +65,7 @@ func patientStarter(ctx context.Context, t config.Temporal, db *config.Database,
 	)
 	err := starter.Retry(ctx, patience, e, retrying, func() error {
 		var err error
-		s, closeAll, err = Starter(ctx, t, db, logger)
+		s, closeAll, err = starterWith(ctx, t, db, logger, so)
 		return err
 	}, func(err error, again bool) (bool, error) {
 		return dialUnavailable(ctx, err, again), err
@@ -76,7 +73,6 @@ func patientStarter(ctx context.Context, t config.Temporal, db *config.Database,
 	if err != nil {
 		return nil, nil, err
 	}
-	s.Patience, s.Address, s.Retrying = patience, address, retrying
 	return s, closeAll, nil
 }
 

@@ -316,7 +316,7 @@ func Diagnose(ctx context.Context, t config.Temporal, tErr error) []doctor.Resul
 		add(doctor.Skipped("search attributes", "Temporal is not reachable"))
 	} else {
 		add(doctor.Temporal(ctx, cl, conn.String(), conn.Namespace))
-		add(doctor.SearchAttributes(ctx, &starter.Starter{Client: cl, Namespace: conn.Namespace}))
+		add(doctor.SearchAttributes(ctx, starter.New(starter.Options{Client: cl, Namespace: conn.Namespace})))
 		cl.Close()
 	}
 

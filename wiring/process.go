@@ -107,7 +107,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, logger *slog.Logger, tel *
 		return err
 	}
 	defer c.Close()
-	s := &starter.Starter{Client: c, Namespace: conn.Namespace}
+	s := starter.New(starter.Options{Client: c, Namespace: conn.Namespace})
 	if err := pre.start(ctx, "worker", logger, checks,
 		func(ctx context.Context) doctor.Result { return doctor.Temporal(ctx, c, conn.String(), conn.Namespace) },
 		func(ctx context.Context) doctor.Result { return doctor.SearchAttributes(ctx, s) },

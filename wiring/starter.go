@@ -15,6 +15,13 @@ import (
 // a store that no worker reads would fail the onboarding later, so it is
 // refused before anything starts.
 func Starter(ctx context.Context, t config.Temporal, db *config.Database, logger *slog.Logger) (*starter.Starter, func(), error) {
+	return starterWith(ctx, t, db, logger, starter.Options{})
+}
+
+// starterWith is Starter with the starter's other options (warnings,
+// receiver policy, patience) given: what it dials and opens fills in the
+// rest.
+func starterWith(ctx context.Context, t config.Temporal, db *config.Database, logger *slog.Logger, so starter.Options) (*starter.Starter, func(), error) {
 	o, conn, err := TemporalOptions(t, logger, nil)
 	if err != nil {
 		return nil, nil, err
@@ -38,9 +45,9 @@ func Starter(ctx context.Context, t config.Temporal, db *config.Database, logger
 		return nil, nil, err
 	}
 	closers = append(closers, c.Close)
-	s := &starter.Starter{Client: c, TaskQueue: t.TaskQueue, Namespace: conn.Namespace, DataConverter: o.DataConverter}
+	so.Client, so.TaskQueue, so.Namespace, so.DataConverter = c, t.TaskQueue, conn.Namespace, o.DataConverter
 	if texts != nil {
-		s.Texts = texts
+		so.Texts = texts
 	}
-	return s, closeAll, nil
+	return starter.New(so), closeAll, nil
 }

@@ -135,7 +135,7 @@ func recentWorkflows(cmd *cobra.Command, query string) []string {
 			return nil
 		}
 		defer closeAll()
-		resp, err := s.Client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: s.Namespace, PageSize: 200, Query: query})
+		resp, err := s.Client().ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: s.Namespace(), PageSize: 200, Query: query})
 		if err != nil {
 			return nil
 		}

@@ -47,7 +47,7 @@ with --all the closed ones too, with how they ended.`,
 				return err
 			}
 			return c.withTemporal(cmd, &tf, false, 0, func(s *starter.Starter) error {
-				o := overview.Options{Temporal: s.Client, Namespace: s.Namespace, Starter: s, DataConverter: s.DataConverter}
+				o := overview.Options{Temporal: s.Client(), Namespace: s.Namespace(), Starter: s, DataConverter: s.DataConverter()}
 				l, err := overview.ListIncidents(cmd.Context(), o, overview.IncidentFilter{SiteID: site, All: all, Limit: limit})
 				if err != nil {
 					return err
@@ -182,7 +182,7 @@ why one failed).`,
 					return err
 				}
 				defer func() { _ = st.Close() }()
-				o := overview.Options{Temporal: s.Client, Namespace: s.Namespace, Starter: s, DataConverter: s.DataConverter, Store: st, Limit: limit, LagAfter: lagAfter}
+				o := overview.Options{Temporal: s.Client(), Namespace: s.Namespace(), Starter: s, DataConverter: s.DataConverter(), Store: st, Limit: limit, LagAfter: lagAfter}
 				ls, missing := overview.LeadSyncStatus(cmd.Context(), o)
 				if len(missing) > 0 {
 					return fmt.Errorf("reading the %s: %s", missing[0].Part, missing[0].Reason)

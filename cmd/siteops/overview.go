@@ -81,12 +81,12 @@ func (c *cli) overviewSources(cmd *cobra.Command, tf *temporalFlags) (overview.O
 	if err != nil {
 		return o, closeAll, err
 	}
-	s, closeStarter, err := wiring.PatientStarter(cmd.Context(), t, false, quietLogger(cmd.ErrOrStderr()), overviewPatience, nil)
+	s, closeStarter, err := wiring.PatientStarter(cmd.Context(), t, false, quietLogger(cmd.ErrOrStderr()), overviewPatience, nil, nil)
 	if err != nil {
 		o.NoTemporal = err.Error()
 	} else {
 		closers = append(closers, closeStarter)
-		o.Temporal, o.Starter, o.Namespace, o.DataConverter = s.Client, s, s.Namespace, s.DataConverter
+		o.Temporal, o.Starter, o.Namespace, o.DataConverter = s.Client(), s, s.Namespace(), s.DataConverter()
 	}
 	if st, _, err := wiring.InspectStoreFromEnv(cmd.Context()); err != nil {
 		o.NoStore = err.Error()

@@ -41,7 +41,7 @@ func (f *releaseFlags) register(cmd *cobra.Command) {
 // withRollout dials Temporal and runs f on the deployment.
 func (c *cli) withRollout(cmd *cobra.Command, f *releaseFlags, run func(r *rollout.Rollout) error) error {
 	return c.withStarter(cmd, &f.temporalFlags, false, func(s *starter.Starter) error {
-		return run(&rollout.Rollout{Client: s.Client, Namespace: s.Namespace, Deployment: f.deployment, TaskQueue: s.TaskQueue})
+		return run(&rollout.Rollout{Client: s.Client(), Namespace: s.Namespace(), Deployment: f.deployment, TaskQueue: s.TaskQueue()})
 	})
 }
 

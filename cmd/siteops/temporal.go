@@ -57,11 +57,10 @@ func (c *cli) drive(cmd *cobra.Command, tf *temporalFlags, withStore bool, patie
 		return err
 	}
 	stderr := cmd.ErrOrStderr()
-	s, closeAll, err := wiring.PatientStarter(cmd.Context(), t, withStore, quietLogger(stderr), patience, retrying)
+	s, closeAll, err := wiring.PatientStarter(cmd.Context(), t, withStore, quietLogger(stderr), patience, retrying, func(msg string) { c.warn(stderr, msg) })
 	if err != nil {
 		return err
 	}
 	defer closeAll()
-	s.Warn = func(msg string) { c.warn(stderr, msg) }
 	return f(s)
 }

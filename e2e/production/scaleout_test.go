@@ -94,7 +94,7 @@ func TestScaleOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	s := &starter.Starter{Client: cl, Texts: st, TaskQueue: queue, Namespace: namespace}
+	s := starter.New(starter.Options{Client: cl, Texts: st, TaskQueue: queue, Namespace: namespace})
 
 	// Every process gets its own ports: the webhook and admin ports of
 	// each ingress replica, the metrics port of each worker (two on one
