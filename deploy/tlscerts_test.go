@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,7 +17,6 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/siteops/siteops/internal/cluster"
-	"github.com/siteops/siteops/internal/siteopstest"
 )
 
 const (
@@ -83,19 +81,10 @@ func TestTLSCertsScript(t *testing.T) {
 	}
 
 	// The files serve a real cluster's frontend under mutual TLS.
-	c, err := cluster.Start(t.Context(), cluster.Options{
-		Dir: t.TempDir(), Namespaces: []string{"siteops"},
-		TLS: &cluster.TLS{CertFile: filepath.Join(dir, "frontend.pem"), KeyFile: filepath.Join(dir, "frontend-key.pem"), ClientCAFile: filepath.Join(dir, "ca.pem"), ServerName: frontendName},
+	c := cluster.StartFor(t, cluster.Options{
+		Namespaces: []string{"siteops"},
+		TLS:        &cluster.TLS{CertFile: filepath.Join(dir, "frontend.pem"), KeyFile: filepath.Join(dir, "frontend-key.pem"), ClientCAFile: filepath.Join(dir, "ca.pem"), ServerName: frontendName},
 	})
-	switch {
-	case errors.Is(err, cluster.ErrToolsMissing):
-		siteopstest.Missing(t, siteopstest.RequireTemporal, "%v", err)
-	case errors.Is(err, cluster.ErrPostgresUnreachable):
-		siteopstest.Missing(t, siteopstest.RequirePostgres, "%v", err)
-	case err != nil:
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Stop() })
 	pair, err := tls.LoadX509KeyPair(filepath.Join(dir, "client.pem"), filepath.Join(dir, "client-key.pem"))
 	if err != nil {
 		t.Fatal(err)

@@ -46,28 +46,16 @@ import (
 // unreachable PostgreSQL when SITEOPS_REQUIRE_POSTGRES is.
 func start(t *testing.T, opts cluster.Options) *cluster.Cluster {
 	t.Helper()
-	opts.Dir = t.TempDir()
 	opts.Log = testWriter{t}
 	begin := time.Now()
-	c, err := cluster.Start(t.Context(), opts)
-	switch {
-	case errors.Is(err, cluster.ErrToolsMissing):
-		siteopstest.Missing(t, siteopstest.RequireTemporal, "%v", err)
-	case errors.Is(err, cluster.ErrPostgresUnreachable):
-		siteopstest.Missing(t, siteopstest.RequirePostgres, "%v", err)
-	case err != nil:
-		t.Fatal(err)
-	}
+	c := cluster.StartFor(t, opts)
 	t.Logf("cluster started in %s: frontend %s, HTTP %s", time.Since(begin).Round(time.Millisecond), c.Address, c.HTTPAddress)
-	t.Cleanup(func() {
+	t.Cleanup(func() { // before StartFor's Stop: cleanups run last first
 		if t.Failed() {
 			for _, s := range cluster.Services {
 				b, _ := os.ReadFile(c.LogFile(s))
 				t.Logf("%s log (end):\n%s", s, tail(string(b), 3000))
 			}
-		}
-		if err := c.Stop(); err != nil {
-			t.Errorf("Stop: %v", err)
 		}
 	})
 	return c
