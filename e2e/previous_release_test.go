@@ -240,7 +240,7 @@ func finalizeAfterThePrevious(t *testing.T, w *releaseWorld, st *store.Store) {
 	if code != 1 || !strings.Contains(out, "FAIL pollers") || !strings.Contains(out, "build-a") || !strings.Contains(out, "cannot be checked") {
 		t.Errorf("finalize right after build-a stopped: exit %d, want 1 naming build-a's recent polls\n%s", code, out)
 	}
-	r := &rollout.Rollout{Client: w.client, Namespace: releaseNamespace, Deployment: "siteops", TaskQueue: taskQueue, PollWindow: time.Nanosecond}
+	r := rollout.New(rollout.Options{Client: w.client, Namespace: releaseNamespace, Deployment: "siteops", TaskQueue: taskQueue, PollWindow: time.Nanosecond})
 	rep, err := r.Finalize(t.Context(), st, true, "e2e")
 	if err != nil || !rep.Done || rep.Result == nil {
 		t.Fatalf("Finalize = %+v, %v; want done", rep, err)

@@ -56,7 +56,7 @@ const defaultPollWindow = 2 * time.Minute
 // (processes of releases before the registry do not register; an old
 // ingress does not poll). A check that cannot be made fails: the
 // deployment not found (a wrong name, or workers without Worker
-// Versioning) fails routing, drained and pollers, unless r.Unversioned
+// Versioning) fails routing, drained and pollers, unless r.o.Unversioned
 // says the workers are unversioned, when they are listed among what the
 // operator must make sure of instead. When every check passes and yes is
 // set, it runs the store's contract steps (store.Finalize) and records the
@@ -127,18 +127,18 @@ func (r *Rollout) Finalize(ctx context.Context, st *store.Store, yes bool, by st
 // the current one has drained, and returns the current build ("" none)
 // and whether the pollers can be checked by build.
 func (r *Rollout) checkRouting(ctx context.Context, rep *FinalizeReport, procs []store.Process) (string, bool, error) {
-	desc, err := r.Client.WorkerDeploymentClient().GetHandle(r.Deployment).Describe(ctx, client.WorkerDeploymentDescribeOptions{})
+	desc, err := r.o.Client.WorkerDeploymentClient().GetHandle(r.o.Deployment).Describe(ctx, client.WorkerDeploymentDescribeOptions{})
 	var nf *serviceerror.NotFound
 	switch {
-	case errors.As(err, &nf) && r.Unversioned:
+	case errors.As(err, &nf) && r.o.Unversioned:
 		r.unversioned(rep)
 		return "", false, nil
 	case errors.As(err, &nf):
-		cannot := fmt.Sprintf("cannot be checked: the Worker Deployment %s does not exist — a wrong --deployment-name (default $SITEOPS_DEPLOYMENT_NAME or siteops), or workers that run unversioned (SITEOPS_WORKER_VERSIONING=false); name the deployment, or give --unversioned if the workers are unversioned", r.Deployment)
+		cannot := fmt.Sprintf("cannot be checked: the Worker Deployment %s does not exist — a wrong --deployment-name (default $SITEOPS_DEPLOYMENT_NAME or siteops), or workers that run unversioned (SITEOPS_WORKER_VERSIONING=false); name the deployment, or give --unversioned if the workers are unversioned", r.o.Deployment)
 		rep.Checks = append(rep.Checks, Check{"routing", false, cannot}, Check{"drained", false, "cannot be checked without the deployment (see routing)"}, Check{"pollers", false, "cannot be told apart by build without the deployment (see routing)"})
 		return "", false, nil
 	case err != nil:
-		return "", false, fmt.Errorf("describing deployment %s: %w", r.Deployment, err)
+		return "", false, fmt.Errorf("describing deployment %s: %w", r.o.Deployment, err)
 	}
 	rc := desc.Info.RoutingConfig
 	current := ""
@@ -146,16 +146,16 @@ func (r *Rollout) checkRouting(ctx context.Context, rep *FinalizeReport, procs [
 		current = rc.CurrentVersion.BuildID
 	}
 	switch {
-	case r.Unversioned && current != "":
-		rep.Checks = append(rep.Checks, Check{"routing", false, fmt.Sprintf("deployment %s has the current build %s, so its workers are versioned: drop --unversioned", r.Deployment, current)})
+	case r.o.Unversioned && current != "":
+		rep.Checks = append(rep.Checks, Check{"routing", false, fmt.Sprintf("deployment %s has the current build %s, so its workers are versioned: drop --unversioned", r.o.Deployment, current)})
 		return current, false, nil
-	case r.Unversioned:
+	case r.o.Unversioned:
 		r.unversioned(rep)
 		return "", false, nil
 	}
 	switch {
 	case current == "":
-		rep.Checks = append(rep.Checks, Check{"routing", false, fmt.Sprintf("deployment %s has no current build: promote this release's build first (siteops release promote --build-id BUILD)", r.Deployment)})
+		rep.Checks = append(rep.Checks, Check{"routing", false, fmt.Sprintf("deployment %s has no current build: promote this release's build first (siteops release promote --build-id BUILD)", r.o.Deployment)})
 	case rc.RampingVersion != nil:
 		rep.Checks = append(rep.Checks, Check{"routing", false, fmt.Sprintf("build %s is ramping beside %s: finish the ramp (promote one of them) first", rc.RampingVersion.BuildID, current)})
 	default:
@@ -192,27 +192,27 @@ func (r *Rollout) checkRouting(ctx context.Context, rep *FinalizeReport, procs [
 
 // unversioned lists what cannot be checked of unversioned workers.
 func (r *Rollout) unversioned(rep *FinalizeReport) {
-	rep.Unverified = append(rep.Unverified, fmt.Sprintf("the workers are unversioned (--unversioned): no build, drainage or poller can be told apart; make sure every worker runs release %d and none of an older release still polls task queue %s", release.Number, r.TaskQueue))
+	rep.Unverified = append(rep.Unverified, fmt.Sprintf("the workers are unversioned (--unversioned): no build, drainage or poller can be told apart; make sure every worker runs release %d and none of an older release still polls task queue %s", release.Number, r.o.TaskQueue))
 }
 
 // checkPollers checks that no worker of another build (or an unversioned
 // one) polled the task queue recently.
 func (r *Rollout) checkPollers(ctx context.Context, rep *FinalizeReport, current string, now time.Time) error {
-	if r.TaskQueue == "" {
+	if r.o.TaskQueue == "" {
 		rep.Checks = append(rep.Checks, Check{"pollers", false, "cannot be checked: no task queue named (SITEOPS_TASK_QUEUE)"})
 		return nil
 	}
-	window := r.PollWindow
+	window := r.o.PollWindow
 	if window == 0 {
 		window = defaultPollWindow
 	}
 	others := map[string]time.Time{}
 	for _, typ := range []enumspb.TaskQueueType{enumspb.TASK_QUEUE_TYPE_WORKFLOW, enumspb.TASK_QUEUE_TYPE_ACTIVITY} {
-		resp, err := r.Client.WorkflowService().DescribeTaskQueue(ctx, &workflowservice.DescribeTaskQueueRequest{
-			Namespace: r.Namespace, TaskQueue: &taskqueuepb.TaskQueue{Name: r.TaskQueue, Kind: enumspb.TASK_QUEUE_KIND_NORMAL}, TaskQueueType: typ,
+		resp, err := r.o.Client.WorkflowService().DescribeTaskQueue(ctx, &workflowservice.DescribeTaskQueueRequest{
+			Namespace: r.o.Namespace, TaskQueue: &taskqueuepb.TaskQueue{Name: r.o.TaskQueue, Kind: enumspb.TASK_QUEUE_KIND_NORMAL}, TaskQueueType: typ,
 		})
 		if err != nil {
-			return fmt.Errorf("describing task queue %s: %w", r.TaskQueue, err)
+			return fmt.Errorf("describing task queue %s: %w", r.o.TaskQueue, err)
 		}
 		for _, p := range resp.GetPollers() {
 			build := p.GetDeploymentOptions().GetBuildId()
@@ -225,14 +225,14 @@ func (r *Rollout) checkPollers(ctx context.Context, rep *FinalizeReport, current
 		}
 	}
 	if len(others) == 0 {
-		rep.Checks = append(rep.Checks, Check{"pollers", true, fmt.Sprintf("no worker of another build polled task queue %s in the last %s", r.TaskQueue, window)})
+		rep.Checks = append(rep.Checks, Check{"pollers", true, fmt.Sprintf("no worker of another build polled task queue %s in the last %s", r.o.TaskQueue, window)})
 		return nil
 	}
 	var names []string
 	for build, at := range others {
 		names = append(names, fmt.Sprintf("%s (%s ago)", buildOrNone(build), now.Sub(at).Truncate(time.Second)))
 	}
-	rep.Checks = append(rep.Checks, Check{"pollers", false, fmt.Sprintf("workers of other builds polled task queue %s in the last %s: %s; stop them (rollout.sh retire BUILD) and try again %s later", r.TaskQueue, window, strings.Join(names, ", "), window)})
+	rep.Checks = append(rep.Checks, Check{"pollers", false, fmt.Sprintf("workers of other builds polled task queue %s in the last %s: %s; stop them (rollout.sh retire BUILD) and try again %s later", r.o.TaskQueue, window, strings.Join(names, ", "), window)})
 	return nil
 }
 

@@ -41,22 +41,22 @@ type RollbackResult struct {
 // older release reads and writes it as before.
 func (r *Rollout) Rollback(ctx context.Context, toBuildID string) (RollbackResult, error) {
 	res := RollbackResult{To: toBuildID}
-	dep, err := quoted(r.Deployment)
+	dep, err := quoted(r.o.Deployment)
 	if err != nil {
 		return res, err
 	}
-	desc, err := r.Client.WorkerDeploymentClient().GetHandle(r.Deployment).Describe(ctx, client.WorkerDeploymentDescribeOptions{})
+	desc, err := r.o.Client.WorkerDeploymentClient().GetHandle(r.o.Deployment).Describe(ctx, client.WorkerDeploymentDescribeOptions{})
 	if err != nil {
-		return res, fmt.Errorf("describing deployment %s: %w", r.Deployment, err)
+		return res, fmt.Errorf("describing deployment %s: %w", r.o.Deployment, err)
 	}
 	if cur := desc.Info.RoutingConfig.CurrentVersion; cur != nil {
 		res.From = cur.BuildID
 	}
 	switch res.From {
 	case "":
-		return res, fmt.Errorf("deployment %s has no current build to roll back from", r.Deployment)
+		return res, fmt.Errorf("deployment %s has no current build to roll back from", r.o.Deployment)
 	case toBuildID:
-		return res, fmt.Errorf("build %s is already the current version of deployment %s", toBuildID, r.Deployment)
+		return res, fmt.Errorf("build %s is already the current version of deployment %s", toBuildID, r.o.Deployment)
 	}
 	from, err := quoted(r.version(res.From))
 	if err != nil {
@@ -102,7 +102,7 @@ func (r *Rollout) Rollback(ctx context.Context, toBuildID string) (RollbackResul
 // keepOn pins a run that would follow the current build to build, and
 // reports whether it did.
 func (r *Rollout) keepOn(ctx context.Context, run Run, build string) (bool, error) {
-	desc, err := r.Client.DescribeWorkflowExecution(ctx, run.WorkflowID, run.RunID)
+	desc, err := r.o.Client.DescribeWorkflowExecution(ctx, run.WorkflowID, run.RunID)
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
 		return false, nil
@@ -117,11 +117,11 @@ func (r *Rollout) keepOn(ctx context.Context, run Run, build string) (bool, erro
 	if info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING || !follows {
 		return false, nil
 	}
-	_, err = r.Client.UpdateWorkflowExecutionOptions(ctx, client.UpdateWorkflowExecutionOptionsRequest{
+	_, err = r.o.Client.UpdateWorkflowExecutionOptions(ctx, client.UpdateWorkflowExecutionOptionsRequest{
 		WorkflowId: run.WorkflowID, RunId: run.RunID,
 		WorkflowExecutionOptionsChanges: client.WorkflowExecutionOptionsChanges{
 			VersioningOverride: &client.VersioningOverrideChange{Value: &client.PinnedVersioningOverride{
-				Version: worker.WorkerDeploymentVersion{DeploymentName: r.Deployment, BuildID: build},
+				Version: worker.WorkerDeploymentVersion{DeploymentName: r.o.Deployment, BuildID: build},
 			}},
 		},
 	})

@@ -33,7 +33,10 @@ import (
 )
 
 // Rollout is one Worker Deployment on one namespace.
-type Rollout struct {
+type Rollout struct{ o Options }
+
+// Options configure a Rollout (New).
+type Options struct {
 	Client     client.Client
 	Namespace  string
 	Deployment string // SITEOPS_DEPLOYMENT_NAME
@@ -60,6 +63,12 @@ type Rollout struct {
 	Unversioned bool
 }
 
+// New returns a Rollout of o.
+func New(o Options) *Rollout { return &Rollout{o: o} }
+
+// Deployment is the Worker Deployment's name (SITEOPS_DEPLOYMENT_NAME).
+func (r *Rollout) Deployment() string { return r.o.Deployment }
+
 // Run is one open workflow run as visibility lists it.
 type Run struct {
 	WorkflowID string `json:"workflow_id"`
@@ -77,15 +86,15 @@ type Run struct {
 func (r Run) Age(now time.Time) time.Duration { return now.Sub(r.Started).Truncate(time.Second) }
 
 func (r *Rollout) now() time.Time {
-	if r.Now != nil {
-		return r.Now()
+	if r.o.Now != nil {
+		return r.o.Now()
 	}
 	return time.Now()
 }
 
 func (r *Rollout) logf(format string, args ...any) {
-	if r.Logf != nil {
-		r.Logf(format, args...)
+	if r.o.Logf != nil {
+		r.o.Logf(format, args...)
 	}
 }
 
@@ -98,7 +107,7 @@ const (
 
 // version is the deployment version string of buildID, as visibility
 // stores it.
-func (r *Rollout) version(buildID string) string { return r.Deployment + ":" + buildID }
+func (r *Rollout) version(buildID string) string { return r.o.Deployment + ":" + buildID }
 
 // quoted refuses a value that would need escaping inside a visibility
 // query: deployment names and build ids never hold quotes.
@@ -118,8 +127,8 @@ func (r *Rollout) list(ctx context.Context, query string) ([]Run, bool, error) {
 	var out []Run
 	var token []byte
 	for {
-		resp, err := r.Client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-			Namespace: r.Namespace, Query: query, PageSize: 1000, NextPageToken: token,
+		resp, err := r.o.Client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Namespace: r.o.Namespace, Query: query, PageSize: 1000, NextPageToken: token,
 		})
 		if err != nil {
 			return nil, false, fmt.Errorf("listing workflows (%s): %w", query, err)
@@ -131,7 +140,7 @@ func (r *Rollout) list(ctx context.Context, query string) ([]Run, bool, error) {
 			}
 			fields := e.GetSearchAttributes().GetIndexedFields()
 			if v := keyword(fields[saVersion]); v != "" {
-				run.BuildID = strings.TrimPrefix(v, r.Deployment+":")
+				run.BuildID = strings.TrimPrefix(v, r.o.Deployment+":")
 			}
 			run.Behavior = keyword(fields[saBehavior])
 			out = append(out, run)
@@ -191,7 +200,7 @@ type PromoteResult struct {
 // runs it keeps on a newer build, and rolling forward again is Promote.
 func (r *Rollout) Promote(ctx context.Context, buildID string) (PromoteResult, error) {
 	res := PromoteResult{BuildID: buildID}
-	if _, err := quoted(r.Deployment); err != nil {
+	if _, err := quoted(r.o.Deployment); err != nil {
 		return res, err
 	}
 	if err := r.makeCurrent(ctx, buildID, &res); err != nil {
@@ -215,7 +224,7 @@ func (r *Rollout) Promote(ctx context.Context, buildID string) (PromoteResult, e
 // makeCurrent sets buildID as current, retrying while the server refuses
 // because its workers have not polled yet.
 func (r *Rollout) makeCurrent(ctx context.Context, buildID string, res *PromoteResult) error {
-	h := r.Client.WorkerDeploymentClient().GetHandle(r.Deployment)
+	h := r.o.Client.WorkerDeploymentClient().GetHandle(r.o.Deployment)
 	lastMsg := ""
 	for {
 		desc, err := h.Describe(ctx, client.WorkerDeploymentDescribeOptions{})
@@ -234,16 +243,16 @@ func (r *Rollout) makeCurrent(ctx context.Context, buildID string, res *PromoteR
 			}
 		}
 		if refusedForGood(err) {
-			return fmt.Errorf("making build %s current in deployment %s: %w", buildID, r.Deployment, err)
+			return fmt.Errorf("making build %s current in deployment %s: %w", buildID, r.o.Deployment, err)
 		}
 		if msg := err.Error(); msg != lastMsg {
 			lastMsg = msg
-			r.logf("waiting for build %s to poll every task queue of deployment %s: %s", buildID, r.Deployment, msg)
+			r.logf("waiting for build %s to poll every task queue of deployment %s: %s", buildID, r.o.Deployment, msg)
 		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("build %s did not become the current version of deployment %s (%s): are its workers running with SITEOPS_BUILD_ID=%s? `siteops release status` shows the versions that poll",
-				buildID, r.Deployment, lastMsg, buildID)
+				buildID, r.o.Deployment, lastMsg, buildID)
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
@@ -260,7 +269,7 @@ func refusedForGood(err error) bool {
 
 // movePass moves what one listing shows and returns how many it moved.
 func (r *Rollout) movePass(ctx context.Context, buildID string, res *PromoteResult, moved map[string]bool) (int, error) {
-	dep, err := quoted(r.Deployment)
+	dep, err := quoted(r.o.Deployment)
 	if err != nil {
 		return 0, err
 	}
@@ -280,7 +289,7 @@ func (r *Rollout) movePass(ctx context.Context, buildID string, res *PromoteResu
 		}
 		// Visibility may be behind: the run itself says whether it is
 		// still pinned, and how.
-		desc, err := r.Client.DescribeWorkflowExecution(ctx, run.WorkflowID, run.RunID)
+		desc, err := r.o.Client.DescribeWorkflowExecution(ctx, run.WorkflowID, run.RunID)
 		var nf *serviceerror.NotFound
 		if errors.As(err, &nf) {
 			continue
@@ -302,7 +311,7 @@ func (r *Rollout) movePass(ctx context.Context, buildID string, res *PromoteResu
 		case vi.GetVersioningOverride().GetPinned() == nil && vi.GetBehavior() != enumspb.VERSIONING_BEHAVIOR_PINNED:
 			continue
 		}
-		_, err = r.Client.UpdateWorkflowExecutionOptions(ctx, client.UpdateWorkflowExecutionOptionsRequest{
+		_, err = r.o.Client.UpdateWorkflowExecutionOptions(ctx, client.UpdateWorkflowExecutionOptionsRequest{
 			WorkflowId: run.WorkflowID, RunId: run.RunID,
 			WorkflowExecutionOptionsChanges: client.WorkflowExecutionOptionsChanges{
 				VersioningOverride: &client.VersioningOverrideChange{Value: &client.AutoUpgradeVersioningOverride{}},
@@ -354,13 +363,13 @@ func (r *Rollout) Drained(ctx context.Context, buildID string) (DrainReport, err
 	if err != nil {
 		return rep, err
 	}
-	h := r.Client.WorkerDeploymentClient().GetHandle(r.Deployment)
+	h := r.o.Client.WorkerDeploymentClient().GetHandle(r.o.Deployment)
 	desc, err := h.Describe(ctx, client.WorkerDeploymentDescribeOptions{})
 	var nf *serviceerror.NotFound
 	switch {
 	case errors.As(err, &nf):
 	case err != nil:
-		return rep, fmt.Errorf("describing deployment %s: %w", r.Deployment, err)
+		return rep, fmt.Errorf("describing deployment %s: %w", r.o.Deployment, err)
 	default:
 		rc := desc.Info.RoutingConfig
 		if rc.CurrentVersion != nil && rc.CurrentVersion.BuildID == buildID {
@@ -381,7 +390,7 @@ func (r *Rollout) Drained(ctx context.Context, buildID string) (DrainReport, err
 	default:
 		var pre *serviceerror.FailedPrecondition
 		if !errors.As(err, &pre) {
-			return rep, fmt.Errorf("describing build %s of deployment %s: %w", buildID, r.Deployment, err)
+			return rep, fmt.Errorf("describing build %s of deployment %s: %w", buildID, r.o.Deployment, err)
 		}
 	}
 	rep.Pinned, _, err = r.list(ctx, "ExecutionStatus = 'Running' AND BuildIds = "+pin)
@@ -393,7 +402,7 @@ func (r *Rollout) Drained(ctx context.Context, buildID string) (DrainReport, err
 			rep.Movable = append(rep.Movable, run)
 		}
 	}
-	settle := r.Settle
+	settle := r.o.Settle
 	if settle == 0 {
 		settle = 5 * time.Second
 	}

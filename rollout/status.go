@@ -52,13 +52,13 @@ type RunGroup struct {
 // Status describes the deployment's routing, its versions and every open
 // run of the namespace by build, behaviour and type.
 func (r *Rollout) Status(ctx context.Context) (Status, error) {
-	st := Status{Deployment: r.Deployment}
-	desc, err := r.Client.WorkerDeploymentClient().GetHandle(r.Deployment).Describe(ctx, client.WorkerDeploymentDescribeOptions{})
+	st := Status{Deployment: r.o.Deployment}
+	desc, err := r.o.Client.WorkerDeploymentClient().GetHandle(r.o.Deployment).Describe(ctx, client.WorkerDeploymentDescribeOptions{})
 	var nf *serviceerror.NotFound
 	switch {
 	case errors.As(err, &nf):
 	case err != nil:
-		return st, fmt.Errorf("describing deployment %s: %w", r.Deployment, err)
+		return st, fmt.Errorf("describing deployment %s: %w", r.o.Deployment, err)
 	default:
 		rc := desc.Info.RoutingConfig
 		if rc.CurrentVersion != nil {

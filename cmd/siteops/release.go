@@ -38,10 +38,12 @@ func (f *releaseFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.deployment, "deployment-name", def, "the Worker Deployment (default $SITEOPS_DEPLOYMENT_NAME or siteops)")
 }
 
-// withRollout dials Temporal and runs f on the deployment.
-func (c *cli) withRollout(cmd *cobra.Command, f *releaseFlags, run func(r *rollout.Rollout) error) error {
+// withRollout dials Temporal and runs f on the deployment, with the
+// rollout's other options (a log of long waits, versioning off) as o says.
+func (c *cli) withRollout(cmd *cobra.Command, f *releaseFlags, o rollout.Options, run func(r *rollout.Rollout) error) error {
 	return c.withStarter(cmd, &f.temporalFlags, false, func(s *starter.Starter) error {
-		return run(&rollout.Rollout{Client: s.Client(), Namespace: s.Namespace(), Deployment: f.deployment, TaskQueue: s.TaskQueue()})
+		o.Client, o.Namespace, o.Deployment, o.TaskQueue = s.Client(), s.Namespace(), f.deployment, s.TaskQueue()
+		return run(rollout.New(o))
 	})
 }
 
@@ -73,14 +75,14 @@ nothing.`,
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
-			return c.withRollout(cmd, &f, func(r *rollout.Rollout) error {
-				r.Logf = func(format string, args ...any) { c.note(cmd, format, args...) }
+			logf := func(format string, args ...any) { c.note(cmd, format, args...) }
+			return c.withRollout(cmd, &f, rollout.Options{Logf: logf}, func(r *rollout.Rollout) error {
 				res, err := r.Promote(ctx, buildID)
 				if err != nil {
 					return err
 				}
 				return c.show(cmd, res, func(w io.Writer) error {
-					printPromote(w, r.Deployment, res, time.Now())
+					printPromote(w, r.Deployment(), res, time.Now())
 					return nil
 				})
 			})
@@ -140,7 +142,7 @@ build's Deployment only after this exits 0.`,
 		Example: "  siteops release drained --build-id v3.0.0 || echo 'keep it running'",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return c.withRollout(cmd, &f, func(r *rollout.Rollout) error {
+			return c.withRollout(cmd, &f, rollout.Options{}, func(r *rollout.Rollout) error {
 				rep, err := r.Drained(cmd.Context(), buildID)
 				if err != nil {
 					return err
@@ -150,7 +152,7 @@ build's Deployment only after this exits 0.`,
 					if !rep.Drained {
 						state = "not drained"
 					}
-					_, _ = fmt.Fprintf(w, "build %s of deployment %s: %s: %s\n", buildID, r.Deployment, state, rep.Reason)
+					_, _ = fmt.Fprintf(w, "build %s of deployment %s: %s: %s\n", buildID, r.Deployment(), state, rep.Reason)
 					printRuns(w, rep.Pinned, time.Now())
 					return nil
 				}); err != nil {
@@ -181,7 +183,7 @@ schema version, the release it was finalized for and the processes that
 recently said which release they run.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return c.withRollout(cmd, &f, func(r *rollout.Rollout) error {
+			return c.withRollout(cmd, &f, rollout.Options{}, func(r *rollout.Rollout) error {
 				st, err := r.Status(cmd.Context())
 				if err != nil {
 					return err
@@ -299,8 +301,7 @@ ask; nothing is changed then.`,
 				return err
 			}
 			defer func() { _ = st.Close() }()
-			return c.withRollout(cmd, &f, func(r *rollout.Rollout) error {
-				r.Unversioned = unversioned
+			return c.withRollout(cmd, &f, rollout.Options{Unversioned: unversioned}, func(r *rollout.Rollout) error {
 				// The checks run, and what would change is read, before
 				// anything is asked; the contract steps check again.
 				rep, err := r.Finalize(cmd.Context(), st, false, defaultOperator())
@@ -428,14 +429,14 @@ ingress back too.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
-			return c.withRollout(cmd, &f, func(r *rollout.Rollout) error {
+			return c.withRollout(cmd, &f, rollout.Options{}, func(r *rollout.Rollout) error {
 				res, err := r.Rollback(ctx, buildID)
 				if err != nil {
 					return err
 				}
 				return c.show(cmd, res, func(w io.Writer) error {
 					now := time.Now()
-					_, _ = fmt.Fprintf(w, "%s is now the current version of deployment %s (was %s)\n", res.To, r.Deployment, res.From)
+					_, _ = fmt.Fprintf(w, "%s is now the current version of deployment %s (was %s)\n", res.To, r.Deployment(), res.From)
 					_, _ = fmt.Fprintf(w, "kept %d AutoUpgrade run(s) on %s (pinned by an override; promoting a fixed build moves them):\n", len(res.KeptOnFrom), res.From)
 					printRuns(w, res.KeptOnFrom, now)
 					_, _ = fmt.Fprintf(w, "%d run(s) %s pinned finish there:\n", len(res.PinnedToFrom), res.From)
