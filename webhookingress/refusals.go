@@ -334,9 +334,7 @@ func (h *Handler) recordRefusals(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			final, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-			h.flushRefusals(final)
-			cancel()
+			h.flushRefusals(ctx)
 			return
 		case <-t.C:
 		}
@@ -350,9 +348,17 @@ func (h *Handler) recordRefusals(ctx context.Context) {
 	}
 }
 
-// flushRefusals writes what was refused since the last write.
+// refusalWriteTimeout bounds one write of the record.
+const refusalWriteTimeout = 2 * time.Second
+
+// flushRefusals writes what was refused since the last write. The write
+// runs on its own deadline, apart from ctx's cancellation: a write cut
+// short by shutdown may have reached the store and still report failure,
+// and the batch kept for the next write would then be counted twice.
 func (h *Handler) flushRefusals(ctx context.Context) {
-	lost, err := h.refused.flush(ctx)
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), refusalWriteTimeout)
+	defer cancel()
+	lost, err := h.refused.flush(wctx)
 	if err == nil {
 		return
 	}

@@ -269,6 +269,54 @@ func TestRefusalsOutliveAFailedWrite(t *testing.T) {
 	}
 }
 
+// shutdownRefusals is a record's store whose write reaches the store, then
+// waits for the loop's shutdown and reports its context's error, as a
+// driver does when a statement it ran is cancelled before it returns.
+type shutdownRefusals struct {
+	*store.Store
+	stopping <-chan struct{}
+	writes   atomic.Int64
+}
+
+func (s *shutdownRefusals) RecordRefusals(ctx context.Context, rows []store.RefusedDelivery) error {
+	s.writes.Add(1)
+	if err := s.Store.RecordRefusals(context.WithoutCancel(ctx), rows); err != nil {
+		return err
+	}
+	select {
+	case <-s.stopping:
+	case <-time.After(time.Second):
+	}
+	return ctx.Err()
+}
+
+// TestShutdownCountsAWriteOnce stops the record's loop while a write is
+// in flight, and checks that the write is not cut short and its refusal
+// not counted again by the last write.
+func TestShutdownCountsAWriteOnce(t *testing.T) {
+	st := storetest.Open(t, store.SQLite)
+	stopping := make(chan struct{})
+	rec := &shutdownRefusals{Store: st, stopping: stopping}
+	h := NewHandler(Options{Inbox: st, EnvSecrets: []string{envSecret}, Now: func() time.Time { return now }, Refused: RefusedOptions{Store: rec, FlushEvery: 10 * time.Millisecond}})
+	(&fixture{h: h, st: st}).send(t, delivery{secret: "whsec_forged"})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { defer close(done); h.recordRefusals(ctx) }()
+	for rec.writes.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	close(stopping)
+	<-done
+	rows, err := st.RefusedDeliveries(t.Context(), store.RefusedFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || rows[0].Count != 1 {
+		t.Errorf("one refusal, the loop stopped during its write: record %+v; want one row counting 1", rows)
+	}
+}
+
 // TestNoRecordWithoutAStore checks that a handler without a record's
 // store, or with it disabled, counts refusals in the metric only.
 func TestNoRecordWithoutAStore(t *testing.T) {
