@@ -19,7 +19,7 @@ TEMPORAL_SERVER_VERSION := v1.29.1
 # -fuzztime, Go 1.26's fuzz coordinator can report the deadline itself as a
 # failure ("context deadline exceeded", no crasher; go.dev/issue/75804,
 # fixed in Go 1.27), which failed a CI run here.
-FUZZ_TARGETS := ./agentsite/webhook:FuzzParseHeader:500000x ./agentsite/webhook:FuzzVerify:200000x ./webhookingress:FuzzHandler:15000x
+FUZZ_TARGETS := ./agentsite/webhook:FuzzParseHeader:500000x ./agentsite/webhook:FuzzVerify:200000x ./ingress:FuzzHandler:15000x
 
 .PHONY: all build tools test unit fuzz-short fuzz lint bench soak demo clean histories
 

@@ -13,10 +13,10 @@ import (
 
 	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/agentsite/webhook"
+	"github.com/siteops/siteops/ingress"
+	"github.com/siteops/siteops/ingress/ingresstest"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/store/storetest"
-	"github.com/siteops/siteops/webhookingress"
-	"github.com/siteops/siteops/webhookingress/ingresstest"
 )
 
 // forged is a delivery whose header is well formed and current but whose
@@ -46,14 +46,14 @@ func forged(path, id string) *http.Request {
 // (Recheck): such deliveries cost at most 20 reads a second, however many
 // come (store-calls/s), so a count per request falls as they come faster.
 func BenchmarkForgedRequestStoreCalls(b *testing.B) {
-	setup := func(b *testing.B) (*webhookingress.Handler, *ingresstest.CountingStore) {
+	setup := func(b *testing.B) (*ingress.Handler, *ingresstest.CountingStore) {
 		b.Helper()
 		st := storetest.Open(b, store.SQLite)
 		if err := st.PutSecret(context.Background(), "we_2", "v2", agentsite.NewSigningSecret("whsec_stored_for_v2")); err != nil {
 			b.Fatal(err)
 		}
 		c := &ingresstest.CountingStore{Store: st}
-		return webhookingress.NewHandler(webhookingress.Options{Inbox: c, Secrets: c}), c
+		return ingress.NewHandler(ingress.Options{Inbox: c, Secrets: c}), c
 	}
 	perRequest := func(b *testing.B, c *ingresstest.CountingStore, requests int) {
 		b.ReportMetric(float64(c.Calls())/float64(requests), "store-calls/req")
@@ -91,7 +91,7 @@ func BenchmarkForgedRequestStoreCalls(b *testing.B) {
 		total := 0
 		var c *ingresstest.CountingStore
 		for range b.N {
-			var h *webhookingress.Handler
+			var h *ingress.Handler
 			h, c = setup(b)
 			if err := c.ExpectSecret(context.Background(), "v6", "create-v6", time.Now().Add(time.Minute)); err != nil {
 				b.Fatal(err)

@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/siteops/siteops/agentsite/webhook"
+	"github.com/siteops/siteops/ingress"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/store/storetest"
-	"github.com/siteops/siteops/webhookingress"
 )
 
 // BenchmarkIngressOfferedLoad offers deliveries to the ingress on
@@ -39,14 +39,14 @@ func BenchmarkIngressOfferedLoad(b *testing.B) {
 
 // ingressServer serves the ingress's handler on inbox, signed with the
 // benchmarks' secret, over loopback HTTP until b ends, and returns its URL.
-func ingressServer(b *testing.B, inbox webhookingress.Inbox) string {
-	return ingressServerWith(b, webhookingress.Options{Inbox: inbox, EnvSecrets: []string{secret}})
+func ingressServer(b *testing.B, inbox ingress.Inbox) string {
+	return ingressServerWith(b, ingress.Options{Inbox: inbox, EnvSecrets: []string{secret}})
 }
 
 // ingressServerWith serves the ingress's handler with o over loopback
 // HTTP until b ends, and returns its URL.
-func ingressServerWith(b *testing.B, o webhookingress.Options) string {
-	srv := httptest.NewServer(webhookingress.NewHandler(o))
+func ingressServerWith(b *testing.B, o ingress.Options) string {
+	srv := httptest.NewServer(ingress.NewHandler(o))
 	b.Cleanup(srv.Close)
 	return srv.URL
 }

@@ -17,9 +17,10 @@ import (
 	tlog "go.temporal.io/sdk/log"
 
 	"github.com/siteops/siteops/config"
+	"github.com/siteops/siteops/ingress"
+	"github.com/siteops/siteops/relay"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/store/storetest"
-	"github.com/siteops/siteops/webhookingress"
 	"github.com/siteops/siteops/wiring"
 	"github.com/siteops/siteops/workflows"
 )
@@ -73,7 +74,7 @@ func dial(b *testing.B) client.Client {
 
 // signalInRequest is the design the ingress avoids: an Inbox whose
 // "record" is the relay's call to Temporal made inside the request. It
-// makes the call the relay makes (webhookingress's signalOrStart): a plain
+// makes the call the relay makes (relay's signalOrStart): a plain
 // signal to the site's lead sync, and SignalWithStart only when none runs,
 // on a client dialed as siteops dials.
 type signalInRequest struct{ c client.Client }
@@ -150,33 +151,33 @@ func BenchmarkIngressAccept(b *testing.B) {
 	senders := capSize(b, SendersEnv, 1024, concurrency)
 	type variant struct {
 		name  string
-		inbox func(b *testing.B) (webhookingress.Inbox, *pgSessions)
+		inbox func(b *testing.B) (ingress.Inbox, *pgSessions)
 	}
 	variants := []variant{
-		{"no-store", func(b *testing.B) (webhookingress.Inbox, *pgSessions) {
+		{"no-store", func(b *testing.B) (ingress.Inbox, *pgSessions) {
 			return noStore{storetest.Open(b, store.SQLite)}, nil
 		}},
-		{"inbox=sqlite", func(b *testing.B) (webhookingress.Inbox, *pgSessions) { return storetest.Open(b, store.SQLite), nil }},
-		{"inbox=postgres", func(b *testing.B) (webhookingress.Inbox, *pgSessions) {
+		{"inbox=sqlite", func(b *testing.B) (ingress.Inbox, *pgSessions) { return storetest.Open(b, store.SQLite), nil }},
+		{"inbox=postgres", func(b *testing.B) (ingress.Inbox, *pgSessions) {
 			st, pg := openPostgres(b)
 			return st, &pg
 		}},
-		{"insert-per-request", func(b *testing.B) (webhookingress.Inbox, *pgSessions) {
+		{"insert-per-request", func(b *testing.B) (ingress.Inbox, *pgSessions) {
 			st, pg := openPostgres(b, store.WithoutGroupCommit())
 			return st, &pg
 		}},
-		{"inbox=postgres+relay", func(b *testing.B) (webhookingress.Inbox, *pgSessions) {
+		{"inbox=postgres+relay", func(b *testing.B) (ingress.Inbox, *pgSessions) {
 			st, pg := openPostgres(b)
 			return &dispatchCounter{Store: st}, &pg
 		}},
-		{"signal-in-request", func(b *testing.B) (webhookingress.Inbox, *pgSessions) { return signalInRequest{dialAsSiteops(b)}, nil }},
+		{"signal-in-request", func(b *testing.B) (ingress.Inbox, *pgSessions) { return signalInRequest{dialAsSiteops(b)}, nil }},
 	}
 	if v := os.Getenv(CommitWaitEnv); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
 			b.Fatalf("%s=%q: want a positive duration such as 1.5ms", CommitWaitEnv, v)
 		}
-		variants = slices.Insert(variants, 1, variant{"commit-wait", func(b *testing.B) (webhookingress.Inbox, *pgSessions) {
+		variants = slices.Insert(variants, 1, variant{"commit-wait", func(b *testing.B) (ingress.Inbox, *pgSessions) {
 			return &commitWait{noStore: noStore{storetest.Open(b, store.SQLite)}, d: d}, nil
 		}})
 	}
@@ -245,7 +246,7 @@ func (r acceptRun) busyCores() float64 { return (r.self + r.pgCPU + r.pgBG) * r.
 // runAccept sends n deliveries from senders concurrent senders to the
 // handler at url, whose inbox is inbox (pg measures its PostgreSQL, when it
 // has one), and fails b unless every one is accepted.
-func runAccept(b *testing.B, url string, inbox webhookingress.Inbox, pg *pgSessions, n, senders int) acceptRun {
+func runAccept(b *testing.B, url string, inbox ingress.Inbox, pg *pgSessions, n, senders int) acceptRun {
 	b.Helper()
 	var before pgUse
 	var commits0, events0 int64
@@ -272,7 +273,7 @@ func runAccept(b *testing.B, url string, inbox webhookingress.Inbox, pg *pgSessi
 
 // storeOf is the store an inbox of BenchmarkIngressAccept's PostgreSQL
 // variants is.
-func storeOf(inbox webhookingress.Inbox) *store.Store {
+func storeOf(inbox ingress.Inbox) *store.Store {
 	if dc, ok := inbox.(*dispatchCounter); ok {
 		return dc.Store
 	}
@@ -289,16 +290,16 @@ func runAcceptRelayed(b *testing.B, st *dispatchCounter, pg *pgSessions, n, send
 	b.Helper()
 	counted := &callCounter{Client: dialAsSiteops(b)}
 	ctx, cancel := context.WithCancel(b.Context())
-	relay := webhookingress.NewRelay(webhookingress.RelayOptions{Store: st, Temporal: counted, TaskQueue: taskQueue, Pipelines: 2})
+	rl := relay.New(relay.Options{Store: st, Temporal: counted, TaskQueue: taskQueue, Pipelines: 2})
 	var wg sync.WaitGroup
 	defer func() {
 		cancel()
 		wg.Wait()
 	}()
-	url := ingressServerWith(b, webhookingress.Options{Inbox: st, EnvSecrets: []string{secret}, Recorded: relay.Wake})
+	url := ingressServerWith(b, ingress.Options{Inbox: st, EnvSecrets: []string{secret}, Recorded: rl.Wake})
 	want := st.dispatched.Load() + int64(n)
 	start := time.Now()
-	wg.Go(func() { _ = relay.Run(ctx) })
+	wg.Go(func() { _ = rl.Run(ctx) })
 	r := runAccept(b, url, st, pg, n, senders)
 	deadline := time.Now().Add(5 * time.Minute)
 	for st.dispatched.Load() < want {

@@ -11,9 +11,9 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/siteops/siteops/ingress"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/store/storetest"
-	"github.com/siteops/siteops/webhookingress"
 )
 
 // countingListener counts the bytes the server reads from its connections.
@@ -50,9 +50,9 @@ func (c countingConn) Read(p []byte) (int, error) {
 // the slow ones against a real process.
 func BenchmarkIngressRejectsJunk(b *testing.B) {
 	const bodySize = 256 << 10
-	h := webhookingress.NewHandler(webhookingress.Options{Inbox: storetest.Open(b, store.SQLite), EnvSecrets: []string{secret}})
+	h := ingress.NewHandler(ingress.Options{Inbox: storetest.Open(b, store.SQLite), EnvSecrets: []string{secret}})
 	var read atomic.Int64
-	srv := httptest.NewUnstartedServer(webhookingress.Traced(h))
+	srv := httptest.NewUnstartedServer(ingress.Traced(h))
 	srv.Listener = countingListener{Listener: srv.Listener, read: &read}
 	srv.Start()
 	defer srv.Close()

@@ -17,9 +17,9 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/siteops/siteops/agentsite/webhook"
+	"github.com/siteops/siteops/ingress"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/store/storetest"
-	"github.com/siteops/siteops/webhookingress"
 	"github.com/siteops/siteops/workflows"
 )
 
@@ -113,12 +113,12 @@ func BenchmarkEndToEndLatency(b *testing.B) {
 func endToEnd(b *testing.B, rate int, coalesce bool) {
 	st := storetest.Open(b, store.Postgres)
 	clock := &signalClock{Client: dialAsSiteops(b), at: map[string]time.Time{}}
-	so := webhookingress.ServerOptions{Store: st, Temporal: clock, TaskQueue: taskQueue,
+	so := ingress.ServerOptions{Store: st, Temporal: clock, TaskQueue: taskQueue,
 		EnvSecrets: []string{secret}, Logger: slog.New(slog.DiscardHandler)}
 	if !coalesce {
 		so.Relay.LeadCoalesce = -1
 	}
-	srv, err := webhookingress.New(so)
+	srv, err := ingress.New(so)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -16,9 +16,9 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/siteops/siteops/relay"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/store/storetest"
-	"github.com/siteops/siteops/webhookingress"
 	"github.com/siteops/siteops/workflows"
 )
 
@@ -82,8 +82,8 @@ func BenchmarkRelayDispatch(b *testing.B) {
 			var rawCalls, relayed int
 			var rawCPU, relayCPU roundCPU
 			for round, relayFirst := range []bool{false, true} {
-				for _, relay := range []bool{relayFirst, !relayFirst} {
-					if !relay {
+				for _, relayRound := range []bool{relayFirst, !relayFirst} {
+					if !relayRound {
 						before := readRoundCPU(b, pg)
 						// Labelled, so that a -cpuprofile tells the rounds
 						// apart (go tool pprof -tagfocus round=raw).
@@ -145,12 +145,12 @@ func relayTimeFor(b *testing.B, st *dispatchCounter, clients []client.Client, d 
 		// starts and goes on while claims come back full; a shorter Idle
 		// would also refresh its gauges (three queries, one counting the
 		// whole inbox) that often, work the ingress does not do.
-		o := webhookingress.RelayOptions{Store: st, Temporal: c, TaskQueue: taskQueue}
+		o := relay.Options{Store: st, Temporal: c, TaskQueue: taskQueue}
 		if d == store.Postgres {
 			o.Pipelines = 2 // as the ingress runs it there
 		}
-		relay := webhookingress.NewRelay(o)
-		wg.Go(func() { _ = relay.Run(ctx) })
+		rl := relay.New(o)
+		wg.Go(func() { _ = rl.Run(ctx) })
 	}
 	deadline := time.Now().Add(5 * time.Minute)
 	for st.dispatched.Load() < want {

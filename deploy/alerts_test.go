@@ -15,9 +15,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/yaml"
 
+	"github.com/siteops/siteops/relay"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/store/storetest"
-	"github.com/siteops/siteops/webhookingress"
 )
 
 // The Prometheus files: the recording rules (the service levels), the
@@ -81,10 +81,10 @@ func recorded(t *testing.T) map[string]bool {
 func exportedMetrics(t *testing.T) map[string]bool {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	relay := webhookingress.NewRelay(webhookingress.RelayOptions{Store: storetest.Open(t, store.SQLite), Metrics: webhookingress.NewMetrics(reg), Idle: 10 * time.Millisecond})
+	rl := relay.New(relay.Options{Store: storetest.Open(t, store.SQLite), Metrics: relay.NewMetrics(reg), Idle: 10 * time.Millisecond})
 	ctx, cancel := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
-	wg.Go(func() { _ = relay.Run(ctx) })
+	wg.Go(func() { _ = rl.Run(ctx) })
 	defer func() { cancel(); wg.Wait() }()
 	names := map[string]bool{}
 	deadline := time.Now().Add(10 * time.Second)
@@ -249,8 +249,8 @@ func TestAlertRules(t *testing.T) {
 			t.Errorf("%s has no %s alert", alertingRules, want)
 		}
 	}
-	if want := "20 failed dispatch"; !strings.Contains(read(t, alertingRules), want) || webhookingress.DefaultMaxAttempts != 20 {
-		t.Errorf("%s describes the dead-letter bound as %q; the relay's is %d", alertingRules, want, webhookingress.DefaultMaxAttempts)
+	if want := "20 failed dispatch"; !strings.Contains(read(t, alertingRules), want) || relay.DefaultMaxAttempts != 20 {
+		t.Errorf("%s describes the dead-letter bound as %q; the relay's is %d", alertingRules, want, relay.DefaultMaxAttempts)
 	}
 
 	// Every alert has a unit test that sees it fire and one that sees it

@@ -25,12 +25,12 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/siteops/siteops/config"
+	"github.com/siteops/siteops/ingress"
 	"github.com/siteops/siteops/internal/devserver"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/store/storetest"
 	"github.com/siteops/siteops/telemetry"
-	"github.com/siteops/siteops/webhookingress"
 	"github.com/siteops/siteops/wiring"
 )
 
@@ -170,7 +170,7 @@ func served(t *testing.T, role string, path string) bool {
 	switch role {
 	case "ingress", "ingress-webhooks":
 		st := storetest.Open(t, store.SQLite)
-		h := webhookingress.NewHandler(webhookingress.Options{Inbox: st, EnvSecrets: []string{"whsec_x"}})
+		h := ingress.NewHandler(ingress.Options{Inbox: st, EnvSecrets: []string{"whsec_x"}})
 		rec := httptest.NewRecorder()
 		if role == "ingress" {
 			h.Admin().ServeHTTP(rec, httptest.NewRequest("GET", path, nil))

@@ -19,7 +19,7 @@ import (
 func temporalImage() string { return temporalImageRepo + ":" + cluster.ServerVersion }
 
 // ingressDrain is how long the ingress's HTTP server drains on SIGTERM
-// (webhookingress.Server.Serve).
+// (ingress.Server.Serve).
 const ingressDrain = 10 * time.Second
 
 var temporalDir = filepath.Join("kubernetes", "temporal")

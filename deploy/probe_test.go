@@ -11,10 +11,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/siteops/siteops/ingress"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/store/storetest"
 	"github.com/siteops/siteops/telemetry"
-	"github.com/siteops/siteops/webhookingress"
 )
 
 // TestProbe runs `siteops probe`, the compose health check, against the
@@ -51,7 +51,7 @@ func TestProbe(t *testing.T) {
 	}
 
 	st := storetest.Open(t, store.SQLite)
-	admin := webhookingress.NewHandler(webhookingress.Options{Inbox: st, EnvSecrets: []string{"whsec_x"}}).Admin()
+	admin := ingress.NewHandler(ingress.Options{Inbox: st, EnvSecrets: []string{"whsec_x"}}).Admin()
 	ingressPort, stopIngress := listen(t, admin)
 	defer stopIngress()
 

@@ -16,9 +16,9 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/siteops/siteops/internal/siteopstest"
+	"github.com/siteops/siteops/relay"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/store"
-	"github.com/siteops/siteops/webhookingress"
 	"github.com/siteops/siteops/workflows"
 )
 
@@ -122,7 +122,7 @@ func TestWaitedForEventsPassBulkOnes(t *testing.T) {
 	if err := e.Store.SetSiteWorkflow(t.Context(), "site_waiting", run.GetID()); err != nil {
 		t.Fatal(err)
 	}
-	relay := webhookingress.NewRelay(webhookingress.RelayOptions{Store: e.Store, Temporal: e.Client, TaskQueue: taskQueue, Idle: 200 * time.Millisecond})
+	rl := relay.New(relay.Options{Store: e.Store, Temporal: e.Client, TaskQueue: taskQueue, Idle: 200 * time.Millisecond})
 	bulk := 0
 	// fill tops the bulk lane up to half as much again as the backlog, in
 	// one transaction, so that at least the backlog is still pending while
@@ -149,7 +149,7 @@ func TestWaitedForEventsPassBulkOnes(t *testing.T) {
 	fill()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Go(func() { _ = relay.Run(ctx) })
+	wg.Go(func() { _ = rl.Run(ctx) })
 	t.Cleanup(func() { cancel(); wg.Wait() })
 
 	var took []time.Duration
@@ -161,10 +161,10 @@ func TestWaitedForEventsPassBulkOnes(t *testing.T) {
 		id := fmt.Sprintf("evt_ready_%02d", i)
 		body := fmt.Sprintf(`{"id":%q,"type":"knowledge.ready","created_at":"2026-11-22T09:00:00.000Z","data":{"site_id":"site_waiting","knowledge_id":"kn_%d"}}`, id, i)
 		start := time.Now()
-		if _, err := e.Store.RecordEvent(t.Context(), store.InboxEvent{EventID: id, EventType: "knowledge.ready", Lane: webhookingress.LaneFor("knowledge.ready"), EndpointID: "env", ReceivedAt: start, Body: []byte(body)}); err != nil {
+		if _, err := e.Store.RecordEvent(t.Context(), store.InboxEvent{EventID: id, EventType: "knowledge.ready", Lane: relay.LaneFor("knowledge.ready"), EndpointID: "env", ReceivedAt: start, Body: []byte(body)}); err != nil {
 			t.Fatal(err)
 		}
-		relay.Wake(store.LanePriority)
+		rl.Wake(store.LanePriority)
 		for {
 			out, _, _ := e.Store.InboxOutcome(t.Context(), id)
 			if out != "" {

@@ -19,10 +19,10 @@ import (
 	"github.com/siteops/siteops/agentsite/webhook"
 	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/internal/siteopstest/testenv"
+	"github.com/siteops/siteops/relay"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/store/storetest"
-	"github.com/siteops/siteops/webhookingress"
 	"github.com/siteops/siteops/workflows"
 )
 
@@ -189,7 +189,7 @@ func TestEventsReplayAfterALateStart(t *testing.T) {
 			}
 			var shown eventShow
 			e.siteopsJSON(t, &shown, "events", "show", "evt_k1")
-			if shown.Verification.Secret != "env" || shown.Verification.EndpointID != webhookingress.EnvEndpoint || shown.Body != bodyK1 ||
+			if shown.Verification.Secret != "env" || shown.Verification.EndpointID != store.EnvEndpoint || shown.Body != bodyK1 ||
 				len(shown.History) != 1 || shown.Workflow != nil {
 				t.Errorf("events show -o json = %+v", shown)
 			}
@@ -375,12 +375,12 @@ func TestEventsDeadLettersAndPaging(t *testing.T) {
 			// (failing), and none once they are dead letters.
 			e.expectPending(t, n, store.StatusPending)
 			temporal := &refusingTemporal{}
-			relay := webhookingress.NewRelay(webhookingress.RelayOptions{Store: st, Temporal: temporal, TaskQueue: taskQueue, MaxAttempts: 2, Now: clock})
+			rl := relay.New(relay.Options{Store: st, Temporal: temporal, TaskQueue: taskQueue, MaxAttempts: 2, Now: clock})
 			for attempt := range 2 {
 				mu.Lock()
 				now = now.Add(time.Minute) // past the backoff
 				mu.Unlock()
-				if k, err := relay.DispatchOnce(t.Context(), store.LaneBulk); err != nil || k != n {
+				if k, err := rl.DispatchOnce(t.Context(), store.LaneBulk); err != nil || k != n {
 					t.Fatalf("attempt %d claimed %d, %v", attempt+1, k, err)
 				}
 				if attempt == 0 {
@@ -454,7 +454,7 @@ func TestEventsDeadLettersAndPaging(t *testing.T) {
 			mu.Lock()
 			now = now.Add(time.Minute) // past the interval a relay may hold a site's lead.created for
 			mu.Unlock()
-			if k, err := relay.DispatchOnce(t.Context(), store.LaneBulk); err != nil || k != n {
+			if k, err := rl.DispatchOnce(t.Context(), store.LaneBulk); err != nil || k != n {
 				t.Fatalf("after the replay the relay claimed %d, %v", k, err)
 			}
 			var left eventList
@@ -486,7 +486,7 @@ func TestEventsDeadLettersAndPaging(t *testing.T) {
 				mu.Lock()
 				now = now.Add(time.Minute)
 				mu.Unlock()
-				if k, err := relay.DispatchOnce(t.Context(), store.LaneBulk); err != nil || k != 1 {
+				if k, err := rl.DispatchOnce(t.Context(), store.LaneBulk); err != nil || k != 1 {
 					t.Fatalf("the old event's attempt claimed %d, %v", k, err)
 				}
 			}
@@ -497,7 +497,7 @@ func TestEventsDeadLettersAndPaging(t *testing.T) {
 			mu.Lock()
 			now = now.Add(time.Minute)
 			mu.Unlock()
-			if k, err := relay.DispatchOnce(t.Context(), store.LaneBulk); err != nil || k != 1 {
+			if k, err := rl.DispatchOnce(t.Context(), store.LaneBulk); err != nil || k != 1 {
 				t.Fatalf("the recent event's attempt claimed %d, %v", k, err)
 			}
 			if out, code := e.run(t, []string{"SITEOPS_INBOX_RETENTION=0s"}, "ingress"); code == 0 || !strings.Contains(out, "SITEOPS_INBOX_RETENTION=0s must be a positive duration") {

@@ -19,11 +19,11 @@ import (
 	"time"
 
 	"github.com/siteops/siteops/agentsite/webhook"
+	"github.com/siteops/siteops/ingress/ingresstest"
 	"github.com/siteops/siteops/internal/ports"
 	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/store"
-	"github.com/siteops/siteops/webhookingress/ingresstest"
 )
 
 // ingressProc is a `siteops ingress` process started by a test.

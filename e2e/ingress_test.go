@@ -1,9 +1,7 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -15,39 +13,30 @@ import (
 	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/agentsite/webhook"
 	"github.com/siteops/siteops/internal/siteopstest"
+	"github.com/siteops/siteops/relay"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/telemetry/telemetrytest"
-	"github.com/siteops/siteops/webhookingress"
 	"github.com/siteops/siteops/workflows"
 )
 
-// ingress is the webhook ingress and relay of one test, in-process.
-type ingress struct {
+// ingressRun is the webhook ingress and relay of one test, in-process.
+type ingressRun struct {
 	url     string
 	metrics *prometheus.Registry // the handler's and the relay's metrics
-	relay   *webhookingress.Relay
+	relay   *relay.Relay
 }
 
-func (e *env) startIngress(t *testing.T) *ingress {
+func (e *env) startIngress(t *testing.T) *ingressRun {
 	t.Helper()
-	reg := prometheus.NewRegistry()
-	m := webhookingress.NewMetrics(reg)
-	relay := webhookingress.NewRelay(webhookingress.RelayOptions{Store: e.Store, Temporal: e.Client, TaskQueue: taskQueue, Metrics: m, Idle: 50 * time.Millisecond, MaxBackoff: time.Second})
-	h := webhookingress.NewHandler(webhookingress.Options{Inbox: e.Store, Secrets: e.Store, Metrics: m, Recorded: relay.Wake, SecretRefresh: 200 * time.Millisecond})
-	srv := httptest.NewServer(h)
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() { _ = relay.Run(ctx) })
-	t.Cleanup(func() { cancel(); wg.Wait(); srv.Close() })
-	return &ingress{url: srv.URL, metrics: reg, relay: relay}
+	return e.startIngressWith(t)
 }
 
 // register creates a webhook endpoint on the simulator pointing at the
 // ingress and stores its secret, through the EndpointRegistration workflow
 // (the worker must run).
-func (e *env) register(t *testing.T, in *ingress, path string, events ...string) string {
+func (e *env) register(t *testing.T, in *ingressRun, path string, events ...string) string {
 	t.Helper()
 	reg, err := e.Starter.RegisterEndpoint(ctxWithin(t, time.Minute), starter.EndpointRequest{URL: in.url + path, Events: events})
 	if err != nil {

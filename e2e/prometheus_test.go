@@ -22,9 +22,9 @@ import (
 
 	"github.com/siteops/siteops/internal/ports"
 	"github.com/siteops/siteops/internal/siteopstest"
+	"github.com/siteops/siteops/relay"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/store"
-	"github.com/siteops/siteops/webhookingress"
 	"github.com/siteops/siteops/workflows"
 )
 
@@ -263,7 +263,7 @@ func TestPrometheusSeesTheServiceLevels(t *testing.T) {
 	siteopstest.Eventually(t, 30*time.Second, "Prometheus to scrape both processes", func() bool {
 		return len(prom.query(t, `up == 1`)) == 2
 	})
-	e.register(t, &ingress{url: ingressURL}, "/webhooks/main", "lead.created", "knowledge.ready", "site.published")
+	e.register(t, &ingressRun{url: ingressURL}, "/webhooks/main", "lead.created", "knowledge.ready", "site.published")
 
 	forge := func(round int) {
 		t.Helper()
@@ -374,9 +374,9 @@ func makeDeadLetter(t *testing.T, e *env) {
 		ReceivedAt: ahead(), Body: []byte(body)}); err != nil {
 		t.Fatal(err)
 	}
-	relay := webhookingress.NewRelay(webhookingress.RelayOptions{Store: st, Temporal: &refusingTemporal{}, TaskQueue: taskQueue, MaxAttempts: 1,
+	rl := relay.New(relay.Options{Store: st, Temporal: &refusingTemporal{}, TaskQueue: taskQueue, MaxAttempts: 1,
 		Batch: 1, BulkBatch: 1, LeadCoalesce: -1, Now: ahead})
-	if n, err := relay.DispatchOnce(t.Context(), store.LaneBulk); n != 1 || err != nil {
+	if n, err := rl.DispatchOnce(t.Context(), store.LaneBulk); n != 1 || err != nil {
 		t.Fatalf("the dead letter's relay claimed %d events: %v", n, err)
 	}
 	if outcome, attempts, err := e.Store.InboxOutcome(t.Context(), id); outcome != store.OutcomeDead || attempts != 1 || err != nil {

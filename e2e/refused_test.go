@@ -9,11 +9,12 @@ import (
 	"time"
 
 	"github.com/siteops/siteops/agentsite/webhook"
+	"github.com/siteops/siteops/inbox"
+	"github.com/siteops/siteops/ingress"
 	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/telemetry/telemetrytest"
-	"github.com/siteops/siteops/webhookingress"
 )
 
 // TestRefusedDeliveriesListed is item 3 of issue 33 against a running
@@ -68,7 +69,7 @@ func TestRefusedDeliveriesListed(t *testing.T) {
 				if code != 0 {
 					t.Fatalf("events list --refused: exit %d\n%s%s", code, out, errOut)
 				}
-				var l webhookingress.RefusedList
+				var l inbox.RefusedList
 				if err := json.Unmarshal([]byte(out), &l); err != nil {
 					t.Fatalf("events list --refused printed %s (%v)", out, err)
 				}
@@ -108,7 +109,7 @@ func TestRefusedDeliveriesListed(t *testing.T) {
 				want             float64
 			}{
 				{"default", "invalid_signature", 3},
-				{webhookingress.UnknownReceiverLabel, "unknown_receiver", 2},
+				{ingress.UnknownReceiverLabel, "unknown_receiver", 2},
 				{"default", "timestamp_outside_window", 1},
 			} {
 				if v := telemetrytest.ValueIn(t, mfs, "siteops_webhook_refusals_total", "receiver", c.receiver, "reason", c.reason); v != c.want {

@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/siteops/siteops/agentsite"
+	"github.com/siteops/siteops/relay"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/store"
-	"github.com/siteops/siteops/webhookingress"
 	"github.com/siteops/siteops/workflows"
 )
 
@@ -34,7 +34,7 @@ func TestRelayOutcomes(t *testing.T) {
 	}
 	for _, ev := range events {
 		body := fmt.Sprintf(`{"id":%q,"type":%q,"created_at":"2026-11-21T09:00:00.000Z","data":%s}`, ev.id, ev.typ, ev.data)
-		rec := store.InboxEvent{EventID: ev.id, EventType: ev.typ, Lane: webhookingress.LaneFor(ev.typ), EndpointID: "env", ReceivedAt: time.Now().Add(-time.Second), Body: []byte(body)}
+		rec := store.InboxEvent{EventID: ev.id, EventType: ev.typ, Lane: relay.LaneFor(ev.typ), EndpointID: "env", ReceivedAt: time.Now().Add(-time.Second), Body: []byte(body)}
 		if _, err := e.Store.RecordEvent(t.Context(), rec); err != nil {
 			t.Fatal(err)
 		}
@@ -47,10 +47,10 @@ func TestRelayOutcomes(t *testing.T) {
 		t.Fatal(first, err)
 	}
 	events = append(events, struct{ id, typ, data, want string }{"verified:we_7", "", "", store.OutcomeNoTarget})
-	relay := webhookingress.NewRelay(webhookingress.RelayOptions{Store: e.Store, Temporal: e.Client, TaskQueue: taskQueue})
+	rl := relay.New(relay.Options{Store: e.Store, Temporal: e.Client, TaskQueue: taskQueue})
 	n := 0
 	for _, lane := range []store.Lane{store.LanePriority, store.LaneBulk} {
-		k, err := relay.DispatchOnce(t.Context(), lane)
+		k, err := rl.DispatchOnce(t.Context(), lane)
 		if err != nil {
 			t.Fatal(err)
 		}

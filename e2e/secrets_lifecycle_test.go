@@ -16,30 +16,30 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/siteops/siteops/agentsite"
+	"github.com/siteops/siteops/ingress"
 	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/internal/siteopstest/testenv"
+	"github.com/siteops/siteops/relay"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"
-	"github.com/siteops/siteops/webhookingress"
 	"github.com/siteops/siteops/worker"
 	"github.com/siteops/siteops/workflows"
 )
 
 // startIngressWith is startIngress with secrets configured for POST
 // /webhooks, as SITEOPS_WEBHOOK_SECRETS sets them.
-func (e *env) startIngressWith(t *testing.T, envSecrets ...string) *ingress {
+func (e *env) startIngressWith(t *testing.T, envSecrets ...string) *ingressRun {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	m := webhookingress.NewMetrics(reg)
-	relay := webhookingress.NewRelay(webhookingress.RelayOptions{Store: e.Store, Temporal: e.Client, TaskQueue: taskQueue, Metrics: m, Idle: 50 * time.Millisecond, MaxBackoff: time.Second})
-	h := webhookingress.NewHandler(webhookingress.Options{Inbox: e.Store, Secrets: e.Store, EnvSecrets: envSecrets, Metrics: m, Recorded: relay.Wake, SecretRefresh: 200 * time.Millisecond})
+	rl := relay.New(relay.Options{Store: e.Store, Temporal: e.Client, TaskQueue: taskQueue, Metrics: relay.NewMetrics(reg), Idle: 50 * time.Millisecond, MaxBackoff: time.Second})
+	h := ingress.NewHandler(ingress.Options{Inbox: e.Store, Secrets: e.Store, EnvSecrets: envSecrets, Metrics: ingress.NewMetrics(reg), Recorded: rl.Wake, SecretRefresh: 200 * time.Millisecond})
 	srv := httptest.NewServer(h)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Go(func() { _ = relay.Run(ctx) })
+	wg.Go(func() { _ = rl.Run(ctx) })
 	t.Cleanup(func() { cancel(); wg.Wait(); srv.Close() })
-	return &ingress{url: srv.URL, metrics: reg, relay: relay}
+	return &ingressRun{url: srv.URL, metrics: reg, relay: rl}
 }
 
 func (e *env) api(t *testing.T) *agentsite.Client {

@@ -23,13 +23,14 @@ import (
 
 	"github.com/siteops/siteops/agentsite/webhook"
 	"github.com/siteops/siteops/config"
+	"github.com/siteops/siteops/ingress"
 	"github.com/siteops/siteops/internal/devserver"
 	"github.com/siteops/siteops/internal/ports"
 	"github.com/siteops/siteops/internal/siteopstest"
+	"github.com/siteops/siteops/relay"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/store/storetest"
-	"github.com/siteops/siteops/webhookingress"
 	"github.com/siteops/siteops/wiring"
 	"github.com/siteops/siteops/workflows"
 )
@@ -57,8 +58,8 @@ func TestDeliveryAcceptedWhileTemporalIsDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(lazy.Close)
-	srv, err := webhookingress.New(webhookingress.ServerOptions{Store: st, Temporal: lazy, TaskQueue: taskQueue, EnvSecrets: []string{secret}, Window: webhook.DefaultWindow, Logger: logger,
-		Relay: webhookingress.RelayOptions{MaxBackoff: time.Second, DispatchTimeout: 2 * time.Second}})
+	srv, err := ingress.New(ingress.ServerOptions{Store: st, Temporal: lazy, TaskQueue: taskQueue, EnvSecrets: []string{secret}, Window: webhook.DefaultWindow, Logger: logger,
+		Relay: relay.Options{MaxBackoff: time.Second, DispatchTimeout: 2 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,8 +324,8 @@ func TestRelayLastErrorNamesTemporalThatDoesNotAnswer(t *testing.T) {
 	}
 	t.Cleanup(lazy.Close)
 	const secret = "whsec_blackhole_test"
-	srv, err := webhookingress.New(webhookingress.ServerOptions{Store: st, Temporal: lazy, TaskQueue: taskQueue, EnvSecrets: []string{secret}, Window: webhook.DefaultWindow, Logger: logger,
-		Relay: webhookingress.RelayOptions{MaxBackoff: time.Second, DispatchTimeout: time.Second}})
+	srv, err := ingress.New(ingress.ServerOptions{Store: st, Temporal: lazy, TaskQueue: taskQueue, EnvSecrets: []string{secret}, Window: webhook.DefaultWindow, Logger: logger,
+		Relay: relay.Options{MaxBackoff: time.Second, DispatchTimeout: time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}

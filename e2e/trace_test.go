@@ -16,13 +16,14 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/siteops/siteops/config"
+	"github.com/siteops/siteops/ingress"
 	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/internal/siteopstest/testenv"
+	"github.com/siteops/siteops/relay"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/telemetry"
-	"github.com/siteops/siteops/webhookingress"
 	"github.com/siteops/siteops/wiring"
 	"github.com/siteops/siteops/workflows"
 )
@@ -48,12 +49,12 @@ func TestOneDeliveryTracedEndToEnd(t *testing.T) {
 	t.Cleanup(c.Close)
 	e.StartWorker(t, testenv.WorkerOptions{Telemetry: tel})
 
-	relay := webhookingress.NewRelay(webhookingress.RelayOptions{Store: e.Store, Temporal: c, TaskQueue: taskQueue, Idle: 50 * time.Millisecond})
-	h := webhookingress.NewHandler(webhookingress.Options{Inbox: e.Store, Secrets: e.Store, Metrics: webhookingress.NewMetrics(prometheus.NewRegistry()), Recorded: relay.Wake})
-	srv := httptest.NewServer(webhookingress.Traced(h))
+	rl := relay.New(relay.Options{Store: e.Store, Temporal: c, TaskQueue: taskQueue, Idle: 50 * time.Millisecond})
+	h := ingress.NewHandler(ingress.Options{Inbox: e.Store, Secrets: e.Store, Metrics: ingress.NewMetrics(prometheus.NewRegistry()), Recorded: rl.Wake})
+	srv := httptest.NewServer(ingress.Traced(h))
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Go(func() { _ = relay.Run(ctx) })
+	wg.Go(func() { _ = rl.Run(ctx) })
 	t.Cleanup(func() { cancel(); wg.Wait(); srv.Close() })
 
 	s := starter.New(starter.Options{Client: c, TaskQueue: taskQueue, Namespace: e.Namespace})

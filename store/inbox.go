@@ -30,6 +30,10 @@ const (
 	LaneBulk     Lane = 1
 )
 
+// EnvEndpoint is the EndpointID of an event that a secret of
+// SITEOPS_WEBHOOK_SECRETS verified: no endpoint's.
+const EnvEndpoint = "env"
+
 // InboxEvent is a record of the inbox: a verified webhook delivery as
 // recorded by the ingress, or (Kind) a record siteops makes itself.
 type InboxEvent struct {
@@ -38,7 +42,7 @@ type InboxEvent struct {
 	Kind         string // KindWebhook when empty
 	Lane         Lane
 	Receiver     string // "" for POST /webhooks
-	EndpointID   string // whose secret verified it ("env" for SITEOPS_WEBHOOK_SECRETS)
+	EndpointID   string // whose secret verified it (EnvEndpoint for SITEOPS_WEBHOOK_SECRETS)
 	ReceivedAt   time.Time
 	Body         []byte
 	TraceContext string // W3C traceparent of the delivery, when it had one

@@ -15,7 +15,7 @@ import (
 // counted per receiver, reason and minute, so that every ingress replica and
 // the CLI see the same record (`siteops events list --refused`, the
 // overview). An ingress writes it asynchronously, at most once a second,
-// whatever it refuses, and prunes it (webhookingress, refusals.go). It
+// whatever it refuses, and prunes it (package ingress, refusals.go). It
 // holds no body, header, address or secret: the receiver as the ingress
 // names it, the reason, the status answered, the count, the first and last
 // refusal, and the event id and type of a refused delivery whose signature

@@ -23,7 +23,7 @@ type SiteEvent struct {
 
 // SiteEventTypes are the event types an onboarding reads from the inbox
 // (SiteEvents): the types whose route targets the site's onboarding
-// (webhookingress's route table; a test there holds the two together).
+// (the relay's route table; a test there holds the two together).
 // The partial index inbox_site_events holds exactly these (migration
 // 00007; a test here holds it to this list): a type added here needs a
 // migration that rebuilds the index, and its case in activities'

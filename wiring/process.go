@@ -17,12 +17,12 @@ import (
 	"github.com/siteops/siteops/activities"
 	"github.com/siteops/siteops/config"
 	"github.com/siteops/siteops/doctor"
+	"github.com/siteops/siteops/ingress"
 	sitenexus "github.com/siteops/siteops/nexus"
 	"github.com/siteops/siteops/release"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/telemetry"
-	"github.com/siteops/siteops/webhookingress"
 	"github.com/siteops/siteops/worker"
 )
 
@@ -222,7 +222,7 @@ func RunIngress(ctx context.Context, cfg IngressConfig, logger *slog.Logger, tel
 		return err
 	}
 	defer c.Close()
-	so := webhookingress.ServerOptions{
+	so := ingress.ServerOptions{
 		Store: st, Temporal: c, TaskQueue: cfg.TaskQueue, EnvSecrets: SplitSecrets(cfg.WebhookSecrets),
 		Window: cfg.ReplayWindow, MaxBody: cfg.MaxBody, MaxConcurrent: cfg.MaxConcurrent, MaxConns: cfg.MaxConnections, ShedBusyAfter: cfg.ShedBusyAfter, Logger: logger,
 	}
@@ -231,11 +231,11 @@ func RunIngress(ctx context.Context, cfg IngressConfig, logger *slog.Logger, tel
 	}
 	so.Checks = func() (bool, any) { return checks.Degraded(), checks.Results() }
 	so.Relay.Retention = cfg.InboxRetention
-	so.Refused = webhookingress.RefusedOptions{Retention: cfg.RefusedRetention, MaxRows: cfg.RefusedMaxRows, Disabled: cfg.RefusedMaxRows == 0}
+	so.Refused = ingress.RefusedOptions{Retention: cfg.RefusedRetention, MaxRows: cfg.RefusedMaxRows, Disabled: cfg.RefusedMaxRows == 0}
 	if st.Dialect() == store.Postgres {
 		so.Relay.Pipelines = 2 // claims of several relays never block each other there
 	}
-	srv, err := webhookingress.New(so)
+	srv, err := ingress.New(so)
 	if err != nil {
 		return err
 	}

@@ -11,8 +11,8 @@ import (
 
 	"github.com/siteops/siteops/config"
 	"github.com/siteops/siteops/doctor"
+	"github.com/siteops/siteops/ingress"
 	"github.com/siteops/siteops/store"
-	"github.com/siteops/siteops/webhookingress"
 )
 
 // ErrNoStore marks a database that does not exist yet: nothing has created
@@ -123,25 +123,25 @@ func OldSecretKeyFromEnv() ([]byte, error) {
 }
 
 // ReceiverSecretsFromEnv are the active secrets stored for an ingress
-// receiver (webhookingress.StoredCaptureSecrets) in the store the
+// receiver (ingress.StoredCaptureSecrets) in the store the
 // environment names, opened as it is and read-only (InspectStore): a check
 // creates no database and migrates none. They are encrypted with
 // SITEOPS_SECRET_KEY: without it there is a setting to give.
-func ReceiverSecretsFromEnv(ctx context.Context, receiver string) (webhookingress.CaptureSecrets, error) {
+func ReceiverSecretsFromEnv(ctx context.Context, receiver string) (ingress.CaptureSecrets, error) {
 	var d config.Database
 	if err := config.Load(&d); err != nil {
-		return webhookingress.CaptureSecrets{}, err
+		return ingress.CaptureSecrets{}, err
 	}
 	if d.SecretKey == "" {
-		return webhookingress.CaptureSecrets{}, config.Invalid("SITEOPS_SECRET_KEY is not set, and the secrets stored for receiver %s are encrypted with it: set it to the key the worker and the ingress use, or verify with SITEOPS_WEBHOOK_SECRETS instead of --receiver",
+		return ingress.CaptureSecrets{}, config.Invalid("SITEOPS_SECRET_KEY is not set, and the secrets stored for receiver %s are encrypted with it: set it to the key the worker and the ingress use, or verify with SITEOPS_WEBHOOK_SECRETS instead of --receiver",
 			store.ReceiverName(receiver))
 	}
 	st, _, err := InspectStore(ctx, d)
 	if err != nil {
-		return webhookingress.CaptureSecrets{}, err
+		return ingress.CaptureSecrets{}, err
 	}
 	defer func() { _ = st.Close() }()
-	return webhookingress.StoredCaptureSecrets(ctx, st, receiver)
+	return ingress.StoredCaptureSecrets(ctx, st, receiver)
 }
 
 // InspectStore opens the store that d names as it is and read-only, for

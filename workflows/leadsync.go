@@ -38,7 +38,7 @@ const (
 	DefaultStallTimeout = time.Hour
 	// RecentEventsKept is how many of the latest lead.created event ids a
 	// lead sync remembers, carried across continue-as-new, to count a
-	// redelivered event once; webhookingress's route table says so to
+	// redelivered event once; the relay's route table says so to
 	// operators (siteops events replay).
 	RecentEventsKept       = 1000
 	maxSyncsPerRun         = 200

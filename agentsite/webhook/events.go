@@ -34,7 +34,7 @@ type EventSpec struct {
 // Catalogue is the contract's table of event types, in its order, retired
 // ones included: the one list every other list of event types in siteops
 // derives from (EventTypes, Known, Retired; the route table of
-// webhookingress has exactly one row for each, and tests hold the
+// the relay (package relay) has exactly one row for each, and tests hold the
 // simulator's own table, written from the contract apart, to it).
 var Catalogue = []EventSpec{
 	{Type: SitePublished, EmittedWhen: "a site becomes published"},

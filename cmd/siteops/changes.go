@@ -8,11 +8,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/siteops/siteops/inbox"
 	"github.com/siteops/siteops/release"
 	"github.com/siteops/siteops/rollout"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"
-	"github.com/siteops/siteops/webhookingress"
 	"github.com/siteops/siteops/workflows"
 )
 
@@ -127,7 +127,7 @@ const bulkReplay = 10
 
 // replayChange says which events a replay would queue again: those of
 // preview, a dry run's result.
-func replayChange(preview webhookingress.ReplayResult, limit int) change {
+func replayChange(preview inbox.ReplayResult, limit int) change {
 	ch := change{JSON: dryRunReplay{ReplayResult: preview}}
 	if len(preview.Replayed) == 0 {
 		ch.Summary = "replay nothing: no events match"
@@ -149,17 +149,17 @@ func replayChange(preview webhookingress.ReplayResult, limit int) change {
 // they are (dry_run true), and nothing changed.
 type dryRunReplay struct {
 	Changed bool `json:"changed"`
-	webhookingress.ReplayResult
+	inbox.ReplayResult
 }
 
 // replayLine is a replayed event, one line: what it was, and what a
 // replay can change.
-func replayLine(r webhookingress.Replay) string {
+func replayLine(r inbox.Replay) string {
 	return fmt.Sprintf("%s  %s  %s  was %s: %s", r.EventID, r.Type, dash(r.SiteID), r.PreviousStatus, r.Note)
 }
 
 // replayedIDs are the ids of the events of a replay.
-func replayedIDs(res webhookingress.ReplayResult) []string {
+func replayedIDs(res inbox.ReplayResult) []string {
 	ids := make([]string, len(res.Replayed))
 	for i, r := range res.Replayed {
 		ids[i] = r.EventID

@@ -11,9 +11,9 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/siteops/siteops/agentsite/webhook"
+	"github.com/siteops/siteops/inbox"
 	"github.com/siteops/siteops/overview"
 	"github.com/siteops/siteops/store"
-	"github.com/siteops/siteops/webhookingress"
 	"github.com/siteops/siteops/wiring"
 	"github.com/siteops/siteops/workflows"
 )
@@ -46,7 +46,7 @@ func (c *cli) completions(root *cobra.Command) {
 	}
 	flags := map[string]cobra.CompletionFunc{
 		"site":        completeSites,
-		"outcome":     fixed(webhookingress.EventStates()...),
+		"outcome":     fixed(inbox.EventStates()...),
 		"type":        fixed(types...),
 		"endpoint":    storedSecrets(func(s store.SecretInfo) string { return s.EndpointID }),
 		"fingerprint": storedSecrets(func(s store.SecretInfo) string { return s.Fingerprint }),

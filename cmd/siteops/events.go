@@ -11,8 +11,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/siteops/siteops/inbox"
+	"github.com/siteops/siteops/relay"
 	"github.com/siteops/siteops/store"
-	"github.com/siteops/siteops/webhookingress"
 	"github.com/siteops/siteops/wiring"
 )
 
@@ -28,7 +29,7 @@ func (c *cli) eventsCmd() *cobra.Command {
 	cmd.Long = `List, inspect and replay the webhook events the ingress recorded, and what
 the relay made of each: signalled to a workflow, no-target, target-gone,
 ignored, malformed, still pending or failing, or a dead letter (dispatch
-failed ` + strconv.Itoa(webhookingress.DefaultMaxAttempts) + ` times in a row; no longer retried).
+failed ` + strconv.Itoa(relay.DefaultMaxAttempts) + ` times in a row; no longer retried).
 
 ` + eventsHelp
 	return cmd
@@ -83,7 +84,7 @@ keeps pending events and dead letters whatever their age.
 				return err
 			}
 			defer func() { _ = st.Close() }()
-			l, err := webhookingress.ListEvents(cmd.Context(), st, f)
+			l, err := inbox.ListEvents(cmd.Context(), st, f)
 			if errors.Is(err, store.ErrBadPage) {
 				return usageError{fmt.Errorf("--page: %w", err)}
 			}
@@ -104,7 +105,7 @@ keeps pending events and dead letters whatever their age.
 	return cmd
 }
 
-func writeEventList(w io.Writer, l webhookingress.EventList, again string) error {
+func writeEventList(w io.Writer, l inbox.EventList, again string) error {
 	if len(l.Events) == 0 {
 		_, _ = fmt.Fprintln(w, "no events match")
 	} else {
@@ -114,7 +115,7 @@ func writeEventList(w io.Writer, l webhookingress.EventList, again string) error
 		for _, e := range l.Events {
 			dead = dead || e.Outcome == store.OutcomeDead
 			_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", e.EventID, e.Type, dash(e.SiteID),
-				e.ReceivedAt.Format(time.RFC3339), e.Status, e.Attempts, e.Replays, dash(webhookingress.ErrorLine(e.LastError, 72)))
+				e.ReceivedAt.Format(time.RFC3339), e.Status, e.Attempts, e.Replays, dash(inbox.ErrorLine(e.LastError, 72)))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -212,7 +213,7 @@ the workflow (and run) it reached. Exit 3 when the inbox does not hold it
 			if err != nil {
 				return err
 			}
-			return c.show(cmd, webhookingress.NewEventDetail(d), func(w io.Writer) error { return writeEventDetail(w, d) })
+			return c.show(cmd, inbox.NewEventDetail(d), func(w io.Writer) error { return writeEventDetail(w, d) })
 		},
 	}
 }
@@ -223,7 +224,7 @@ func writeEventDetail(w io.Writer, d store.EventDetail) error {
 		_, _ = fmt.Fprintf(w, "%-10s%s\n", label, fmt.Sprintf(format, args...))
 	}
 	p("event", "%s", d.EventID)
-	p("type", "%s", webhookingress.EventType(d.EventRecord))
+	p("type", "%s", inbox.EventType(d.EventRecord))
 	if d.SiteID != "" {
 		p("site", "%s", d.SiteID)
 	}
@@ -231,10 +232,10 @@ func writeEventDetail(w io.Writer, d store.EventDetail) error {
 		p("about", "the first delivery verified with endpoint %s's stored secret: event %s", d.EndpointID, d.SubjectEventID)
 	}
 	p("received", "%s on receiver %s", d.ReceivedAt.Format(stamp), store.ReceiverName(d.Receiver))
-	switch webhookingress.VerificationOf(d).Secret {
-	case webhookingress.SecretStored:
+	switch inbox.VerificationOf(d).Secret {
+	case inbox.SecretStored:
 		p("verified", "with the stored secret of endpoint %s (receiver %s), fingerprint %s", d.EndpointID, store.ReceiverName(d.SecretReceiver), d.Fingerprint)
-	case webhookingress.SecretEnv:
+	case inbox.SecretEnv:
 		p("verified", "with a secret of SITEOPS_WEBHOOK_SECRETS (not stored, so no fingerprint here)")
 	default:
 		p("verified", "with the secret of endpoint %s, no longer stored here", d.EndpointID)
@@ -304,7 +305,7 @@ func (c *cli) eventsReplayCmd() *cobra.Command {
 		Long: `Queue inbox events for the relay again: by id, or every event in a state
 (--outcome, narrowed by --type, --site and --since; at most --limit, newest
 first). Each is made due at once, its failures are forgotten (a dead letter
-gets all ` + strconv.Itoa(webhookingress.DefaultMaxAttempts) + ` attempts again), and the replay is recorded with who
+gets all ` + strconv.Itoa(relay.DefaultMaxAttempts) + ` attempts again), and the replay is recorded with who
 asked (--operator) and when: 'siteops events show' lists it.
 
 The relay dispatches a replayed event like a new one, to the workflow its
@@ -352,8 +353,8 @@ it listed.
 			defer func() { _ = st.Close() }()
 			// What would be replayed is read first; the replay takes
 			// exactly those events.
-			req := webhookingress.ReplayRequest{IDs: args, Filter: f, Limit: limit, DryRun: true, Operator: operator}
-			preview, err := webhookingress.ReplayEvents(cmd.Context(), st, req)
+			req := inbox.ReplayRequest{IDs: args, Filter: f, Limit: limit, DryRun: true, Operator: operator}
+			preview, err := inbox.ReplayEvents(cmd.Context(), st, req)
 			if err != nil {
 				return err
 			}
@@ -365,7 +366,7 @@ it listed.
 			res := preview
 			if len(preview.Replayed) > 0 && !cf.dryRun {
 				req.IDs, req.DryRun = replayedIDs(preview), false
-				if res, err = webhookingress.ReplayEvents(cmd.Context(), st, req); err != nil {
+				if res, err = inbox.ReplayEvents(cmd.Context(), st, req); err != nil {
 					return err
 				}
 				res.MoreMatched = preview.MoreMatched
@@ -373,7 +374,7 @@ it listed.
 			var waitErr error
 			if wait && !cf.dryRun && len(res.Replayed) > 0 {
 				c.phases(cmd, fmt.Sprintf("waiting for the relay of a running siteops ingress to dispatch %d replayed event(s)", len(res.Replayed)))
-				waitErr = webhookingress.AwaitReplays(cmd.Context(), st, res.Replayed, 200*time.Millisecond, wf.timeout)
+				waitErr = inbox.AwaitReplays(cmd.Context(), st, res.Replayed, 200*time.Millisecond, wf.timeout)
 				c.endWait()
 			}
 			// Only a wait that ended with every event handled says the
@@ -394,7 +395,7 @@ it listed.
 	return cmd
 }
 
-func writeReplays(w io.Writer, res webhookingress.ReplayResult, waited bool, limit int) {
+func writeReplays(w io.Writer, res inbox.ReplayResult, waited bool, limit int) {
 	out, operator := res.Replayed, res.Operator
 	if len(out) == 0 {
 		_, _ = fmt.Fprintln(w, "no events match; nothing replayed")
@@ -427,7 +428,7 @@ func writeReplays(w io.Writer, res webhookingress.ReplayResult, waited bool, lim
 // memories lists what each workflow the relay signals remembers of the
 // event ids it saw, as the route table says, one "  - " line each.
 func memories() string {
-	ms := webhookingress.Memories()
+	ms := relay.Memories()
 	for i, m := range ms {
 		ms[i] = "  - " + m
 	}

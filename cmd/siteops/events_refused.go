@@ -12,8 +12,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/siteops/siteops/inbox"
+	"github.com/siteops/siteops/ingress"
 	"github.com/siteops/siteops/store"
-	"github.com/siteops/siteops/webhookingress"
 	"github.com/siteops/siteops/wiring"
 )
 
@@ -28,7 +29,7 @@ type refusedFlags struct {
 func (f *refusedFlags) register(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&f.on, "refused", false, "list the deliveries the ingress refused (bad or stale signature, unknown receiver, ...) instead of the inbox's events: one row per receiver, reason and minute")
 	cmd.Flags().StringVar(&f.receiver, "receiver", "", "with --refused: only deliveries to this receiver (default for POST /webhooks)")
-	cmd.Flags().StringVar(&f.reason, "reason", "", "with --refused: only deliveries refused for this reason: "+strings.Join(webhookingress.RefusalReasons(), ", "))
+	cmd.Flags().StringVar(&f.reason, "reason", "", "with --refused: only deliveries refused for this reason: "+strings.Join(ingress.RefusalReasons(), ", "))
 }
 
 // given reports whether a flag of the refused listing was given.
@@ -43,7 +44,7 @@ row per receiver, reason and minute, from every ingress, with the status
 answered, the count, the first and last refusal, and the event id and type
 of a refused delivery whose signature verified. Receiver names the ingress
 does not hold are kept as they came (quoted when out of form), the first
-` + strconv.Itoa(webhookingress.RefusedNamesPerMinute) + ` a minute per ingress, the rest as (other). Never a body, a header, an
+` + strconv.Itoa(ingress.RefusedNamesPerMinute) + ` a minute per ingress, the rest as (other). Never a body, a header, an
 address or a secret. Rows are kept SITEOPS_REFUSED_RETENTION (7 days), at
 most SITEOPS_REFUSED_MAX_ROWS (10,000). --receiver, --reason, --since and
 --limit narrow it.`
@@ -65,8 +66,8 @@ func (c *cli) listRefused(cmd *cobra.Command, rf refusedFlags, ff eventFilterFla
 	if len(inboxOnly) > 0 {
 		return usageError{fmt.Errorf("%s select the inbox's events; a refused delivery was never recorded, so --refused takes --receiver, --reason, --since and --limit", strings.Join(inboxOnly, ", "))}
 	}
-	if rf.reason != "" && !slices.Contains(webhookingress.RefusalReasons(), rf.reason) {
-		return usageError{fmt.Errorf("--reason %q: use one of %s", rf.reason, strings.Join(webhookingress.RefusalReasons(), ", "))}
+	if rf.reason != "" && !slices.Contains(ingress.RefusalReasons(), rf.reason) {
+		return usageError{fmt.Errorf("--reason %q: use one of %s", rf.reason, strings.Join(ingress.RefusalReasons(), ", "))}
 	}
 	if limit <= 0 || limit > 1000 {
 		return usageError{fmt.Errorf("--limit %d: give 1 to 1000", limit)}
@@ -84,14 +85,14 @@ func (c *cli) listRefused(cmd *cobra.Command, rf refusedFlags, ff eventFilterFla
 		return err
 	}
 	defer func() { _ = st.Close() }()
-	l, err := webhookingress.ListRefused(cmd.Context(), st, f)
+	l, err := inbox.ListRefused(cmd.Context(), st, f)
 	if err != nil {
 		return err
 	}
 	return c.show(cmd, l, func(w io.Writer) error { return writeRefusedList(w, l, limit) })
 }
 
-func writeRefusedList(w io.Writer, l webhookingress.RefusedList, limit int) error {
+func writeRefusedList(w io.Writer, l inbox.RefusedList, limit int) error {
 	if len(l.Refused) == 0 {
 		_, _ = fmt.Fprintln(w, "no refused deliveries match")
 	} else {

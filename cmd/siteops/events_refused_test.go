@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/siteops/siteops/config"
+	"github.com/siteops/siteops/inbox"
 	"github.com/siteops/siteops/store"
-	"github.com/siteops/siteops/webhookingress"
 	"github.com/siteops/siteops/wiring"
 )
 
@@ -38,19 +38,19 @@ func TestEventsListRefused(t *testing.T) {
 	}
 	t.Setenv("SITEOPS_DATABASE_URL", url)
 
-	list := func(args ...string) webhookingress.RefusedList {
+	list := func(args ...string) inbox.RefusedList {
 		t.Helper()
 		out, err := runCLI(t, "", append([]string{"events", "list", "--refused", "-o", "json"}, args...)...)
 		if err != nil {
 			t.Fatalf("events list --refused %v: %v", args, err)
 		}
-		var l webhookingress.RefusedList
+		var l inbox.RefusedList
 		if err := json.Unmarshal([]byte(out), &l); err != nil {
 			t.Fatalf("events list --refused %v printed %s (%v)", args, out, err)
 		}
 		return l
 	}
-	keys := func(l webhookingress.RefusedList) string {
+	keys := func(l inbox.RefusedList) string {
 		var ks []string
 		for _, r := range l.Refused {
 			ks = append(ks, r.Receiver+"/"+r.Reason)

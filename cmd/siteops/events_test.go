@@ -9,8 +9,8 @@ import (
 
 	"github.com/siteops/siteops/config"
 	"github.com/siteops/siteops/internal/siteopstest"
+	"github.com/siteops/siteops/relay"
 	"github.com/siteops/siteops/store"
-	"github.com/siteops/siteops/webhookingress"
 	"github.com/siteops/siteops/wiring"
 )
 
@@ -79,7 +79,7 @@ func TestReplayHelpSaysWhatTargetsRemember(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range webhookingress.Memories() {
+	for _, m := range relay.Memories() {
 		if !strings.Contains(out, "  - "+m+"\n") {
 			t.Errorf("events replay --help does not say %q:\n%s", m, out)
 		}

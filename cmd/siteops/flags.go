@@ -14,9 +14,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/siteops/siteops/config"
+	"github.com/siteops/siteops/inbox"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"
-	"github.com/siteops/siteops/webhookingress"
 	"github.com/siteops/siteops/wiring"
 )
 
@@ -106,7 +106,7 @@ type eventFilterFlags struct{ typ, site, outcome, since string }
 func (f *eventFilterFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.typ, "type", "", "only events of this type, e.g. knowledge.ready")
 	cmd.Flags().StringVar(&f.site, "site", "", "only events about this site (data.site_id)")
-	cmd.Flags().StringVar(&f.outcome, "outcome", "", "only events in this state: "+strings.Join(webhookingress.EventStates(), ", "))
+	cmd.Flags().StringVar(&f.outcome, "outcome", "", "only events in this state: "+strings.Join(inbox.EventStates(), ", "))
 	cmd.Flags().StringVar(&f.since, "since", "", "only events received since: a duration (90m, 1h, 7d) or a time (2026-11-21T09:00:00Z)")
 }
 
@@ -116,7 +116,7 @@ func (f *eventFilterFlags) given() bool {
 
 func (f *eventFilterFlags) filter(now time.Time) (store.EventFilter, error) {
 	ef := store.EventFilter{Type: f.typ, SiteID: f.site, Status: f.outcome}
-	if states := webhookingress.EventStates(); f.outcome != "" && !slices.Contains(states, f.outcome) {
+	if states := inbox.EventStates(); f.outcome != "" && !slices.Contains(states, f.outcome) {
 		return ef, usageError{fmt.Errorf("--outcome %q: use one of %s", f.outcome, strings.Join(states, ", "))}
 	}
 	if f.since != "" {

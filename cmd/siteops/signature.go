@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/siteops/siteops/agentsite/webhook"
-	"github.com/siteops/siteops/webhookingress"
+	"github.com/siteops/siteops/ingress"
 	"github.com/siteops/siteops/wiring"
 )
 
@@ -76,7 +76,7 @@ that ingress receiver ("default" for POST /webhooks), exactly as the ingress
 verifies it. Only fingerprints are printed, never secrets.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var secrets webhookingress.CaptureSecrets
+			var secrets ingress.CaptureSecrets
 			var err error
 			if cmd.Flags().Changed("receiver") {
 				secrets, err = wiring.ReceiverSecretsFromEnv(cmd.Context(), receiver)
@@ -90,7 +90,7 @@ verifies it. Only fingerprints are printed, never secrets.`,
 			if err != nil {
 				return err
 			}
-			res, err := webhookingress.CheckCapture(body, header, secrets, time.Now(), window)
+			res, err := ingress.CheckCapture(body, header, secrets, time.Now(), window)
 			if err != nil {
 				return err
 			}
@@ -112,12 +112,12 @@ verifies it. Only fingerprints are printed, never secrets.`,
 
 // envSecrets are the secrets of SITEOPS_WEBHOOK_SECRETS, read as the
 // ingress reads them.
-func envSecrets() (webhookingress.CaptureSecrets, error) {
+func envSecrets() (ingress.CaptureSecrets, error) {
 	secrets := wiring.SplitSecrets(os.Getenv(secretsEnv))
 	if len(secrets) == 0 {
-		return webhookingress.CaptureSecrets{}, fmt.Errorf("%s is empty; set it to the endpoint's whsec_ secret (comma-separate several)", secretsEnv)
+		return ingress.CaptureSecrets{}, fmt.Errorf("%s is empty; set it to the endpoint's whsec_ secret (comma-separate several)", secretsEnv)
 	}
-	return webhookingress.CaptureSecrets{Secrets: secrets}, nil
+	return ingress.CaptureSecrets{Secrets: secrets}, nil
 }
 
 func readBody(cmd *cobra.Command, path string) ([]byte, error) {

@@ -48,7 +48,7 @@ type scale struct {
 }
 
 // relayClaim is how many bulk events one relay claim takes
-// (webhookingress.RelayOptions.BulkBatch's default).
+// (relay.Options.BulkBatch's default).
 const relayClaim = 500
 
 func scenario() scale {

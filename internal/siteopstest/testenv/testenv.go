@@ -6,7 +6,7 @@
 // It leaves the Temporal server to its callers (a dev server of package
 // devserver, a cluster): they hand it an address and a namespace. It is a
 // package apart from siteopstest because it imports wiring, which imports
-// webhookingress, whose own tests use siteopstest.
+// ingress, whose own tests use siteopstest.
 package testenv
 
 import (
