@@ -25,7 +25,7 @@ import (
 // read keep the SDK's gzip both ways.
 func TestSmallCallsGoUncompressed(t *testing.T) {
 	seen := &encodings{by: map[string][]string{}}
-	o, _, err := wiring.TemporalOptions(config.Temporal{TaskQueue: "siteops", Address: servers[0].Address, Namespace: "default"}, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	o, _, err := wiring.TemporalOptions(config.Temporal{TaskQueue: "siteops", Address: server(0).Address, Namespace: "default"}, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,24 +70,21 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
-	logs := make([]string, shared)
 	servers = make([]*devserver.Server, shared)
 	errs := make([]error, shared)
 	var wg sync.WaitGroup
 	for i := range shared {
-		var ns []string
-		for n := i; n < namespaces; n += shared {
-			ns = append(ns, fmt.Sprintf("e2e-%d", n))
-		}
 		logs[i] = filepath.Join(dir, fmt.Sprintf("devserver-%d.log", i))
-		wg.Go(func() { servers[i], errs[i] = startShared(ns, logs[i]) })
+		wg.Go(func() { servers[i], errs[i] = startShared(slotNamespaces(i), logs[i]) })
 	}
 	wg.Wait()
-	for _, s := range servers {
-		if s != nil {
-			defer s.Stop()
+	defer func() {
+		for _, s := range append(servers, retired...) {
+			if s != nil {
+				s.Stop()
+			}
 		}
-	}
+	}()
 	if err := errors.Join(errs...); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
@@ -108,7 +105,7 @@ func run(m *testing.M) int {
 }
 
 // startShared starts a shared dev server with namespaces ns, its output
-// going to the file logPath (left open: a restart writes to it too).
+// going to the file logPath (left open while it runs).
 func startShared(ns []string, logPath string) (*devserver.Server, error) {
 	f, err := os.Create(logPath) //nolint:gosec // a file of the test's own directory
 	if err != nil {
@@ -125,18 +122,36 @@ func startShared(ns []string, logPath string) (*devserver.Server, error) {
 // last 13 minutes, failing every test after it.
 const stuck = "interrupted (9)"
 
-// restarts serialises the health checks of each shared server.
-var restarts [shared]sync.Mutex
+// slots guards the shared servers: servers[i] is the one that holds the
+// namespaces of slot i for the tests that start from now on, logs[i] the
+// file of its output, and retired the servers replaced since, stopped when
+// the package's tests end.
+var (
+	slots   [shared]sync.Mutex
+	logs    [shared]string
+	retired []*devserver.Server
+)
+
+// server is the shared server that holds slot i's namespaces now.
+func server(i int) *devserver.Server {
+	slots[i].Lock()
+	defer slots[i].Unlock()
+	return servers[i]
+}
 
 // healthy makes sure that the shared server holding namespace ns answers
-// it, before a test starts on it: a server stuck on its SQLite
-// connection (stuck) is restarted, said on standard error and in the
-// test's log, so that the tests after it run on a working one. Other
-// failures are left to the test.
+// it, before a test starts on it. A server stuck on its SQLite connection
+// (stuck) is replaced: a new server takes slot i's namespaces for the
+// tests that start from now on, said on standard error and in the test's
+// log, while the stuck one keeps running until the package's tests end. A
+// check never stops or restarts a server that tests are running on, so no
+// test loses its workflows to another test's check; a test already on the
+// stuck server sees the server's own answers. Other failures are left to
+// the test.
 func healthy(t *testing.T, i int, ns string) {
 	t.Helper()
-	restarts[i].Lock()
-	defer restarts[i].Unlock()
+	slots[i].Lock()
+	defer slots[i].Unlock()
 	var err error
 	for range 3 {
 		if err = describeNamespace(t, servers[i].Address, ns); err == nil || !strings.Contains(err.Error(), stuck) {
@@ -144,14 +159,26 @@ func healthy(t *testing.T, i int, ns string) {
 		}
 		time.Sleep(time.Second)
 	}
-	msg := fmt.Sprintf("e2e: shared dev server %d (%s) answers %q to everything (%v): restarting it; its workflows are gone", i, servers[i].Address, stuck, err)
+	old := servers[i]
+	msg := fmt.Sprintf("e2e: shared dev server %d (%s) answers %q to everything (%v): the tests from now on use a new one; the tests on it keep it", i, old.Address, stuck, err)
 	fmt.Fprintln(os.Stderr, msg)
 	t.Log(msg)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	if err := servers[i].Restart(ctx); err != nil {
-		t.Fatalf("restarting shared dev server %d: %v", i, err)
+	logs[i] = fmt.Sprintf("%s.%d", logs[i], len(retired)+1)
+	next, err := startShared(slotNamespaces(i), logs[i])
+	if err != nil {
+		t.Fatalf("replacing shared dev server %d: %v", i, err)
 	}
+	retired = append(retired, old)
+	servers[i] = next
+}
+
+// slotNamespaces are the namespaces of slot i: every shared-th one.
+func slotNamespaces(i int) []string {
+	var ns []string
+	for n := i; n < namespaces; n += shared {
+		ns = append(ns, fmt.Sprintf("e2e-%d", n))
+	}
+	return ns
 }
 
 // describeNamespace asks the server at address for namespace ns.
@@ -177,5 +204,5 @@ func nextNamespace(t *testing.T) (address, ns string) {
 	}
 	ns = fmt.Sprintf("e2e-%d", n)
 	healthy(t, n%shared, ns)
-	return servers[n%shared].Address, ns
+	return server(n % shared).Address, ns
 }

@@ -311,7 +311,7 @@ func TestCLIRidesOutAShortTemporalOutage(t *testing.T) {
 // error says that Temporal did not answer within the dispatch timeout, not
 // only "context deadline exceeded".
 func TestRelayLastErrorNamesTemporalThatDoesNotAnswer(t *testing.T) {
-	p := startOutageProxy(t, servers[0].Address, blackhole, 0, frontendOnly)
+	p := startOutageProxy(t, server(0).Address, blackhole, 0, frontendOnly)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	st, _, err := wiring.OpenStore(t.Context(), config.Database{URL: storetest.SQLiteURL(t)})
 	if err != nil {
