@@ -63,6 +63,7 @@ unit: tools
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt would change: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
+	cd deploy/temporal-server && $(GO) vet . && $(GO) test -race -count=1 .
 	@check=$$($(CLUSTER_RUN) check); echo "$$check"; \
 	  echo "$(UNIT_TEST)"; $(UNIT_TEST); rc=$$?; \
 	  case "$$check" in SKIPPING*) echo "$$check";; esac; \
@@ -158,13 +159,16 @@ clean:
 ## cluster-tools: the pinned Temporal server and its SQL tool, for `make cluster` and the cluster tests.
 cluster-tools: $(TOOLS)/temporal-server $(TOOLS)/temporal-sql-tool
 
-# go install names the binaries server and sql: install into a scratch GOBIN, then rename.
-$(TOOLS)/temporal-server:
-	@echo "building the Temporal server $(TEMPORAL_SERVER_VERSION) from the Go module proxy (a few minutes, once)"
-	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
-	  GOBIN=$$tmp $(GO) install go.temporal.io/server/cmd/server@$(TEMPORAL_SERVER_VERSION) && \
-	  mkdir -p $(TOOLS) && mv "$$tmp/server" $@
+# The server is siteops' build of it (deploy/temporal-server, a module of its
+# own that requires go.temporal.io/server at TEMPORAL_SERVER_VERSION): the
+# upstream server with the signal-only policy that keeps the ingress's
+# certificate to signals. It is rebuilt when its sources change.
+TEMPORAL_SERVER_SRC := $(wildcard deploy/temporal-server/*.go) deploy/temporal-server/go.mod deploy/temporal-server/go.sum
+$(TOOLS)/temporal-server: $(TEMPORAL_SERVER_SRC)
+	@echo "building the Temporal server $(TEMPORAL_SERVER_VERSION) with siteops' signal-only policy (deploy/temporal-server; a few minutes, once)"
+	@mkdir -p $(TOOLS) && cd deploy/temporal-server && $(GO) build -trimpath -o $@ .
 
+# go install names the binary sql: install into a scratch GOBIN, then rename.
 $(TOOLS)/temporal-sql-tool:
 	@echo "building temporal-sql-tool $(TEMPORAL_SERVER_VERSION) from the Go module proxy"
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/siteops/siteops/agentsite/webhook"
@@ -225,4 +226,20 @@ func TypeLabel(ev store.InboxEvent) string {
 		return ev.Kind
 	}
 	return ev.EventType
+}
+
+// StartedTypes are the workflow types the relay starts with a signal
+// (SignalWithStart): those of the routes with a Start, sorted, each once.
+// They are all the ingress's Temporal identity ever starts: the signal-only
+// policy of siteops' server build lets it start these and no other
+// (SITEOPS_TEMPORAL_SIGNAL_START_TYPES, docs/kubernetes.md).
+func StartedTypes() []string {
+	var types []string
+	for _, rt := range Routes {
+		if rt.Start != nil && !slices.Contains(types, rt.Target.Name) {
+			types = append(types, rt.Target.Name)
+		}
+	}
+	slices.Sort(types)
+	return types
 }

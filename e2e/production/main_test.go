@@ -23,6 +23,7 @@ import (
 	"github.com/siteops/siteops/internal/cluster"
 	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/internal/testcerts"
+	"github.com/siteops/siteops/relay"
 )
 
 var (
@@ -53,6 +54,9 @@ func run(m *testing.M) int {
 	temporal, err = cluster.Start(ctx, cluster.Options{
 		Dir: filepath.Join(dir, "cluster"), Namespaces: []string{namespace},
 		TLS: &cluster.TLS{CertFile: certs.ServerCert, KeyFile: certs.ServerKey, ClientCAFile: certs.CA},
+		// The ingress's certificate may only make the relay's calls
+		// (signalonly_test.go).
+		SignalOnly: []string{ingressName}, SignalStartTypes: relay.StartedTypes(),
 	})
 	switch {
 	case errors.Is(err, cluster.ErrToolsMissing) && os.Getenv(siteopstest.RequireTemporal) != "",

@@ -72,6 +72,13 @@ type Options struct {
 	// TLS, when set, makes the frontend serve TLS (mutual TLS with
 	// TLS.ClientCAFile).
 	TLS *TLS
+	// SignalOnly keeps the callers whose client certificates have these
+	// common names to signals, and SignalStartTypes names the workflow
+	// types they may start with a signal: the signal-only policy of
+	// siteops' server build (deploy/temporal-server). It needs TLS with a
+	// ClientCAFile: without client certificates no caller has a name.
+	SignalOnly       []string
+	SignalStartTypes []string
 	// Log receives progress lines of Start and Stop (discarded when nil);
 	// the services write to their own logs in Dir.
 	Log io.Writer
@@ -85,6 +92,13 @@ type Options struct {
 	Keep bool
 	// StartTimeout bounds each wait of Start (default 60s).
 	StartTimeout time.Duration
+}
+
+// signalOnly is the signal-only policy the services get
+// (SITEOPS_TEMPORAL_SIGNAL_ONLY and SITEOPS_TEMPORAL_SIGNAL_START_TYPES).
+type signalOnly struct {
+	Callers    []string `json:"callers,omitempty"`
+	StartTypes []string `json:"start_types,omitempty"`
 }
 
 // TLS is the frontend's TLS configuration: paths of PEM files.
@@ -158,6 +172,7 @@ type Cluster struct {
 	ports        map[Service]servicePorts
 	procs        map[Service]*process
 	tls          *TLS
+	signalOnly   signalOnly
 	server       string
 	configRoot   string
 	setupScript  string
@@ -298,6 +313,10 @@ func newCluster(opts Options) (*Cluster, error) {
 		if c.tls, err = opts.TLS.withDefaults(); err != nil {
 			return nil, err
 		}
+	}
+	c.signalOnly = signalOnly{Callers: opts.SignalOnly, StartTypes: opts.SignalStartTypes}
+	if len(opts.SignalOnly) > 0 && (c.tls == nil || c.tls.ClientCAFile == "") {
+		return nil, errors.New("cluster: SignalOnly needs TLS with a ClientCAFile: without client certificates no caller has a name to keep to signals")
 	}
 	c.Database = newDatabaseName()
 	c.VisibilityDatabase = c.Database + "_vis"
@@ -477,6 +496,13 @@ func (c *Cluster) Dial(ctx context.Context, namespace string) (client.Client, er
 	}
 	return client.DialContext(ctx, opts)
 }
+
+// SignalOnly returns the common names of the client certificates the
+// cluster keeps to signals (Options.SignalOnly).
+func (c *Cluster) SignalOnly() []string { return slices.Clone(c.signalOnly.Callers) }
+
+// Server returns the path of the server binary the cluster runs.
+func (c *Cluster) Server() string { return c.server }
 
 // LogFile returns the path of a service's log.
 func (c *Cluster) LogFile(s Service) string { return c.logFile(s) }

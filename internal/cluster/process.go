@@ -239,14 +239,17 @@ func (c *Cluster) serviceEnv() []string {
 		set["TEMPORAL_SERVER_TLS_INTERNAL_KEY"] = t.ClientKeyFile
 		set["TEMPORAL_SERVER_TLS_SERVER_NAME"] = t.ServerName
 	}
+	set["SITEOPS_TEMPORAL_SIGNAL_ONLY"] = strings.Join(c.signalOnly.Callers, ",")
+	set["SITEOPS_TEMPORAL_SIGNAL_START_TYPES"] = strings.Join(c.signalOnly.StartTypes, ",")
 	return mergeEnv(withoutTemporal(os.Environ()), set)
 }
 
-// withoutTemporal drops every TEMPORAL_* variable from env.
+// withoutTemporal drops every TEMPORAL_* variable from env, and the
+// signal-only policy's SITEOPS_TEMPORAL_SIGNAL_*: the cluster sets its own.
 func withoutTemporal(env []string) []string {
 	out := make([]string, 0, len(env))
 	for _, kv := range env {
-		if !strings.HasPrefix(kv, "TEMPORAL_") {
+		if !strings.HasPrefix(kv, "TEMPORAL_") && !strings.HasPrefix(kv, "SITEOPS_TEMPORAL_SIGNAL_") {
 			out = append(out, kv)
 		}
 	}

@@ -35,6 +35,7 @@ type state struct {
 	Ports              map[Service]servicePorts `json:"ports"`
 	PIDs               map[Service]int          `json:"pids"`
 	TLS                *TLS                     `json:"tls,omitempty"`
+	SignalOnly         signalOnly               `json:"signal_only"`
 	Server             string                   `json:"server"`
 	ConfigRoot         string                   `json:"config_root"`
 	LogLevel           string                   `json:"log_level"`
@@ -55,6 +56,7 @@ func (c *Cluster) writeState() error {
 		Ports:              c.ports,
 		PIDs:               map[Service]int{},
 		TLS:                c.tls,
+		SignalOnly:         c.signalOnly,
 		Server:             c.server,
 		ConfigRoot:         c.configRoot,
 		LogLevel:           c.logLevel,
@@ -117,6 +119,7 @@ func Attach(dir, postgresURL string, log io.Writer) (*Cluster, error) {
 		ports:              st.Ports,
 		procs:              map[Service]*process{},
 		tls:                st.TLS,
+		signalOnly:         st.SignalOnly,
 		server:             st.Server,
 		configRoot:         st.ConfigRoot,
 		logLevel:           st.LogLevel,

@@ -1,0 +1,123 @@
+// Command temporal-server is the pinned Temporal server (go.mod names its
+// version) as siteops runs it: the upstream server, started the way its
+// own command starts it, with one addition, the signal-only policy
+// (policy.go), which keeps the callers whose client certificates name
+// SITEOPS_TEMPORAL_SIGNAL_ONLY to signals. The ingress, the one siteops
+// process that faces the internet, holds such a certificate: code run in
+// it could signal, and could not start an incident or terminate a
+// workflow. Without SITEOPS_TEMPORAL_SIGNAL_ONLY it is the upstream
+// server.
+//
+// It takes the upstream command's flags that siteops uses:
+//
+//	temporal-server --root DIR --config config --env cluster [--zone Z] [--allow-no-auth] start --service frontend [--service ...]
+//
+// Built by `make tools` into .tools/bin/temporal-server and by
+// deploy/temporal.Dockerfile into the siteops-temporal image. It is a
+// module of its own so that the server's dependencies keep the versions
+// the server was released with, apart from siteops' own.
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	_ "time/tzdata" // the zone database when the image has none
+
+	"github.com/urfave/cli/v2"
+	"go.temporal.io/server/common/authorization"
+	"go.temporal.io/server/common/config"
+	"go.temporal.io/server/common/dynamicconfig"
+	"go.temporal.io/server/common/headers"
+	"go.temporal.io/server/common/log"
+	"go.temporal.io/server/common/log/tag"
+	_ "go.temporal.io/server/common/persistence/sql/sqlplugin/postgresql" // the store siteops runs Temporal on
+	_ "go.temporal.io/server/common/persistence/sql/sqlplugin/sqlite"     // for a server on a laptop
+	"go.temporal.io/server/temporal"
+)
+
+func main() {
+	if err := app().Run(os.Args); err != nil {
+		fmt.Fprintln(os.Stderr, "temporal-server:", err)
+		os.Exit(1)
+	}
+}
+
+func app() *cli.App {
+	return &cli.App{
+		Name:  "temporal-server",
+		Usage: "the Temporal server " + headers.ServerVersion + " with siteops' signal-only policy (" + SignalOnlyEnv + ")",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "root", Aliases: []string{"r"}, Value: ".", Usage: "the directory the configuration directory is in"},
+			&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Value: "config", Usage: "the configuration directory, under --root"},
+			&cli.StringFlag{Name: "env", Aliases: []string{"e"}, Value: "development", Usage: "the configuration file's name: ENV.yaml"},
+			&cli.StringFlag{Name: "zone", Aliases: []string{"az"}, Usage: "the availability zone"},
+			&cli.BoolFlag{Name: "allow-no-auth", Usage: "no warning when no authorizer is configured"},
+		},
+		Commands: []*cli.Command{{
+			Name:  "start",
+			Usage: "start services of the server",
+			Flags: []cli.Flag{
+				&cli.StringSliceFlag{Name: "service", Aliases: []string{"svc"}, Value: cli.NewStringSlice(temporal.DefaultServices...), Usage: "a service to start (repeat for more)"},
+			},
+			Before: func(c *cli.Context) error {
+				if c.Args().Len() > 0 {
+					return fmt.Errorf("start takes no arguments (%q): name services with --service", c.Args().Slice())
+				}
+				return nil
+			},
+			Action: start,
+		}},
+	}
+}
+
+// start runs the services until the process is interrupted.
+func start(c *cli.Context) error {
+	policy, err := ParsePolicy(os.Getenv)
+	if err != nil {
+		return err
+	}
+	cfg, err := config.LoadConfig(c.String("env"), filepath.Join(c.String("root"), c.String("config")), c.String("zone"))
+	if err != nil {
+		return fmt.Errorf("loading the configuration: %w", err)
+	}
+	logger := log.NewZapLogger(log.BuildZapLogger(cfg.Log))
+	dc := dynamicconfig.NewNoopClient()
+	if cfg.DynamicConfigClient != nil {
+		if dc, err = dynamicconfig.NewFileBasedClient(cfg.DynamicConfigClient, logger, temporal.InterruptCh()); err != nil {
+			return fmt.Errorf("reading the dynamic configuration: %w", err)
+		}
+	}
+	authorizer, err := authorization.GetAuthorizerFromConfig(&cfg.Global.Authorization)
+	if err != nil {
+		return fmt.Errorf("global.authorization: %w", err)
+	}
+	mapper, err := authorization.GetClaimMapperFromConfig(&cfg.Global.Authorization, logger)
+	if err != nil {
+		return fmt.Errorf("global.authorization: %w", err)
+	}
+	audience, err := authorization.GetAudienceMapperFromConfig(&cfg.Global.Authorization)
+	if err != nil {
+		return fmt.Errorf("global.authorization: %w", err)
+	}
+	if policy != nil {
+		authorizer, mapper = policy.Wrap(authorizer, mapper, logger)
+		logger.Info("Signal-only policy: "+policy.String()+".", tag.NewStringTag("setting", SignalOnlyEnv))
+	} else if authorization.IsNoopAuthorizer(authorizer) && !c.Bool("allow-no-auth") {
+		logger.Warn("No authorizer: every caller the frontend admits may make every call. Set " + SignalOnlyEnv + " or global.authorization, or pass --allow-no-auth.")
+	}
+	s, err := temporal.NewServer(
+		temporal.ForServices(c.StringSlice("service")),
+		temporal.WithConfig(cfg),
+		temporal.WithDynamicConfigClient(dc),
+		temporal.WithLogger(logger),
+		temporal.InterruptOn(temporal.InterruptCh()),
+		temporal.WithAuthorizer(authorizer),
+		temporal.WithClaimMapper(func(*config.Config) authorization.ClaimMapper { return mapper }),
+		temporal.WithAudienceGetter(func(*config.Config) authorization.JWTAudienceMapper { return audience }),
+	)
+	if err != nil {
+		return fmt.Errorf("creating the server: %w", err)
+	}
+	return s.Start()
+}
