@@ -26,12 +26,15 @@ FROM golang:1.26.8-bookworm@sha256:dc9ad6c05acc7a88e5b71bde60a5fe3bd4b9f0db20901
 ARG TEMPORAL_SERVER_VERSION=v1.29.1
 ARG TEMPORAL_CLI_VERSION=v1.5.1
 ENV CGO_ENABLED=0 GOBIN=/out
-# go install names the binaries server and sql.
+# The server is siteops' build of it (deploy/temporal-server: the server at
+# TEMPORAL_SERVER_VERSION, its go.mod says, with the signal-only policy
+# that keeps the ingress's certificate to signals); go install names the
+# SQL tool sql.
+COPY deploy/temporal-server /src/temporal-server
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
-    go install -trimpath -ldflags "-s -w" go.temporal.io/server/cmd/server@${TEMPORAL_SERVER_VERSION} \
+    cd /src/temporal-server && go build -trimpath -ldflags "-s -w" -o /out/temporal-server . \
  && go install -trimpath -ldflags "-s -w" go.temporal.io/server/cmd/tools/sql@${TEMPORAL_SERVER_VERSION} \
  && go install -trimpath -ldflags "-s -w" github.com/temporalio/cli/cmd/temporal@${TEMPORAL_CLI_VERSION} \
- && mv /out/server /out/temporal-server \
  && mv /out/sql /out/temporal-sql-tool
 
 # Debian slim rather than distroless: the scripts need bash, and the probes

@@ -16,9 +16,9 @@ import (
 	"github.com/siteops/siteops/internal/devserver"
 )
 
-// TestTemporalImage checks deploy/temporal.Dockerfile: it builds the
-// server, its SQL tool and the CLI at the versions the Makefile pins (the
-// ones the tests run), and carries the kept configuration and the scripts
+// TestTemporalImage checks deploy/temporal.Dockerfile: it builds siteops'
+// server build (deploy/temporal-server), its SQL tool and the CLI at the
+// versions the Makefile pins (the ones the tests run), and carries the kept configuration and the scripts
 // where the compose file and the manifests expect them.
 func TestTemporalImage(t *testing.T) {
 	s := read(t, "temporal.Dockerfile")
@@ -33,8 +33,15 @@ func TestTemporalImage(t *testing.T) {
 	if !strings.Contains(s, "ARG TEMPORAL_SERVER_VERSION="+cluster.ServerVersion+"\n") {
 		t.Errorf("temporal.Dockerfile does not build the server version internal/cluster runs (%s)", cluster.ServerVersion)
 	}
+	// The server is siteops' build, of the version the Makefile pins.
+	if !strings.Contains(s, "COPY deploy/temporal-server ") || !strings.Contains(s, "go build -trimpath -ldflags \"-s -w\" -o /out/temporal-server .") {
+		t.Errorf("temporal.Dockerfile does not build the server from deploy/temporal-server")
+	}
+	mod := read(t, filepath.Join("temporal-server", "go.mod"))
+	if want := "go.temporal.io/server " + cluster.ServerVersion + "\n"; !strings.Contains(mod, want) {
+		t.Errorf("temporal-server/go.mod does not require %q, the version internal/cluster runs and the Makefile pins", strings.TrimSpace(want))
+	}
 	for _, pkg := range []string{
-		"go.temporal.io/server/cmd/server@${TEMPORAL_SERVER_VERSION}",
 		"go.temporal.io/server/cmd/tools/sql@${TEMPORAL_SERVER_VERSION}",
 		"github.com/temporalio/cli/cmd/temporal@${TEMPORAL_CLI_VERSION}",
 	} {

@@ -12,8 +12,13 @@
 #                               address), with the server and the client
 #                               authentication usages (Temporal's own services
 #                               present it to the frontend too)
-#   client.pem, client-key.pem  siteops' client certificate (CN siteops),
-#                               client authentication only
+#   client.pem, client-key.pem  the client certificate of siteops' worker and
+#                               CLI (CN siteops), client authentication only
+#   ingress.pem, ingress-key.pem
+#                               the ingress's client certificate (CN
+#                               siteops-ingress): siteops' server build keeps
+#                               it to signals (SITEOPS_TEMPORAL_SIGNAL_ONLY in
+#                               deploy/kubernetes/temporal/configmap.yaml)
 #
 #   deploy/tls-certs.sh DIR [NAME ...]
 #
@@ -23,7 +28,7 @@
 # replace the CA that every certificate in use chains to. It prints the
 # kubectl commands that turn the files into the Secrets temporal-tls
 # (namespace temporal) and siteops-temporal-tls (namespace siteops) that the
-# manifests mount. Clusters that run cert-manager can issue the same
+# manifests mount, and siteops-ingress-temporal-tls for the ingress. Clusters that run cert-manager can issue the same
 # Secrets instead: deploy/kubernetes/cert-manager.example.yaml.
 set -eu
 
@@ -45,7 +50,7 @@ command -v openssl >/dev/null 2>&1 || {
   exit 2
 }
 
-files="ca.pem ca-key.pem frontend.pem frontend-key.pem client.pem client-key.pem"
+files="ca.pem ca-key.pem frontend.pem frontend-key.pem client.pem client-key.pem ingress.pem ingress-key.pem"
 for f in $files; do
   if [ -e "$dir/$f" ]; then
     echo "$dir/$f exists: refusing to make the certificates again, which would replace the CA every certificate in use chains to; nothing was written. Use another DIR, or remove the old files first if you mean to replace them all." >&2
@@ -96,14 +101,18 @@ subjectAltName=$sans"
 sign client "/CN=siteops" "basicConstraints=critical,CA:FALSE
 keyUsage=critical,digitalSignature
 extendedKeyUsage=clientAuth"
+sign ingress "/CN=siteops-ingress" "basicConstraints=critical,CA:FALSE
+keyUsage=critical,digitalSignature
+extendedKeyUsage=clientAuth"
 
 for f in $files; do
   mv "$work/$f" "$dir/$f"
 done
-chmod 0644 "$dir/ca.pem" "$dir/frontend.pem" "$dir/client.pem"
-chmod 0600 "$dir/ca-key.pem" "$dir/frontend-key.pem" "$dir/client-key.pem"
+chmod 0644 "$dir/ca.pem" "$dir/frontend.pem" "$dir/client.pem" "$dir/ingress.pem"
+chmod 0600 "$dir/ca-key.pem" "$dir/frontend-key.pem" "$dir/client-key.pem" "$dir/ingress-key.pem"
 
-echo "made in $dir: ca.pem (valid $((2 * days)) days), frontend.pem for $sans, client.pem for siteops (valid $days days); keys 0600"
+echo "made in $dir: ca.pem (valid $((2 * days)) days), frontend.pem for $sans, client.pem for siteops, ingress.pem for siteops-ingress (valid $days days); keys 0600"
 echo "Keep ca-key.pem offline: it signs every certificate the frontend trusts. The Secrets:"
 echo "  kubectl -n temporal create secret generic temporal-tls --from-file=tls.crt=$dir/frontend.pem --from-file=tls.key=$dir/frontend-key.pem --from-file=ca.crt=$dir/ca.pem"
 echo "  kubectl -n siteops create secret generic siteops-temporal-tls --from-file=tls.crt=$dir/client.pem --from-file=tls.key=$dir/client-key.pem --from-file=ca.crt=$dir/ca.pem"
+echo "  kubectl -n siteops create secret generic siteops-ingress-temporal-tls --from-file=tls.crt=$dir/ingress.pem --from-file=tls.key=$dir/ingress-key.pem --from-file=ca.crt=$dir/ca.pem"

@@ -12,6 +12,7 @@ import (
 
 	"github.com/siteops/siteops/internal/devserver"
 	"github.com/siteops/siteops/internal/siteopstest"
+	"github.com/siteops/siteops/relay"
 )
 
 // TestKubernetesMutualTLS checks that the self-hosted frontend of
@@ -62,6 +63,10 @@ func TestKubernetesMutualTLS(t *testing.T) {
 	if cm["TEMPORAL_TLS"] != "true" {
 		t.Errorf("the ConfigMap siteops: TEMPORAL_TLS=%q; the frontend serves TLS only", cm["TEMPORAL_TLS"])
 	}
+	// The server lets the ingress start what its relay starts, no more.
+	if got, want := tcm["SITEOPS_TEMPORAL_SIGNAL_START_TYPES"], strings.Join(relay.StartedTypes(), ","); got != want {
+		t.Errorf("the ConfigMap temporal-server lets the ingress start %q with a signal; its relay starts %q", got, want)
+	}
 	clientFiles := []string{"TEMPORAL_TLS_CLIENT_CERT_PATH", "TEMPORAL_TLS_CLIENT_KEY_PATH", "TEMPORAL_TLS_SERVER_CA_CERT_PATH"}
 	secrets := secretKeys(t, ms)
 	for _, m := range ms {
@@ -82,6 +87,16 @@ func TestKubernetesMutualTLS(t *testing.T) {
 				}
 				if optional, _ := dig(volumeOf(m, vol.name), "secret", "optional").(bool); optional {
 					t.Errorf("%s: the client certificate's Secret volume %s is optional; the frontend refuses a client without one", m, vol.name)
+				}
+				// The internet-facing ingress presents its own certificate,
+				// which the server keeps to signals; every other pod the
+				// worker's.
+				want := "siteops-temporal-tls"
+				if component == "ingress" {
+					want = "siteops-ingress-temporal-tls"
+				}
+				if vol.secret != want {
+					t.Errorf("%s: %s is a file of the Secret %s; want %s", m, k, vol.secret, want)
 				}
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
@@ -26,11 +28,13 @@ const (
 
 // TestTLSCertsScript runs the runbook's certificate step: tls-certs.sh makes
 // a CA, the frontend's certificate (the Service's name and the names given,
-// server and client usages) and siteops' client certificate, keys 0600; it
-// refuses a directory that holds them, writing nothing; and a real Temporal
-// cluster serving mutual TLS with those files takes siteops' client
-// certificate, verified under the frontend Service's name, and refuses a
-// client without one.
+// server and client usages), siteops' client certificate and the
+// ingress's, keys 0600; it refuses a directory that holds them, writing
+// nothing; and a real Temporal cluster serving mutual TLS with those files
+// and the signal-only policy of temporal/configmap.yaml takes siteops'
+// client certificate, verified under the frontend Service's name, for
+// every call, the ingress's for its checks but not to start a workflow,
+// and refuses a client without one.
 func TestTLSCertsScript(t *testing.T) {
 	if _, err := exec.LookPath("openssl"); err != nil {
 		t.Skipf("SKIP: openssl is not installed (Debian: openssl): %v", err)
@@ -40,12 +44,13 @@ func TestTLSCertsScript(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("%s: exit %d\n%s", tlsCertsScript, code, out)
 	}
-	for _, want := range []string{"kubectl -n temporal create secret generic temporal-tls", "kubectl -n siteops create secret generic siteops-temporal-tls", "IP:127.0.0.1"} {
+	for _, want := range []string{"kubectl -n temporal create secret generic temporal-tls", "kubectl -n siteops create secret generic siteops-temporal-tls",
+		"kubectl -n siteops create secret generic siteops-ingress-temporal-tls", "IP:127.0.0.1"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the script's output does not say %q:\n%s", want, out)
 		}
 	}
-	for _, f := range []string{"ca-key.pem", "frontend-key.pem", "client-key.pem"} {
+	for _, f := range []string{"ca-key.pem", "frontend-key.pem", "client-key.pem", "ingress-key.pem"} {
 		if fi, err := os.Stat(filepath.Join(dir, f)); err != nil || fi.Mode().Perm() != 0o600 {
 			t.Errorf("%s: %v, mode %v; want 0600", f, err, fi.Mode().Perm())
 		}
@@ -67,6 +72,11 @@ func TestTLSCertsScript(t *testing.T) {
 	if _, err := clientCert.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err == nil {
 		t.Error("siteops' client certificate may serve as a server's")
 	}
+	policy := configMapData(manifests(t, temporalDir))["temporal-server"]
+	ingressCert := readCert(t, filepath.Join(dir, "ingress.pem"))
+	if _, err := ingressCert.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil || ingressCert.Subject.CommonName != policy["SITEOPS_TEMPORAL_SIGNAL_ONLY"] {
+		t.Errorf("the ingress's client certificate (CN %q; the server keeps %q to signals): %v", ingressCert.Subject.CommonName, policy["SITEOPS_TEMPORAL_SIGNAL_ONLY"], err)
+	}
 
 	// Made again into the same directory: refused, nothing written.
 	before, _ := os.ReadFile(filepath.Join(dir, "ca.pem"))
@@ -80,16 +90,23 @@ func TestTLSCertsScript(t *testing.T) {
 		t.Errorf("without DIR: exit %d\n%s; want 2 and the usage", code, out)
 	}
 
-	// The files serve a real cluster's frontend under mutual TLS.
+	// The files serve a real cluster's frontend under mutual TLS, with
+	// the signal-only policy as temporal/configmap.yaml sets it.
 	c := cluster.StartFor(t, cluster.Options{
 		Namespaces: []string{"siteops"},
 		TLS:        &cluster.TLS{CertFile: filepath.Join(dir, "frontend.pem"), KeyFile: filepath.Join(dir, "frontend-key.pem"), ClientCAFile: filepath.Join(dir, "ca.pem"), ServerName: frontendName},
+		SignalOnly: strings.Split(policy["SITEOPS_TEMPORAL_SIGNAL_ONLY"], ","), SignalStartTypes: strings.Split(policy["SITEOPS_TEMPORAL_SIGNAL_START_TYPES"], ","),
 	})
-	pair, err := tls.LoadX509KeyPair(filepath.Join(dir, "client.pem"), filepath.Join(dir, "client-key.pem"))
-	if err != nil {
-		t.Fatal(err)
+	pair := func(name string) []tls.Certificate {
+		p, err := tls.LoadX509KeyPair(filepath.Join(dir, name+".pem"), filepath.Join(dir, name+"-key.pem"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return []tls.Certificate{p}
 	}
-	dial := func(certs []tls.Certificate) error {
+	// dial describes the namespace, then starts a workflow (no worker runs
+	// it; it is terminated at once) when start is set.
+	dial := func(certs []tls.Certificate, start bool) error {
 		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 		defer cancel()
 		cl, err := client.DialContext(ctx, client.Options{HostPort: c.Address, Namespace: "siteops",
@@ -98,13 +115,26 @@ func TestTLSCertsScript(t *testing.T) {
 			return err
 		}
 		defer cl.Close()
-		_, err = cl.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: "siteops"})
-		return err
+		if _, err = cl.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: "siteops"}); err != nil || !start {
+			return err
+		}
+		run, err := cl.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: "tls-certs"}, "EmbedIncident")
+		if err != nil {
+			return err
+		}
+		return cl.TerminateWorkflow(ctx, run.GetID(), run.GetRunID(), "TestTLSCertsScript")
 	}
-	if err := dial([]tls.Certificate{pair}); err != nil {
-		t.Errorf("siteops' client certificate, the frontend verified as %s: %v", frontendName, err)
+	if err := dial(pair("client"), true); err != nil {
+		t.Errorf("siteops' client certificate, the frontend verified as %s, starting a workflow: %v", frontendName, err)
 	}
-	if err := dial(nil); err == nil {
+	if err := dial(pair("ingress"), false); err != nil {
+		t.Errorf("the ingress's client certificate: %v", err)
+	}
+	var denied *serviceerror.PermissionDenied
+	if err := dial(pair("ingress"), true); !errors.As(err, &denied) {
+		t.Errorf("the ingress's client certificate starting a workflow: %v; want PermissionDenied (SITEOPS_TEMPORAL_SIGNAL_ONLY)", err)
+	}
+	if err := dial(nil, false); err == nil {
 		t.Error("a client without a certificate reached the frontend")
 	}
 }
@@ -131,8 +161,9 @@ func readCert(t *testing.T, path string) *x509.Certificate {
 // issuer, a ClusterIssuer of that CA, and two Certificates signed by it
 // whose Secrets are the ones the pods mount: temporal-tls in namespace
 // temporal for the frontend's Service name (the name every client
-// verifies) with the server and client usages, and siteops-temporal-tls in
-// namespace siteops with the client usage alone.
+// verifies) with the server and client usages, and siteops-temporal-tls and
+// siteops-ingress-temporal-tls in namespace siteops with the client usage
+// alone, the ingress's named as the server's signal-only policy names it.
 func TestCertManagerExample(t *testing.T) {
 	objs := docs(t, filepath.Join("kubernetes", "cert-manager.example.yaml"))
 	certs := map[string]map[string]any{}
@@ -164,6 +195,7 @@ func TestCertManagerExample(t *testing.T) {
 	}{
 		{"temporal/temporal-tls", []string{serverName}, []string{"digital signature", "server auth", "client auth"}},
 		{"siteops/siteops-temporal-tls", nil, []string{"digital signature", "client auth"}},
+		{"siteops/siteops-ingress-temporal-tls", nil, []string{"digital signature", "client auth"}},
 	} {
 		c, ok := certs[tc.secret]
 		if !ok {
@@ -186,6 +218,9 @@ func TestCertManagerExample(t *testing.T) {
 	}
 	if serverName != frontendName {
 		t.Errorf("temporal/configmap.yaml verifies the frontend as %q; tls-certs.sh and this file name it %q", serverName, frontendName)
+	}
+	if cn, want := str(dig(certs["siteops/siteops-ingress-temporal-tls"], "spec", "commonName")), str(dig(cm, "data", "SITEOPS_TEMPORAL_SIGNAL_ONLY")); cn != want {
+		t.Errorf("the ingress's Certificate names %q; temporal/configmap.yaml keeps %q to signals", cn, want)
 	}
 }
 

@@ -233,3 +233,27 @@ func TestOnboardingsReadTheTypesRoutedToThem(t *testing.T) {
 		t.Errorf("the route table sends %q to onboardings; the store reads %q for them", got, want)
 	}
 }
+
+// TestStartedTypesAreTheRoutesThatStart checks StartedTypes, which the
+// Temporal server's signal-only policy lets the ingress start: the target
+// of every route with a Start is in it, every type in it is such a
+// target, and it is sorted, each type once.
+func TestStartedTypesAreTheRoutesThatStart(t *testing.T) {
+	got := StartedTypes()
+	starts := func(typ string) bool {
+		return slices.ContainsFunc(Routes, func(rt Route) bool { return rt.Start != nil && rt.Target.Name == typ })
+	}
+	for _, rt := range Routes {
+		if rt.Start != nil && !slices.Contains(got, rt.Target.Name) {
+			t.Errorf("route %s starts %s, which StartedTypes() = %v leaves out", rt.Type, rt.Target.Name, got)
+		}
+	}
+	for _, typ := range got {
+		if !starts(typ) {
+			t.Errorf("StartedTypes() names %s, which no route starts", typ)
+		}
+	}
+	if len(got) == 0 || !slices.IsSorted(got) || len(slices.Compact(slices.Clone(got))) != len(got) {
+		t.Errorf("StartedTypes() = %v; want the started types, sorted, each once", got)
+	}
+}

@@ -11,6 +11,8 @@
 // It takes the upstream command's flags that siteops uses:
 //
 //	temporal-server --root DIR --config config --env cluster [--zone Z] [--allow-no-auth] start --service frontend [--service ...]
+//	temporal-server --config DIR/config --env cluster render-config
+//	temporal-server validate-dynamic-config FILE ...
 //
 // Built by `make tools` into .tools/bin/temporal-server and by
 // deploy/temporal.Dockerfile into the siteops-temporal image. It is a
@@ -55,6 +57,22 @@ func app() *cli.App {
 			&cli.BoolFlag{Name: "allow-no-auth", Usage: "no warning when no authorizer is configured"},
 		},
 		Commands: []*cli.Command{{
+			Name:      "validate-dynamic-config",
+			Usage:     "check dynamic configuration files against the server's known keys and types",
+			ArgsUsage: "FILE ...",
+			Action:    validateDynamicConfig,
+		}, {
+			Name:  "render-config",
+			Usage: "print the configuration --env names, read from --config as a path of its own (not under --root), as upstream's does",
+			Action: func(c *cli.Context) error {
+				cfg, err := config.LoadConfig(c.String("env"), c.String("config"), c.String("zone"))
+				if err != nil {
+					return fmt.Errorf("loading the configuration: %w", err)
+				}
+				fmt.Println(cfg.String())
+				return nil
+			},
+		}, {
 			Name:  "start",
 			Usage: "start services of the server",
 			Flags: []cli.Flag{
@@ -69,6 +87,31 @@ func app() *cli.App {
 			Action: start,
 		}},
 	}
+}
+
+// validateDynamicConfig prints each file's errors and warnings, and fails
+// when a file has an error.
+func validateDynamicConfig(c *cli.Context) error {
+	errs := 0
+	for _, name := range c.Args().Slice() {
+		b, err := os.ReadFile(name) //nolint:gosec // a file the operator names
+		if err != nil {
+			return err
+		}
+		r := dynamicconfig.ValidateFile(b)
+		errs += len(r.Errors)
+		fmt.Println(name)
+		for _, e := range r.Errors {
+			fmt.Println("  error:", e)
+		}
+		for _, w := range r.Warnings {
+			fmt.Println("  warning:", w)
+		}
+	}
+	if errs > 0 {
+		return fmt.Errorf("%d errors in all", errs)
+	}
+	return nil
 }
 
 // start runs the services until the process is interrupted.
