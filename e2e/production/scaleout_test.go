@@ -429,14 +429,22 @@ var deliverClient = &http.Client{Timeout: 10 * time.Second}
 // ingress's /webhooks and returns the status (0 when the request failed).
 func deliver(t *testing.T, ingress, id, site, lead string) int {
 	t.Helper()
-	body := fmt.Sprintf(`{"id":%q,"type":"lead.created","created_at":"2026-11-22T09:00:00.000Z","data":{"site_id":%q,"lead_id":%q}}`, id, site, lead)
+	return deliverEvent(t, ingress, id, "lead.created", fmt.Sprintf(`{"site_id":%q,"lead_id":%q}`, site, lead))
+}
+
+// deliverEvent POSTs one event of type typ with the JSON data, signed with
+// generatorSecret, to an ingress's /webhooks and returns the status (0
+// when the request failed).
+func deliverEvent(t *testing.T, ingress, id, typ, data string) int {
+	t.Helper()
+	body := fmt.Sprintf(`{"id":%q,"type":%q,"created_at":"2026-11-22T09:00:00.000Z","data":%s}`, id, typ, data)
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, ingress+"/webhooks", strings.NewReader(body))
 	if err != nil {
 		t.Error(err) // it may run in a goroutine of its own, where Fatal must not
 		return 0
 	}
 	req.Header.Set("svc-event-id", id)
-	req.Header.Set("svc-event-type", "lead.created")
+	req.Header.Set("svc-event-type", typ)
 	req.Header.Set("svc-signature", webhook.Sign(generatorSecret, time.Now(), []byte(body)))
 	resp, err := deliverClient.Do(req)
 	if err != nil {
