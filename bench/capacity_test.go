@@ -31,7 +31,7 @@ import (
 	"github.com/siteops/siteops/examples"
 	"github.com/siteops/siteops/internal/ports"
 	"github.com/siteops/siteops/internal/siteopstest"
-	"github.com/siteops/siteops/internal/siteopstest/testenv"
+	"github.com/siteops/siteops/e2e/testenv"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"

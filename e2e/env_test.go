@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/siteops/siteops/internal/siteopstest/testenv"
+	"github.com/siteops/siteops/e2e/testenv"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"

@@ -32,7 +32,7 @@ import (
 	"github.com/siteops/siteops/codec"
 	"github.com/siteops/siteops/internal/devserver"
 	"github.com/siteops/siteops/internal/siteopstest"
-	"github.com/siteops/siteops/internal/siteopstest/testenv"
+	"github.com/siteops/siteops/e2e/testenv"
 	"github.com/siteops/siteops/nexus/api"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/store"

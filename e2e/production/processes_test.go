@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/siteops/siteops/internal/siteopstest"
-	"github.com/siteops/siteops/internal/siteopstest/testenv"
+	"github.com/siteops/siteops/e2e/testenv"
 	"github.com/siteops/siteops/simulator"
 )
 

@@ -21,7 +21,6 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/siteops/siteops/internal/ports"
-	"github.com/siteops/siteops/starter"
 )
 
 // CLIVersion is the pinned CLI: later versions carry replace directives and
@@ -32,18 +31,14 @@ const CLIVersion = "v1.5.1"
 const CLIEnv = "SITEOPS_TEMPORAL_CLI"
 
 // SearchAttributes are registered at start, by name with the type as the
-// CLI's --search-attribute names it: the ones siteops uses
-// (starter.SearchAttributes, their one list).
-var SearchAttributes = func() map[string]string {
-	out := map[string]string{}
-	for name, t := range starter.SearchAttributes {
-		// The enum's name is INDEXED_VALUE_TYPE_KEYWORD; the CLI takes
-		// Keyword.
-		kind := strings.TrimPrefix(t.String(), "INDEXED_VALUE_TYPE_")
-		out[name] = kind[:1] + strings.ToLower(kind[1:])
-	}
-	return out
-}()
+// CLI's --search-attribute names it: the ones siteops uses. The list is
+// starter.SearchAttributes's (a test holds the two together); it is
+// written out here so that the rigs import nothing of the product.
+var SearchAttributes = map[string]string{
+	"SiteopsSiteID":   "Keyword",
+	"SiteopsOperator": "Keyword",
+	"SiteopsCaller":   "Keyword",
+}
 
 // Dynamic is the dynamic configuration every dev server of siteops starts
 // with, as `--dynamic-config-value KEY=JSON`. The cluster's

@@ -3,6 +3,7 @@ package devserver
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"strings"
@@ -11,6 +12,8 @@ import (
 
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+
+	"github.com/siteops/siteops/starter"
 )
 
 // TestRestart restarts a server: it answers again on the same address,
@@ -115,5 +118,19 @@ func TestREADMEStartsTheDevServerAsTheTestsDo(t *testing.T) {
 		if strings.HasPrefix(key, "matching.") && !strings.Contains(command, "--dynamic-config-value "+key+"="+value) {
 			t.Errorf("the README's dev server lacks --dynamic-config-value %s=%s", key, value)
 		}
+	}
+}
+
+// TestSearchAttributesAreTheStarters holds the dev server's list to the
+// one siteops uses, starter.SearchAttributes, type for type, as the CLI's
+// --search-attribute names the type.
+func TestSearchAttributesAreTheStarters(t *testing.T) {
+	want := map[string]string{}
+	for name, typ := range starter.SearchAttributes {
+		kind := strings.TrimPrefix(typ.String(), "INDEXED_VALUE_TYPE_")
+		want[name] = kind[:1] + strings.ToLower(kind[1:])
+	}
+	if !maps.Equal(SearchAttributes, want) {
+		t.Errorf("devserver.SearchAttributes = %v; starter.SearchAttributes makes %v", SearchAttributes, want)
 	}
 }

@@ -4,9 +4,12 @@
 // the binary runs it, through package wiring (Env.StartWorker).
 //
 // It leaves the Temporal server to its callers (a dev server of package
-// devserver, a cluster): they hand it an address and a namespace. It is a
-// package apart from siteopstest because it imports wiring, which imports
-// ingress, whose own tests use siteopstest.
+// devserver, a cluster): they hand it an address and a namespace. It lives
+// beside the end-to-end tests rather than with the rigs of internal/: it
+// imports wiring, the top of the product, while the rigs (devserver,
+// cluster, siteopstest, ports, testcerts) import none of it, and
+// siteopstest is used by the product's own package tests, ingress's among
+// them, which wiring imports.
 package testenv
 
 import (
