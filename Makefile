@@ -12,6 +12,8 @@ WORKFLOWCHECK_VERSION := v0.6.0
 # Later CLI versions carry replace directives and cannot be built with go install.
 TEMPORAL_CLI_VERSION  := v1.5.1
 # The Temporal server (and its SQL tool) of `make cluster` and internal/cluster.
+# deploy/temporal-server/go.mod requires the same version (deploy/temporal_test.go
+# holds the two together): to move, change both, run `go mod tidy` there.
 TEMPORAL_SERVER_VERSION := v1.29.1
 
 # Fuzz targets as package:target:short-run pairs. make test's short runs are
