@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/siteops/siteops/agentsite"
-	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/e2e/testenv"
+	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/starter"
 )

@@ -21,8 +21,8 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/siteops/siteops/examples"
 	"github.com/siteops/siteops/e2e/testenv"
+	"github.com/siteops/siteops/examples"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"

@@ -15,9 +15,9 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/siteops/siteops/agentsite"
+	"github.com/siteops/siteops/e2e/testenv"
 	"github.com/siteops/siteops/examples"
 	"github.com/siteops/siteops/internal/siteopstest"
-	"github.com/siteops/siteops/e2e/testenv"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/workflows"

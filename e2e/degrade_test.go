@@ -16,10 +16,10 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/siteops/siteops/e2e/testenv"
 	"github.com/siteops/siteops/internal/devserver"
 	"github.com/siteops/siteops/internal/ports"
 	"github.com/siteops/siteops/internal/siteopstest"
-	"github.com/siteops/siteops/e2e/testenv"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"

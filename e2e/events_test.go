@@ -17,8 +17,8 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/siteops/siteops/agentsite/webhook"
-	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/e2e/testenv"
+	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/relay"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/store"

@@ -30,9 +30,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/siteops/siteops/codec"
+	"github.com/siteops/siteops/e2e/testenv"
 	"github.com/siteops/siteops/internal/devserver"
 	"github.com/siteops/siteops/internal/siteopstest"
-	"github.com/siteops/siteops/e2e/testenv"
 	"github.com/siteops/siteops/nexus/api"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/store"

@@ -16,9 +16,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/siteops/siteops/agentsite"
+	"github.com/siteops/siteops/e2e/testenv"
 	"github.com/siteops/siteops/ingress"
 	"github.com/siteops/siteops/internal/siteopstest"
-	"github.com/siteops/siteops/e2e/testenv"
 	"github.com/siteops/siteops/relay"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/starter"

@@ -16,9 +16,9 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/siteops/siteops/config"
+	"github.com/siteops/siteops/e2e/testenv"
 	"github.com/siteops/siteops/ingress"
 	"github.com/siteops/siteops/internal/siteopstest"
-	"github.com/siteops/siteops/e2e/testenv"
 	"github.com/siteops/siteops/relay"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/starter"

@@ -32,9 +32,9 @@ import (
 
 	"github.com/siteops/siteops/codec"
 	"github.com/siteops/siteops/config"
+	"github.com/siteops/siteops/e2e/testenv"
 	"github.com/siteops/siteops/internal/devserver"
 	"github.com/siteops/siteops/internal/siteopstest"
-	"github.com/siteops/siteops/e2e/testenv"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"

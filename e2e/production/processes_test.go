@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/e2e/testenv"
+	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/simulator"
 )
 
