@@ -142,7 +142,9 @@ func postWithLink(t *testing.T, url, ns string, v any) (int, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	// The Nexus routes wait for the worker's poll: under make test's load
+	// (the race detector, six tests at once on two cores) one took over 30 s.
+	ctx, cancel := context.WithTimeout(t.Context(), siteopstest.BoundRace(30*time.Second, 90*time.Second))
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b))
 	req.Header.Set("Content-Type", "application/json")
@@ -212,7 +214,9 @@ func postJSON(t *testing.T, url string, v any) (int, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	// The Nexus routes wait for the worker's poll: under make test's load
+	// (the race detector, six tests at once on two cores) one took over 30 s.
+	ctx, cancel := context.WithTimeout(t.Context(), siteopstest.BoundRace(30*time.Second, 90*time.Second))
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b))
 	req.Header.Set("Content-Type", "application/json")
