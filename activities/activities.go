@@ -55,15 +55,32 @@ type Store interface {
 
 var _ Store = (*store.Store)(nil)
 
-// Activities are the activities of every siteops workflow.
-type Activities struct {
+// Options are what the activities run on.
+type Options struct {
 	API   API
 	Store Store
-	Now   func() time.Time
+	// Now is the activities' clock (time.Now when nil).
+	Now func() time.Time
 	// Receivers is where webhook endpoints may point; the zero value
 	// allows nowhere, so a worker registers or rotates no endpoint until
 	// it is told the deployment's public URLs.
 	Receivers ReceiverPolicy
+}
+
+// withDefaults returns o with the clock filled in.
+func (o Options) withDefaults() Options {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
+}
+
+// Activities are the activities of every siteops workflow.
+type Activities struct {
+	api       API
+	store     Store
+	now       func() time.Time
+	receivers ReceiverPolicy
 
 	// leadsStored counts distinct leads stored for the first time;
 	// pagesRead counts pages of leads read (a re-read page counts again).
@@ -71,23 +88,20 @@ type Activities struct {
 	pagesRead   metric.Int64Counter
 }
 
-// New returns Activities over the given dependencies, with their metrics
-// on the global meter provider.
-func New(api API, st Store) *Activities {
+// New returns Activities of o, with their metrics on the global meter
+// provider.
+func New(o Options) *Activities {
+	o = o.withDefaults()
 	m := otel.Meter("github.com/siteops/siteops/activities")
 	stored, _ := m.Int64Counter("siteops.leads.stored",
 		metric.WithDescription("Distinct leads stored for the first time by lead syncs."))
 	pages, _ := m.Int64Counter("siteops.lead.pages.read",
 		metric.WithDescription("Pages of leads read from the API (a page read again counts again)."))
-	return &Activities{API: api, Store: st, Now: time.Now, leadsStored: stored, pagesRead: pages}
+	return &Activities{api: o.API, store: o.Store, now: o.Now, receivers: o.Receivers, leadsStored: stored, pagesRead: pages}
 }
 
 // countPage counts a page read and the new leads it stored.
 func (a *Activities) countPage(ctx context.Context, fresh int) {
-	if a.leadsStored != nil {
-		a.leadsStored.Add(ctx, int64(fresh))
-	}
-	if a.pagesRead != nil {
-		a.pagesRead.Add(ctx, 1)
-	}
+	a.leadsStored.Add(ctx, int64(fresh))
+	a.pagesRead.Add(ctx, 1)
 }

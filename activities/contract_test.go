@@ -45,7 +45,7 @@ func TestBrokenContractFailsAtTheFirstAttempt(t *testing.T) {
 	if err := sim.SetFaults(simulator.Faults{BrokenAnswerRate: 1}); err != nil {
 		t.Fatal(err)
 	}
-	acts := &Activities{API: api, Store: storetest.Open(t, store.SQLite), Now: time.Now}
+	acts := New(Options{API: api, Store: storetest.Open(t, store.SQLite), Now: time.Now})
 
 	tests := []struct {
 		activity string

@@ -125,7 +125,7 @@ func (a *Activities) SyncLeads(ctx context.Context, in SyncLeadsInput) (SyncLead
 		stall = DefaultStallTimeout
 	}
 	log := activity.GetLogger(ctx)
-	p := syncProgress{Resume: in.From, Next: in.From, LastPageAt: a.Now()}
+	p := syncProgress{Resume: in.From, Next: in.From, LastPageAt: a.now()}
 	if !in.StallSince.IsZero() {
 		p.LastPageAt = in.StallSince
 	}
@@ -139,7 +139,7 @@ func (a *Activities) SyncLeads(ctx context.Context, in SyncLeadsInput) (SyncLead
 	if in.SyncKey != "" {
 		// The store's position was written with its page; a heartbeat
 		// may lag it by the pages stored since it was last sent.
-		pos, err := a.Store.LeadSyncPosition(ctx, in.SiteID, in.SyncKey)
+		pos, err := a.store.LeadSyncPosition(ctx, in.SiteID, in.SyncKey)
 		switch {
 		case err == nil:
 			p = syncProgress(pos)
@@ -154,7 +154,7 @@ func (a *Activities) SyncLeads(ctx context.Context, in SyncLeadsInput) (SyncLead
 	hb := startHeartbeat(ctx, p, in.SyncKey != "")
 	defer hb.stop()
 	started := time.Now()
-	for page, err := range a.API.LeadPages(calling(ctx, agentsite.ClassBulk), in.SiteID, agentsite.ListLeadsOptions{Limit: in.Limit, Cursor: p.Next}) {
+	for page, err := range a.api.LeadPages(calling(ctx, agentsite.ClassBulk), in.SiteID, agentsite.ListLeadsOptions{Limit: in.Limit, Cursor: p.Next}) {
 		if err != nil {
 			hb.keep()
 			return SyncLeadsResult{}, a.failed(ctx, in.SiteID, err, hb.get(), stall)
@@ -165,7 +165,7 @@ func (a *Activities) SyncLeads(ctx context.Context, in SyncLeadsInput) (SyncLead
 		next.Resume = p.Next
 		next.Next = page.Next
 		next.Done = page.Next == nil
-		next.LastPageAt = a.Now()
+		next.LastPageAt = a.now()
 		fresh, err := a.storePage(ctx, in, page.Leads, next)
 		if err != nil {
 			hb.keep()
@@ -193,9 +193,9 @@ func (a *Activities) SyncLeads(ctx context.Context, in SyncLeadsInput) (SyncLead
 // same transaction. It returns how many of the page's leads were new.
 func (a *Activities) storePage(ctx context.Context, in SyncLeadsInput, leads []agentsite.Lead, p syncProgress) (int, error) {
 	if in.SyncKey == "" {
-		return a.Store.UpsertLeads(ctx, in.SiteID, leads)
+		return a.store.UpsertLeads(ctx, in.SiteID, leads)
 	}
-	return a.Store.UpsertLeadsAt(ctx, in.SiteID, in.SyncKey, leads, store.LeadSyncPosition(p))
+	return a.store.UpsertLeadsAt(ctx, in.SiteID, in.SyncKey, leads, store.LeadSyncPosition(p))
 }
 
 // failed turns the error that ended an attempt into what the activity
@@ -219,7 +219,7 @@ func (a *Activities) failed(ctx context.Context, siteID string, err error, p syn
 func (a *Activities) counted(ctx context.Context, siteID string, r SyncLeadsResult) SyncLeadsResult {
 	cctx, cancel := context.WithTimeout(ctx, countTimeout)
 	defer cancel()
-	n, err := a.Store.CountLeads(cctx, siteID)
+	n, err := a.store.CountLeads(cctx, siteID)
 	if err != nil {
 		activity.GetLogger(ctx).Warn("counting the stored leads failed; the sync's lead count stays as it was", "site_id", siteID, "error", err)
 		return r
@@ -241,7 +241,7 @@ func (a *Activities) stalled(err error, p syncProgress, stall time.Duration) err
 	if errors.Is(err, context.Canceled) {
 		return err
 	}
-	since := a.Now().Sub(p.LastPageAt)
+	since := a.now().Sub(p.LastPageAt)
 	if since < stall {
 		return err
 	}

@@ -59,7 +59,8 @@ func newLeadsFixture(t *testing.T, n int) *leadsFixture {
 	stored, _ := m.Int64Counter("siteops.leads.stored")
 	pages, _ := m.Int64Counter("siteops.lead.pages.read")
 	st := storetest.Open(t, store.SQLite)
-	acts := &Activities{API: api, Store: st, Now: time.Now, leadsStored: stored, pagesRead: pages}
+	acts := New(Options{API: api, Store: st})
+	acts.leadsStored, acts.pagesRead = stored, pages
 	return &leadsFixture{site: cs.Site.ID, api: api, store: st, acts: acts, reader: reader}
 }
 
@@ -158,7 +159,7 @@ func TestSyncLeadsAnswersACancelWithItsProgress(t *testing.T) {
 	f := newLeadsFixture(t, 50)
 	ctx, cancel := context.WithCancelCause(t.Context())
 	f.background = ctx
-	f.acts.API = cancelAfter{API: f.api, pages: 2, cancel: func() { cancel(temporal.NewCanceledError()) }}
+	f.acts.api = cancelAfter{API: f.api, pages: 2, cancel: func() { cancel(temporal.NewCanceledError()) }}
 	began := time.Now()
 	_, err := f.run(t, SyncLeadsInput{SiteID: f.site, Limit: 10})
 	var canceled *temporal.CanceledError
@@ -173,7 +174,7 @@ func TestSyncLeadsAnswersACancelWithItsProgress(t *testing.T) {
 		t.Fatalf("progress = %+v; want 2 pages, 20 leads stored, the third page next, the last page's time", res)
 	}
 	// The next sync starts at the third page: 30 leads more, none twice.
-	f.acts.API, f.background = f.api, nil
+	f.acts.api, f.background = f.api, nil
 	rest, err := f.run(t, SyncLeadsInput{SiteID: f.site, Limit: 10, From: res.Resume, StallSince: res.LastPageAt})
 	if err != nil {
 		t.Fatal(err)
@@ -184,7 +185,7 @@ func TestSyncLeadsAnswersACancelWithItsProgress(t *testing.T) {
 
 	shutdown, stop := context.WithCancelCause(t.Context())
 	f.background = shutdown
-	f.acts.API = cancelAfter{API: f.api, pages: 1, cancel: func() { stop(errors.New("worker stopping")) }}
+	f.acts.api = cancelAfter{API: f.api, pages: 1, cancel: func() { stop(errors.New("worker stopping")) }}
 	_, err = f.run(t, SyncLeadsInput{SiteID: f.site, Limit: 10})
 	var app *temporal.ApplicationError
 	if errors.As(err, &canceled) || !errors.As(err, &app) || app.NonRetryable() {
@@ -204,7 +205,7 @@ func TestSyncLeadsGoesOnFromTheStoredPosition(t *testing.T) {
 	const key = "lead-sync/site_1/run-a/sync-1"
 	ctx, cancel := context.WithCancelCause(t.Context())
 	f.background = ctx
-	f.acts.API = cancelAfter{API: f.api, pages: 2, cancel: func() { cancel(temporal.NewCanceledError()) }}
+	f.acts.api = cancelAfter{API: f.api, pages: 2, cancel: func() { cancel(temporal.NewCanceledError()) }}
 	_, err := f.run(t, SyncLeadsInput{SiteID: f.site, Limit: 10, SyncKey: key})
 	var canceled *temporal.CanceledError
 	var cut SyncLeadsResult
@@ -216,7 +217,7 @@ func TestSyncLeadsGoesOnFromTheStoredPosition(t *testing.T) {
 		t.Fatalf("stored position %+v, %v; want 2 pages and the cut's resume point next", pos, err)
 	}
 
-	f.acts.API, f.background = f.api, nil
+	f.acts.api, f.background = f.api, nil
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestActivityEnvironment()
 	env.RegisterActivity(f.acts)

@@ -99,7 +99,7 @@ func (a *Activities) SweepLeads(ctx context.Context, in SweepLeadsInput) (SweepL
 	stop := tick(ctx, heartbeatEvery, func() { activity.RecordHeartbeat(ctx, snapshot()) })
 	defer stop()
 	for res.handled() < most {
-		sites, err := a.Store.LeadSweepSites(ctx, res.Next, min(sweepBatch, most-res.handled()))
+		sites, err := a.store.LeadSweepSites(ctx, res.Next, min(sweepBatch, most-res.handled()))
 		if err != nil {
 			return SweepLeadsResult{}, classify(err)
 		}
@@ -146,7 +146,7 @@ func (a *Activities) sweepSite(ctx context.Context, site store.LeadSweepSite, li
 	}
 	var page *agentsite.LeadPage
 	var err error
-	for p, e := range a.API.LeadPages(calling(ctx, agentsite.ClassBulk), site.SiteID, agentsite.ListLeadsOptions{Limit: limit, Cursor: site.Position.Resume}) {
+	for p, e := range a.api.LeadPages(calling(ctx, agentsite.ClassBulk), site.SiteID, agentsite.ListLeadsOptions{Limit: limit, Cursor: site.Position.Resume}) {
 		page, err = p, e
 		break
 	}
@@ -166,14 +166,14 @@ func (a *Activities) sweepSite(ctx context.Context, site store.LeadSweepSite, li
 	for i, l := range page.Leads {
 		ids[i] = l.ID
 	}
-	known, err := a.Store.KnownLeads(ctx, site.SiteID, ids)
+	known, err := a.store.KnownLeads(ctx, site.SiteID, ids)
 	if err != nil {
 		return 0, classify(err)
 	}
 	if known < len(ids) {
 		return sweepMissed, nil
 	}
-	if err := a.Store.LeadSyncChecked(ctx, site.SiteID, site.SyncKey, a.Now()); err != nil {
+	if err := a.store.LeadSyncChecked(ctx, site.SiteID, site.SyncKey, a.now()); err != nil {
 		return 0, classify(err)
 	}
 	return sweepCurrent, nil

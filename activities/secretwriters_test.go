@@ -89,7 +89,7 @@ func TestSecretWritersRefuseWithAnotherKey(t *testing.T) {
 				}
 			}
 			api := listed{ids: []string{"we_live"}}
-			worker := &Activities{API: api, Store: wrong, Now: time.Now}
+			worker := New(Options{API: api, Store: wrong, Now: time.Now})
 			for _, tc := range []struct {
 				name string
 				run  func() error
@@ -115,7 +115,7 @@ func TestSecretWritersRefuseWithAnotherKey(t *testing.T) {
 			}
 
 			// The right key does it.
-			fixed := &Activities{API: api, Store: right, Now: time.Now}
+			fixed := New(Options{API: api, Store: right, Now: time.Now})
 			if err := runActivity(t, fixed, fixed.ReconcileSecrets); err != nil {
 				t.Fatalf("ReconcileSecrets with the right key: %v", err)
 			}
@@ -157,7 +157,7 @@ func TestReconcileRetiresTheOthersBesideADamagedSecret(t *testing.T) {
 		return ""
 	}
 	before := damagedRow()
-	acts := &Activities{API: listed{ids: []string{"we_live"}}, Store: st, Now: time.Now}
+	acts := New(Options{API: listed{ids: []string{"we_live"}}, Store: st})
 	err := runActivity(t, acts, acts.ReconcileSecrets)
 	secretUnreadable(t, "ReconcileSecrets beside a damaged secret", err, false, "we_damaged", "changed outside siteops")
 	if damagedRow() != before {

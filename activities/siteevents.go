@@ -33,7 +33,7 @@ type SiteEventsResult struct {
 // reads the ingress's record of verified deliveries, which is the same
 // truth the relay signals from, and changes nothing.
 func (a *Activities) SiteEvents(ctx context.Context, in SiteEventsInput) (SiteEventsResult, error) {
-	evs, err := a.Store.SiteEvents(ctx, in.SiteID)
+	evs, err := a.store.SiteEvents(ctx, in.SiteID)
 	if err != nil {
 		return SiteEventsResult{}, err // a store error: retried under the policy
 	}

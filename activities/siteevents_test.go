@@ -12,7 +12,7 @@ import (
 
 func TestSiteEventsAnswersWhatTheInboxHolds(t *testing.T) {
 	st := storetest.Open(t, store.SQLite)
-	a := &Activities{Store: st, Now: time.Now}
+	a := New(Options{Store: st, Now: time.Now})
 	at := time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)
 	for i, ev := range []struct{ id, typ, data string }{
 		{"evt_k2", "knowledge.ready", `{"site_id":"site_1","knowledge_id":"kn_2"}`},
@@ -62,7 +62,7 @@ func TestSiteEventsTakesEveryTypeItReads(t *testing.T) {
 	for i, typ := range store.SiteEventTypes {
 		t.Run(typ, func(t *testing.T) {
 			st := storetest.Open(t, store.SQLite)
-			a := &Activities{Store: st, Now: time.Now}
+			a := New(Options{Store: st, Now: time.Now})
 			id := fmt.Sprintf("evt_%d", i)
 			body := fmt.Sprintf(`{"id":%q,"type":%q,"created_at":"2026-11-21T09:00:00.000Z","data":{"site_id":"site_1","knowledge_id":"kn_1","status":"published"}}`, id, typ)
 			if _, err := st.RecordEvent(t.Context(), store.InboxEvent{EventID: id, EventType: typ, EndpointID: "we_1", ReceivedAt: time.Now(), Body: []byte(body)}); err != nil {

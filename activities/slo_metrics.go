@@ -45,7 +45,7 @@ func (a *Activities) published(ctx context.Context, in PublishInput) {
 		metric.WithUnit("s"),
 		metric.WithDescription("Time from the start of an onboarding run to its site's publication, as the service confirmed it."),
 		metric.WithExplicitBucketBoundaries(onboardingBuckets()...))
-	h.Record(context.WithoutCancel(ctx), max(a.Now().Sub(in.StartedAt), 0).Seconds())
+	h.Record(context.WithoutCancel(ctx), max(a.now().Sub(in.StartedAt), 0).Seconds())
 }
 
 // caughtUp records siteops_lead_sync_lag_seconds when a lead sync run has
@@ -66,5 +66,5 @@ func (a *Activities) caughtUp(ctx context.Context) {
 		metric.WithUnit("s"),
 		metric.WithDescription("Time from a lead sync's request for a run to the store holding every lead the service listed (the run read the collection to its end)."),
 		metric.WithExplicitBucketBoundaries(leadSyncBuckets()...))
-	h.Record(context.WithoutCancel(ctx), max(a.Now().Sub(scheduled), 0).Seconds())
+	h.Record(context.WithoutCancel(ctx), max(a.now().Sub(scheduled), 0).Seconds())
 }

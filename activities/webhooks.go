@@ -36,13 +36,13 @@ type EndpointInfo struct {
 // FindEndpoint reads an endpoint's URL and events from the endpoint list,
 // and whether the store holds its secret.
 func (a *Activities) FindEndpoint(ctx context.Context, in FindEndpointInput) (EndpointInfo, error) {
-	eps, err := a.API.ListWebhookEndpoints(calling(ctx, agentsite.ClassOnboarding))
+	eps, err := a.api.ListWebhookEndpoints(calling(ctx, agentsite.ClassOnboarding))
 	if err != nil {
 		return EndpointInfo{}, classify(err)
 	}
 	for _, e := range eps {
 		if e.ID == in.EndpointID {
-			stored, err := a.Store.Secrets(ctx)
+			stored, err := a.store.Secrets(ctx)
 			if err != nil {
 				return EndpointInfo{}, classify(err)
 			}
@@ -87,13 +87,13 @@ const expectSecretFor = 30 * time.Second
 // (ReceiverPolicy): whoever started the workflow, the account's events go
 // nowhere else.
 func (a *Activities) CreateEndpoint(ctx context.Context, in CreateEndpointInput) (CreatedEndpoint, error) {
-	if err := a.Receivers.Check(in.URL); err != nil {
+	if err := a.receivers.Check(in.URL); err != nil {
 		info := activity.GetInfo(ctx)
 		activity.GetLogger(ctx).Warn("refused to create a webhook endpoint outside the deployment",
 			"workflow_id", info.WorkflowExecution.ID, "workflow_type", info.WorkflowType.Name, "error", err)
 		return CreatedEndpoint{}, nonRetryable(ErrTypePolicy, err)
 	}
-	if err := a.Store.CheckSecretKey(ctx); err != nil {
+	if err := a.store.CheckSecretKey(ctx); err != nil {
 		if errors.Is(err, store.ErrNoSecretKey) || errors.Is(err, store.ErrKeyMismatch) {
 			return CreatedEndpoint{}, nonRetryable(ErrTypeSecretKey, err)
 		}
@@ -101,7 +101,7 @@ func (a *Activities) CreateEndpoint(ctx context.Context, in CreateEndpointInput)
 	}
 	// The service may deliver with the new secret before this activity has
 	// stored it; the ingress holds such deliveries until it is stored.
-	if err := a.Store.ExpectSecret(ctx, in.Receiver, in.IdempotencyKey, a.Now().Add(expectSecretFor)); err != nil {
+	if err := a.store.ExpectSecret(ctx, in.Receiver, in.IdempotencyKey, a.now().Add(expectSecretFor)); err != nil {
 		return CreatedEndpoint{}, classify(err)
 	}
 	created, err := a.createEndpoint(ctx, in)
@@ -109,11 +109,11 @@ func (a *Activities) CreateEndpoint(ctx context.Context, in CreateEndpointInput)
 		var app *temporal.ApplicationError
 		if errors.As(err, &app) && app.NonRetryable() {
 			// Nothing will be stored: stop holding deliveries for it.
-			_ = a.Store.EndExpectation(context.WithoutCancel(ctx), in.Receiver, in.IdempotencyKey)
+			_ = a.store.EndExpectation(context.WithoutCancel(ctx), in.Receiver, in.IdempotencyKey)
 		}
 		return CreatedEndpoint{}, err
 	}
-	if err := a.Store.EndExpectation(ctx, in.Receiver, in.IdempotencyKey); err != nil {
+	if err := a.store.EndExpectation(ctx, in.Receiver, in.IdempotencyKey); err != nil {
 		return CreatedEndpoint{}, classify(err)
 	}
 	activity.GetLogger(ctx).Info("webhook endpoint created; secret stored", "endpoint_id", created.EndpointID, "receiver", store.ReceiverName(in.Receiver), "fingerprint", created.Fingerprint)
@@ -121,18 +121,18 @@ func (a *Activities) CreateEndpoint(ctx context.Context, in CreateEndpointInput)
 }
 
 func (a *Activities) createEndpoint(ctx context.Context, in CreateEndpointInput) (CreatedEndpoint, error) {
-	created, err := a.API.CreateWebhookEndpoint(calling(ctx, agentsite.ClassOnboarding), in.IdempotencyKey, agentsite.NewWebhookEndpoint{URL: in.URL, Events: in.Events})
+	created, err := a.api.CreateWebhookEndpoint(calling(ctx, agentsite.ClassOnboarding), in.IdempotencyKey, agentsite.NewWebhookEndpoint{URL: in.URL, Events: in.Events})
 	if err != nil {
 		return CreatedEndpoint{}, classify(err)
 	}
 	id := created.Endpoint.ID
 	// The rotation is known before the secret can verify anything.
 	if in.RotationWorkflowID != "" {
-		if err := a.Store.SetRotation(ctx, id, in.RotationWorkflowID); err != nil {
+		if err := a.store.SetRotation(ctx, id, in.RotationWorkflowID); err != nil {
 			return CreatedEndpoint{}, classify(err)
 		}
 	}
-	if err := a.Store.PutSecretFrom(ctx, id, in.Receiver, in.IdempotencyKey, created.Secret); err != nil {
+	if err := a.store.PutSecretFrom(ctx, id, in.Receiver, in.IdempotencyKey, created.Secret); err != nil {
 		if errors.Is(err, store.ErrNoSecretKey) || errors.Is(err, store.ErrKeyMismatch) {
 			return CreatedEndpoint{}, nonRetryable(ErrTypeSecretKey, err)
 		}
@@ -150,7 +150,7 @@ type DeleteEndpointInput struct {
 // DeleteEndpoint deletes the endpoint; one that is already gone counts as
 // deleted.
 func (a *Activities) DeleteEndpoint(ctx context.Context, in DeleteEndpointInput) error {
-	err := a.API.DeleteWebhookEndpoint(calling(ctx, agentsite.ClassOnboarding), in.IdempotencyKey, in.EndpointID)
+	err := a.api.DeleteWebhookEndpoint(calling(ctx, agentsite.ClassOnboarding), in.IdempotencyKey, in.EndpointID)
 	var apiErr *agentsite.APIError
 	if errors.As(err, &apiErr) && apiErr.Status == http.StatusNotFound {
 		return nil
@@ -181,13 +181,13 @@ type RetireSecretResult struct {
 func (a *Activities) RetireSecret(ctx context.Context, in RetireSecretInput) (RetireSecretResult, error) {
 	var err error
 	if in.Now {
-		_, err = a.Store.Retire(ctx, in.EndpointID, a.Now())
+		_, err = a.store.Retire(ctx, in.EndpointID, a.now())
 	} else {
 		at := in.At
 		if at.IsZero() {
-			at = a.Now()
+			at = a.now()
 		}
-		err = a.Store.RetireSecret(ctx, in.EndpointID, at)
+		err = a.store.RetireSecret(ctx, in.EndpointID, at)
 	}
 	if errors.Is(err, store.ErrNotFound) {
 		return RetireSecretResult{}, nil
@@ -229,7 +229,7 @@ type FoundCreated struct {
 // each creation) and the account's endpoint list.
 func (a *Activities) FindCreatedEndpoint(ctx context.Context, in FindCreatedInput) (FoundCreated, error) {
 	var out FoundCreated
-	mine, err := a.Store.SecretsFrom(ctx, in.KeyPrefix)
+	mine, err := a.store.SecretsFrom(ctx, in.KeyPrefix)
 	if err != nil {
 		return out, classify(err)
 	}
@@ -237,7 +237,7 @@ func (a *Activities) FindCreatedEndpoint(ctx context.Context, in FindCreatedInpu
 	if len(mine) == 0 {
 		return out, nil
 	}
-	eps, err := a.API.ListWebhookEndpoints(calling(ctx, agentsite.ClassOnboarding))
+	eps, err := a.api.ListWebhookEndpoints(calling(ctx, agentsite.ClassOnboarding))
 	if err != nil {
 		return out, classify(err)
 	}
@@ -245,7 +245,7 @@ func (a *Activities) FindCreatedEndpoint(ctx context.Context, in FindCreatedInpu
 	for _, e := range eps {
 		live[e.ID] = e
 	}
-	now := a.Now()
+	now := a.now()
 	for i := len(mine) - 1; i >= 0; i-- { // newest first
 		s := mine[i]
 		e, ok := live[s.EndpointID]
@@ -260,7 +260,7 @@ func (a *Activities) FindCreatedEndpoint(ctx context.Context, in FindCreatedInpu
 		out.Stale = append(out.Stale, s.EndpointID)
 	}
 	if out.Reuse != nil && in.RotationWorkflowID != "" {
-		if err := a.Store.SetRotation(ctx, out.Reuse.EndpointID, in.RotationWorkflowID); err != nil {
+		if err := a.store.SetRotation(ctx, out.Reuse.EndpointID, in.RotationWorkflowID); err != nil {
 			return out, classify(err)
 		}
 	}
@@ -317,13 +317,13 @@ type ReconcileSecretsResult struct {
 // another key may open it); the retried attempt finds only what is left.
 func (a *Activities) ReconcileSecrets(ctx context.Context) (ReconcileSecretsResult, error) {
 	var out ReconcileSecretsResult
-	stored, err := a.Store.Secrets(ctx)
+	stored, err := a.store.Secrets(ctx)
 	if err != nil {
 		return out, classify(err)
 	}
 	out.Checked = len(stored)
 	if len(stored) > 0 {
-		eps, err := a.API.ListWebhookEndpoints(calling(ctx, agentsite.ClassBulk))
+		eps, err := a.api.ListWebhookEndpoints(calling(ctx, agentsite.ClassBulk))
 		if err != nil {
 			return out, classify(err)
 		}
@@ -333,7 +333,7 @@ func (a *Activities) ReconcileSecrets(ctx context.Context) (ReconcileSecretsResu
 		}
 		var gone []store.SecretInfo
 		listed := 0
-		latest := a.Now().Add(MaxGracePeriod)
+		latest := a.now().Add(MaxGracePeriod)
 		for _, s := range stored {
 			switch {
 			case live[s.EndpointID]:
@@ -355,11 +355,11 @@ func (a *Activities) ReconcileSecrets(ctx context.Context) (ReconcileSecretsResu
 				"stored", len(gone), "listed", len(eps), "endpoints", out.Withheld)
 			gone = nil
 		}
-		now := a.Now()
+		now := a.now()
 		var unreadable []string
 		var refused error
 		for _, s := range gone {
-			_, err := a.Store.Retire(ctx, s.EndpointID, now)
+			_, err := a.store.Retire(ctx, s.EndpointID, now)
 			switch {
 			case errors.Is(err, store.ErrSecretUnreadable):
 				// Left as it was; the others are still retired.
@@ -396,5 +396,5 @@ type EndRotationInput struct {
 
 // EndRotation stops routing the endpoint's verifications to the rotation.
 func (a *Activities) EndRotation(ctx context.Context, in EndRotationInput) error {
-	return classify(a.Store.EndRotation(ctx, in.EndpointID))
+	return classify(a.store.EndRotation(ctx, in.EndpointID))
 }

@@ -136,7 +136,7 @@ func newPairRig(b *testing.B, bin, temporalCLI string) *pairRig {
 	// One SDK worker for the siteops workflows and the hand side's no-op,
 	// which cannot share a task queue with a worker that lacks it.
 	w := sdkworker.New(e.Client, queue, sdkworker.Options{})
-	worker.Register(w, activities.New(api, e.Store))
+	worker.Register(w, activities.New(activities.Options{API: api, Store: e.Store}))
 	w.RegisterWorkflowWithOptions(noopWorkflow, workflow.RegisterOptions{Name: noopWorkflowName})
 	if err := w.Start(); err != nil {
 		b.Fatal(err)

@@ -98,7 +98,7 @@ func incidentRun(b *testing.B, bin string, n int) (cli, inProc, base []time.Dura
 	// One SDK worker for the siteops workflows and the baseline's no-op,
 	// which cannot share a task queue with a worker that lacks it.
 	w := sdkworker.New(c, queue, sdkworker.Options{})
-	worker.Register(w, activities.New(api, e.Store))
+	worker.Register(w, activities.New(activities.Options{API: api, Store: e.Store}))
 	w.RegisterWorkflowWithOptions(noopWorkflow, workflow.RegisterOptions{Name: noopWorkflowName})
 	if err := w.Start(); err != nil {
 		b.Fatal(err)

@@ -109,7 +109,7 @@ func leadSyncRun(b *testing.B, n int) (res leadSyncTimes) {
 	// An SDK worker with the timed client and store: the time the
 	// workflow's activities spend fetching and upserting is measured.
 	w := sdkworker.New(c, e.TaskQueue, sdkworker.Options{})
-	worker.Register(w, activities.New(timed, st))
+	worker.Register(w, activities.New(activities.Options{API: timed, Store: st}))
 	if err := w.Start(); err != nil {
 		b.Fatal(err)
 	}

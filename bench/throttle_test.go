@@ -72,7 +72,7 @@ func throttledRun(b *testing.B, limiter bool) (throttled, failed int, took time.
 		b.Fatal(err)
 	}
 	w := sdkworker.New(c, queue, sdkworker.Options{})
-	worker.Register(w, activities.New(api, st))
+	worker.Register(w, activities.New(activities.Options{API: api, Store: st}))
 	if err := w.Start(); err != nil {
 		b.Fatal(err)
 	}

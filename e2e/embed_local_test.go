@@ -165,7 +165,7 @@ func TestEmbedRestoreRefusedByTheAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := sdkworker.New(e.Client, taskQueue, sdkworker.Options{})
-	worker.Register(w, activities.New(failingRestore{client}, e.Store))
+	worker.Register(w, activities.New(activities.Options{API: failingRestore{client}, Store: e.Store}))
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}

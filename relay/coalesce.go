@@ -13,7 +13,7 @@ import (
 // is bounded: a group is remembered only for one interval after its last
 // signal, and it holds fewer than a batch of events in all: at a batch it
 // releases held events early, rather than claim batch after batch only to
-// hold them.
+// hold them. New makes its maps.
 type coalescer struct {
 	mu       sync.Mutex
 	signaled map[string]time.Time // group key → its last signal, for one interval
@@ -30,9 +30,6 @@ type coalescer struct {
 func (c *coalescer) hold(js []*job, now time.Time, interval time.Duration, limit int) []*job {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.signaled == nil {
-		c.signaled, c.held, c.due = map[string]time.Time{}, map[string]*job{}, map[string]time.Time{}
-	}
 	for key, at := range c.signaled {
 		if now.Sub(at) >= interval && c.held[key] == nil {
 			delete(c.signaled, key)

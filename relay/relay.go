@@ -185,6 +185,7 @@ type Relay struct {
 // New returns a relay configured by o.
 func New(o Options) *Relay {
 	r := &Relay{opts: o.withDefaults()}
+	r.coalesce.signaled, r.coalesce.held, r.coalesce.due = map[string]time.Time{}, map[string]*job{}, map[string]time.Time{}
 	for i := range r.wake {
 		r.wake[i] = make(chan struct{}, r.opts.Pipelines)
 		r.slots[i] = make(chan struct{}, r.opts.Parallel)

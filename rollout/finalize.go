@@ -203,9 +203,6 @@ func (r *Rollout) checkPollers(ctx context.Context, rep *FinalizeReport, current
 		return nil
 	}
 	window := r.o.PollWindow
-	if window == 0 {
-		window = defaultPollWindow
-	}
 	others := map[string]time.Time{}
 	for _, typ := range []enumspb.TaskQueueType{enumspb.TASK_QUEUE_TYPE_WORKFLOW, enumspb.TASK_QUEUE_TYPE_ACTIVITY} {
 		resp, err := r.o.Client.WorkflowService().DescribeTaskQueue(ctx, &workflowservice.DescribeTaskQueueRequest{

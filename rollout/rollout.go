@@ -64,7 +64,22 @@ type Options struct {
 }
 
 // New returns a Rollout of o.
-func New(o Options) *Rollout { return &Rollout{o: o} }
+func New(o Options) *Rollout { return &Rollout{o: o.withDefaults()} }
+
+// withDefaults returns o with the clock, Settle and PollWindow that
+// Options documents where it left them zero.
+func (o Options) withDefaults() Options {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Settle == 0 {
+		o.Settle = 5 * time.Second
+	}
+	if o.PollWindow == 0 {
+		o.PollWindow = defaultPollWindow
+	}
+	return o
+}
 
 // Deployment is the Worker Deployment's name (SITEOPS_DEPLOYMENT_NAME).
 func (r *Rollout) Deployment() string { return r.o.Deployment }
@@ -85,12 +100,7 @@ type Run struct {
 // Age is how long the run has been open at now.
 func (r Run) Age(now time.Time) time.Duration { return now.Sub(r.Started).Truncate(time.Second) }
 
-func (r *Rollout) now() time.Time {
-	if r.o.Now != nil {
-		return r.o.Now()
-	}
-	return time.Now()
-}
+func (r *Rollout) now() time.Time { return r.o.Now() }
 
 func (r *Rollout) logf(format string, args ...any) {
 	if r.o.Logf != nil {
@@ -403,9 +413,6 @@ func (r *Rollout) Drained(ctx context.Context, buildID string) (DrainReport, err
 		}
 	}
 	settle := r.o.Settle
-	if settle == 0 {
-		settle = 5 * time.Second
-	}
 	switch {
 	case rep.Routing != "":
 		rep.Reason = fmt.Sprintf("build %s is the %s version: new runs start on it; promote another build first", buildID, rep.Routing)

@@ -61,7 +61,19 @@ type Options struct {
 }
 
 // New returns a Starter of o.
-func New(o Options) *Starter { return &Starter{o: o} }
+func New(o Options) *Starter { return &Starter{o: o.withDefaults()} }
+
+// withDefaults returns o with the namespace "default" and the SDK's data
+// converter where it left them empty.
+func (o Options) withDefaults() Options {
+	if o.Namespace == "" {
+		o.Namespace = "default"
+	}
+	if o.DataConverter == nil {
+		o.DataConverter = converter.GetDefaultDataConverter()
+	}
+	return o
+}
 
 // Client is the Temporal client the Starter calls.
 func (s *Starter) Client() client.Client { return s.o.Client }
@@ -96,19 +108,9 @@ func (s *Starter) options(k workflows.Kind, id string) client.StartWorkflowOptio
 	}
 }
 
-func (s *Starter) namespace() string {
-	if s.o.Namespace == "" {
-		return "default"
-	}
-	return s.o.Namespace
-}
+func (s *Starter) namespace() string { return s.o.Namespace }
 
-func (s *Starter) converter() converter.DataConverter {
-	if s.o.DataConverter == nil {
-		return converter.GetDefaultDataConverter()
-	}
-	return s.o.DataConverter
-}
+func (s *Starter) converter() converter.DataConverter { return s.o.DataConverter }
 
 func (s *Starter) warn(format string, args ...any) {
 	if s.o.Warn != nil {

@@ -93,8 +93,9 @@ const (
 // heartbeats, and so the longest a cancellation waits to reach it.
 const HeartbeatThrottle = 2 * time.Second
 
-// Run runs a worker until ctx is done, then stops it gracefully.
-func Run(ctx context.Context, o Options) error {
+// withDefaults returns o with the SDK worker's settings that Options
+// documents filled in.
+func (o Options) withDefaults() Options {
 	if o.Worker.WorkerStopTimeout == 0 {
 		o.Worker.WorkerStopTimeout = StopTimeout
 	}
@@ -114,6 +115,12 @@ func Run(ctx context.Context, o Options) error {
 			DefaultVersioningBehavior: workflow.VersioningBehaviorPinned,
 		}
 	}
+	return o
+}
+
+// Run runs a worker until ctx is done, then stops it gracefully.
+func Run(ctx context.Context, o Options) error {
+	o = o.withDefaults()
 	w, err := start(ctx, o)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -140,7 +147,7 @@ func Run(ctx context.Context, o Options) error {
 		}
 	}
 	<-ctx.Done()
-	o.Logger.Info("worker stopping: in-flight activities get time to finish", "timeout", StopTimeout)
+	o.Logger.Info("worker stopping: in-flight activities get time to finish", "timeout", o.Worker.WorkerStopTimeout)
 	w.Stop()
 	return nil
 }

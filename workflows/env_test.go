@@ -33,6 +33,13 @@ type fixture struct {
 
 func newFixture(t *testing.T, scopes ...string) *fixture {
 	t.Helper()
+	return newFixtureWith(t, nil, scopes...)
+}
+
+// newFixtureWith is newFixture with the activities' options tuned by tune
+// (given the fixture's store) before they are built.
+func newFixtureWith(t *testing.T, tune func(st *store.Store, o *activities.Options), scopes ...string) *fixture {
+	t.Helper()
 	if len(scopes) == 0 {
 		scopes = []string{simulator.ScopeAll}
 	}
@@ -54,7 +61,11 @@ func newFixture(t *testing.T, scopes ...string) *fixture {
 		t.Fatal(err)
 	}
 	st := storetest.Open(t, store.SQLite)
-	acts := loopbackReceivers(activities.New(api, st))
+	o := activities.Options{API: api, Store: st, Receivers: loopback}
+	if tune != nil {
+		tune(st, &o)
+	}
+	acts := activities.New(o)
 	f := &fixture{suite: &testsuite.WorkflowTestSuite{}, sim: sim, store: st, acts: acts, api: api}
 	f.env = f.suite.NewTestWorkflowEnvironment()
 	f.env.SetTestTimeout(30 * time.Second)
@@ -99,9 +110,6 @@ func (f *fixture) requests(method, suffix string) []simulator.RequestRecord {
 	return out
 }
 
-// loopbackReceivers lets a test's activities register and rotate webhook
+// loopback lets a test's activities register and rotate webhook
 // endpoints at the simulator's loopback receivers (test mode).
-func loopbackReceivers(a *activities.Activities) *activities.Activities {
-	a.Receivers = activities.ReceiverPolicy{AllowLoopback: true}
-	return a
-}
+var loopback = activities.ReceiverPolicy{AllowLoopback: true}

@@ -203,9 +203,8 @@ func (f *flakyStore) fail() bool {
 }
 
 func TestLeadSyncResumesFromTheHeartbeat(t *testing.T) {
-	f := newFixture(t)
+	f := newFixtureWith(t, func(st *store.Store, o *activities.Options) { o.Store = &flakyStore{Store: st, failOn: 4} })
 	site := f.siteWithLeads(t, 1000)
-	f.acts.Store = &flakyStore{Store: f.store, failOn: 4}
 	var p workflows.LeadSyncProgress
 	f.env.RegisterDelayedCallback(func() { p = f.progress(t); f.env.CancelWorkflow() }, time.Minute)
 	f.env.ExecuteWorkflow(workflows.LeadSyncWorkflowName, workflows.LeadSyncInput{SiteID: site, PageLimit: 100, PollInterval: workflows.Duration(time.Hour)})
@@ -271,20 +270,21 @@ func TestLeadSyncContinuesAsNewWhileWaiting(t *testing.T) {
 // TestLeadSyncFailsAfterTheStallTimeout throttles every request: with no
 // page stored for the stall timeout, the sync fails and says why.
 func TestLeadSyncFailsAfterTheStallTimeout(t *testing.T) {
-	f := newFixture(t)
-	site := f.siteWithLeads(t, 10)
-	if err := f.sim.SetFaults(simulator.Faults{RateLimitRate: 1, RetryAfter: simulator.Duration(time.Minute)}); err != nil {
-		t.Fatal(err)
-	}
 	// Activities read the time from their own clock: each reading moves it
 	// on by ten minutes, as the retries do.
 	var mu sync.Mutex
 	clock := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
-	f.acts.Now = func() time.Time {
-		mu.Lock()
-		defer mu.Unlock()
-		clock = clock.Add(10 * time.Minute)
-		return clock
+	f := newFixtureWith(t, func(_ *store.Store, o *activities.Options) {
+		o.Now = func() time.Time {
+			mu.Lock()
+			defer mu.Unlock()
+			clock = clock.Add(10 * time.Minute)
+			return clock
+		}
+	})
+	site := f.siteWithLeads(t, 10)
+	if err := f.sim.SetFaults(simulator.Faults{RateLimitRate: 1, RetryAfter: simulator.Duration(time.Minute)}); err != nil {
+		t.Fatal(err)
 	}
 	f.env.ExecuteWorkflow(workflows.LeadSyncWorkflowName, workflows.LeadSyncInput{SiteID: site, StallTimeout: workflows.Duration(time.Hour)})
 	err := f.env.GetWorkflowError()
@@ -324,7 +324,6 @@ func TestLeadSyncFailsAtOnceOnABrokenContract(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t)
 			var mu sync.Mutex
 			requests := 0
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -339,7 +338,7 @@ func TestLeadSyncFailsAtOnceOnABrokenContract(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			f.acts.API = api
+			f := newFixtureWith(t, func(_ *store.Store, o *activities.Options) { o.API = api })
 			f.env.ExecuteWorkflow(workflows.LeadSyncWorkflowName, workflows.LeadSyncInput{SiteID: "site_1", PollInterval: workflows.Duration(time.Hour)})
 			err = f.env.GetWorkflowError()
 			var app *temporal.ApplicationError
@@ -449,9 +448,8 @@ func (s *storeThenFail) fail() bool {
 // goes on from the position stored with that page, reads no page twice,
 // and progress says 1,000 leads (the store's count).
 func TestLeadSyncCountsLeadsStoredNotLeadsNew(t *testing.T) {
-	f := newFixture(t)
+	f := newFixtureWith(t, func(st *store.Store, o *activities.Options) { o.Store = &storeThenFail{Store: st, failOn: 4} })
 	site := f.siteWithLeads(t, 1000)
-	f.acts.Store = &storeThenFail{Store: f.store, failOn: 4}
 	var p workflows.LeadSyncProgress
 	f.env.RegisterDelayedCallback(func() { p = f.progress(t); f.env.CancelWorkflow() }, time.Minute)
 	f.env.ExecuteWorkflow(workflows.LeadSyncWorkflowName, workflows.LeadSyncInput{SiteID: site, PageLimit: 100, PollInterval: workflows.Duration(time.Hour)})
