@@ -8,12 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/agentsite/webhook"
+	"github.com/siteops/siteops/e2e/testenv"
 	"github.com/siteops/siteops/internal/siteopstest"
-	"github.com/siteops/siteops/relay"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"
@@ -21,11 +19,12 @@ import (
 	"github.com/siteops/siteops/workflows"
 )
 
-// ingressRun is the webhook ingress and relay of one test, in-process.
+// ingressRun is the webhook ingress of one test, with its relay, run as
+// `siteops ingress` runs it (testenv.Env.StartIngress); url is its
+// webhook port's.
 type ingressRun struct {
-	url     string
-	metrics *prometheus.Registry // the handler's and the relay's metrics
-	relay   *relay.Relay
+	*testenv.Ingress
+	url string
 }
 
 func (e *env) startIngress(t *testing.T) *ingressRun {
@@ -78,7 +77,7 @@ func TestLeadCreatedWakesTheLeadSync(t *testing.T) {
 			// inbox can show it dispatched a moment before the metric
 			// does, so read it until it settles.
 			signalled := func() float64 {
-				return telemetrytest.Value(t, in.metrics, "siteops_relay_dispatched_total", "type", "lead.created", "outcome", store.OutcomeSignalled)
+				return telemetrytest.ValueIn(t, in.Metrics(t), "siteops_relay_dispatched_total", "type", "lead.created", "outcome", store.OutcomeSignalled)
 			}
 			deadline := time.Now().Add(5 * time.Second)
 			for signalled() < 50 && time.Now().Before(deadline) {
@@ -128,9 +127,9 @@ func TestDuplicateAndReorderedDeliveriesHaveOneEffectEach(t *testing.T) {
 		}
 	}
 	siteopstest.Eventually(t, 30*time.Second, "both copies of every event", func() bool {
-		return telemetrytest.Value(t, in.metrics, "siteops_webhook_deliveries_total", "outcome", "duplicate") == float64(emitted)
+		return telemetrytest.ValueIn(t, in.Metrics(t), "siteops_webhook_deliveries_total", "outcome", "duplicate") == float64(emitted)
 	})
-	if n := telemetrytest.Value(t, in.metrics, "siteops_webhook_deliveries_total", "outcome", "accepted"); n != float64(emitted) {
+	if n := telemetrytest.ValueIn(t, in.Metrics(t), "siteops_webhook_deliveries_total", "outcome", "accepted"); n != float64(emitted) {
 		t.Errorf("%v events accepted, %d emitted", n, emitted)
 	}
 	siteopstest.Eventually(t, 30*time.Second, "the lead sync to see every event once", func() bool {
@@ -222,7 +221,7 @@ func TestRotationUnderContinuousDeliveries(t *testing.T) {
 		}
 	}
 	for _, reason := range []string{"invalid_signature", "timestamp_outside_window", "unknown_receiver", "malformed_signature_header"} {
-		if n := telemetrytest.Value(t, in.metrics, "siteops_webhook_deliveries_total", "outcome", "rejected", "reason", reason); n != 0 {
+		if n := telemetrytest.ValueIn(t, in.Metrics(t), "siteops_webhook_deliveries_total", "outcome", "rejected", "reason", reason); n != 0 {
 			t.Errorf("%v deliveries rejected for %s", n, reason)
 		}
 	}

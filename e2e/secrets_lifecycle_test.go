@@ -1,25 +1,18 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/e2e/testenv"
-	"github.com/siteops/siteops/ingress"
 	"github.com/siteops/siteops/internal/siteopstest"
-	"github.com/siteops/siteops/relay"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"
@@ -31,15 +24,8 @@ import (
 // /webhooks, as SITEOPS_WEBHOOK_SECRETS sets them.
 func (e *env) startIngressWith(t *testing.T, envSecrets ...string) *ingressRun {
 	t.Helper()
-	reg := prometheus.NewRegistry()
-	rl := relay.New(relay.Options{Store: e.Store, Temporal: e.Client, TaskQueue: taskQueue, Metrics: relay.NewMetrics(reg), Idle: 50 * time.Millisecond, MaxBackoff: time.Second})
-	h := ingress.NewHandler(ingress.Options{Inbox: e.Store, Secrets: e.Store, EnvSecrets: envSecrets, Metrics: ingress.NewMetrics(reg), Recorded: rl.Wake, SecretRefresh: 200 * time.Millisecond})
-	srv := httptest.NewServer(h)
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() { _ = rl.Run(ctx) })
-	t.Cleanup(func() { cancel(); wg.Wait(); srv.Close() })
-	return &ingressRun{url: srv.URL, metrics: reg, relay: rl}
+	in := e.StartIngress(t, testenv.IngressOptions{WebhookSecrets: envSecrets})
+	return &ingressRun{Ingress: in, url: in.URL}
 }
 
 func (e *env) api(t *testing.T) *agentsite.Client {

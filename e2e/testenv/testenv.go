@@ -1,7 +1,8 @@
 // Package testenv is the world the end-to-end tests and the benchmarks run
 // siteops in: the Agent-Site simulator over HTTP, a real store, a Temporal
-// client of one namespace and a starter (New), and the siteops worker as
-// the binary runs it, through package wiring (Env.StartWorker).
+// client of one namespace and a starter (New), and the siteops worker and
+// ingress as the binary runs them, through package wiring
+// (Env.StartWorker, Env.StartIngress).
 //
 // It leaves the Temporal server to its callers (a dev server of package
 // devserver, a cluster): they hand it an address and a namespace. It lives

@@ -37,3 +37,21 @@ func TestEndToEndKeepsWhatIsSet(t *testing.T) {
 		t.Errorf("EndToEnd = %+v; want TimeScale 7 and Seed 3 kept, a KnowledgeDelay and loopback receivers filled in", got)
 	}
 }
+
+// TestIngressDefaultsAreTheBinarys holds IngressDefaults to the defaults
+// config.Load gives `siteops ingress` when no variable is set.
+func TestIngressDefaultsAreTheBinarys(t *testing.T) {
+	for _, kv := range os.Environ() {
+		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, "SITEOPS_") {
+			t.Setenv(name, "") // restored after the test
+			_ = os.Unsetenv(name)
+		}
+	}
+	var want config.Ingress
+	if err := config.Load(&want); err != nil {
+		t.Fatal(err)
+	}
+	if got := IngressDefaults(); !reflect.DeepEqual(got, want) {
+		t.Errorf("IngressDefaults() = %+v\nwant %+v (config's defaults)", got, want)
+	}
+}
