@@ -108,26 +108,11 @@ type Simulator struct {
 	stats      RequestStats
 }
 
-// New returns a Simulator. Call Close to stop its deliveries.
-func New(cfg Config) (*Simulator, error) {
-	if len(cfg.Keys) == 0 {
-		return nil, errors.New("simulator: no API keys; give at least one TOKEN=SCOPES (e.g. --key svc_live_test=*)")
-	}
-	for token, scopes := range cfg.Keys {
-		if token == "" || strings.ContainsAny(token, " \t\r\n") {
-			return nil, errors.New("simulator: an API key is empty or contains whitespace")
-		}
-		for _, s := range scopes {
-			if s != ScopeAll && !validScope(s) {
-				return nil, fmt.Errorf("simulator: unknown scope %q; known scopes: %s, or * for all", s, strings.Join(AllScopes(), ", "))
-			}
-		}
-	}
+// withDefaults returns cfg with the defaults Config documents where it
+// left a setting zero.
+func (cfg Config) withDefaults() Config {
 	if cfg.TimeScale == 0 {
 		cfg.TimeScale = 1
-	}
-	if cfg.TimeScale < 0 {
-		return nil, fmt.Errorf("simulator: time scale %g must be positive", cfg.TimeScale)
 	}
 	if cfg.IdempotencyRetention == 0 {
 		cfg.IdempotencyRetention = 24 * time.Hour
@@ -141,12 +126,6 @@ func New(cfg Config) (*Simulator, error) {
 	if cfg.MaxConcurrentDeliveries <= 0 {
 		cfg.MaxConcurrentDeliveries = 64
 	}
-	if cfg.IdempotencyRetention < 0 || cfg.KnowledgeDelay < 0 || cfg.DeliveryTimeout < 0 {
-		return nil, errors.New("simulator: durations must not be negative")
-	}
-	if err := cfg.Faults.validate(); err != nil {
-		return nil, err
-	}
 	if cfg.Resolver == nil {
 		cfg.Resolver = net.DefaultResolver
 	}
@@ -155,6 +134,40 @@ func New(cfg Config) (*Simulator, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return cfg
+}
+
+// validate refuses what no default fixes: no API key, a key or scope out
+// of form, a negative time scale or duration, faults out of range.
+func (cfg Config) validate() error {
+	if len(cfg.Keys) == 0 {
+		return errors.New("simulator: no API keys; give at least one TOKEN=SCOPES (e.g. --key svc_live_test=*)")
+	}
+	for token, scopes := range cfg.Keys {
+		if token == "" || strings.ContainsAny(token, " \t\r\n") {
+			return errors.New("simulator: an API key is empty or contains whitespace")
+		}
+		for _, s := range scopes {
+			if s != ScopeAll && !validScope(s) {
+				return fmt.Errorf("simulator: unknown scope %q; known scopes: %s, or * for all", s, strings.Join(AllScopes(), ", "))
+			}
+		}
+	}
+	if cfg.TimeScale < 0 {
+		return fmt.Errorf("simulator: time scale %g must be positive", cfg.TimeScale)
+	}
+	if cfg.IdempotencyRetention < 0 || cfg.KnowledgeDelay < 0 || cfg.DeliveryTimeout < 0 {
+		return errors.New("simulator: durations must not be negative")
+	}
+	return cfg.Faults.validate()
+}
+
+// New returns a Simulator. Call Close to stop its deliveries.
+func New(cfg Config) (*Simulator, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
 	s := &Simulator{
 		cfg:       cfg,
