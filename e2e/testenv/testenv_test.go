@@ -14,12 +14,7 @@ import (
 // config.Load gives `siteops worker` when no variable is set, but for the
 // settings a test process runs differently.
 func TestWorkerDefaultsAreTheBinarys(t *testing.T) {
-	for _, kv := range os.Environ() {
-		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, "SITEOPS_") {
-			t.Setenv(name, "") // restored after the test
-			_ = os.Unsetenv(name)
-		}
-	}
+	withoutSiteopsEnv(t)
 	var want config.Worker
 	if err := config.Load(&want); err != nil {
 		t.Fatal(err)
@@ -41,17 +36,23 @@ func TestEndToEndKeepsWhatIsSet(t *testing.T) {
 // TestIngressDefaultsAreTheBinarys holds IngressDefaults to the defaults
 // config.Load gives `siteops ingress` when no variable is set.
 func TestIngressDefaultsAreTheBinarys(t *testing.T) {
-	for _, kv := range os.Environ() {
-		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, "SITEOPS_") {
-			t.Setenv(name, "") // restored after the test
-			_ = os.Unsetenv(name)
-		}
-	}
+	withoutSiteopsEnv(t)
 	var want config.Ingress
 	if err := config.Load(&want); err != nil {
 		t.Fatal(err)
 	}
 	if got := IngressDefaults(); !reflect.DeepEqual(got, want) {
 		t.Errorf("IngressDefaults() = %+v\nwant %+v (config's defaults)", got, want)
+	}
+}
+
+// withoutSiteopsEnv unsets every SITEOPS_* variable for the test, so that
+// config.Load gives the binary's defaults; they are restored after it.
+func withoutSiteopsEnv(t *testing.T) {
+	for _, kv := range os.Environ() {
+		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, "SITEOPS_") {
+			t.Setenv(name, "") // restored after the test
+			_ = os.Unsetenv(name)
+		}
 	}
 }
