@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"slices"
@@ -61,8 +62,8 @@ func refused(err error) bool {
 // make the relay's calls (signal a workflow; start a lead sync with a
 // signal, the one type the relay starts) and nothing else: not start an
 // incident, nor start one with a signal, nor terminate, cancel, update or
-// read a workflow. The cluster's own certificate, which the worker and
-// on-call hold, still may. Then a siteops ingress holding the ingress's
+// read a workflow, over gRPC or the HTTP API. The cluster's own
+// certificate, which the worker and on-call hold, still may. Then a siteops ingress holding the ingress's
 // certificate relays a delivery: its identity is enough for its work.
 func TestIngressIdentityMayOnlySignal(t *testing.T) {
 	need(t)
@@ -131,6 +132,51 @@ func TestIngressIdentityMayOnlySignal(t *testing.T) {
 	if _, err := full.DescribeWorkflowExecution(ctx, sync, ""); err != nil {
 		t.Errorf("the cluster's certificate reading the lead sync: %v", err)
 	}
+	// The frontend's HTTP API is the same door, behind the same policy.
+	o, err := temporal.ClientOptions(namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.LoadX509KeyPair(cert, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := o.ConnectionOptions.TLS.Clone()
+	tc.Certificates = []tls.Certificate{pair}
+	web := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: tc}}
+	httpAs := func(method, path, body string) int {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, method, "https://"+temporal.HTTPAddress+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := web.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
+	base := "/api/v1/namespaces/" + namespace
+	if code := httpAs(http.MethodGet, base, ""); code != http.StatusOK {
+		t.Errorf("the ingress's identity reading its namespace over the HTTP API: %d, want 200", code)
+	}
+	// IDs without a slash, which the HTTP API's routes cannot carry.
+	target := fmt.Sprintf("signal-only-target-%d", time.Now().UnixNano())
+	if _, err := full.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: target, TaskQueue: queue}, workflows.LeadSyncKind.Name, workflows.LeadSyncInput{SiteID: site}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = full.TerminateWorkflow(ctx, target, "", "TestIngressIdentityMayOnlySignal is done") }()
+	for _, call := range []struct{ what, path, body string }{
+		{"start an incident", base + "/workflows/" + strings.ReplaceAll(incident, "/", "-"), `{"workflowType":{"name":"` + workflows.EmbedIncidentKind.Name + `"},"taskQueue":{"name":"` + queue + `"}}`},
+		{"terminate a workflow", base + "/workflows/" + target + "/terminate", `{"reason":"code run in the ingress"}`},
+	} {
+		if code := httpAs(http.MethodPost, call.path, call.body); code != http.StatusForbidden {
+			t.Errorf("the ingress's identity may %s over the HTTP API: %d, want 403", call.what, code)
+		}
+	}
+
 	log, err := os.ReadFile(temporal.LogFile(cluster.Frontend))
 	if err != nil {
 		t.Fatal(err)
