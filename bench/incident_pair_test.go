@@ -17,7 +17,6 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/siteops/siteops/activities"
 	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/config"
 	"github.com/siteops/siteops/e2e/testenv"
@@ -26,7 +25,6 @@ import (
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/wiring"
-	"github.com/siteops/siteops/worker"
 	"github.com/siteops/siteops/workflows"
 )
 
@@ -135,13 +133,9 @@ func newPairRig(b *testing.B, bin, temporalCLI string) *pairRig {
 	}
 	// One SDK worker for the siteops workflows and the hand side's no-op,
 	// which cannot share a task queue with a worker that lacks it.
-	w := sdkworker.New(e.Client, queue, sdkworker.Options{})
-	worker.Register(w, activities.New(activities.Options{API: api, Store: e.Store}))
-	w.RegisterWorkflowWithOptions(noopWorkflow, workflow.RegisterOptions{Name: noopWorkflowName})
-	if err := w.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(w.Stop)
+	siteopsWorker(b, e.Client, queue, api, e.Store, func(w sdkworker.Worker) {
+		w.RegisterWorkflowWithOptions(noopWorkflow, workflow.RegisterOptions{Name: noopWorkflowName})
+	})
 	site := func(side string) string {
 		slug := fmt.Sprintf("pair-%s-%d", side, run)
 		cs, err := api.CreateSite(b.Context(), slug, agentsite.NewSite{Title: "Incident", Slug: slug, Type: "business", Template: "minimal"})

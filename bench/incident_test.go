@@ -14,14 +14,12 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/siteops/siteops/activities"
 	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/config"
 	"github.com/siteops/siteops/e2e/testenv"
 	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/wiring"
-	"github.com/siteops/siteops/worker"
 	"github.com/siteops/siteops/workflows"
 )
 
@@ -97,13 +95,9 @@ func incidentRun(b *testing.B, bin string, n int) (cli, inProc, base []time.Dura
 	c, s := e.Client, e.Starter
 	// One SDK worker for the siteops workflows and the baseline's no-op,
 	// which cannot share a task queue with a worker that lacks it.
-	w := sdkworker.New(c, queue, sdkworker.Options{})
-	worker.Register(w, activities.New(activities.Options{API: api, Store: e.Store}))
-	w.RegisterWorkflowWithOptions(noopWorkflow, workflow.RegisterOptions{Name: noopWorkflowName})
-	if err := w.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer w.Stop()
+	siteopsWorker(b, c, queue, api, e.Store, func(w sdkworker.Worker) {
+		w.RegisterWorkflowWithOptions(noopWorkflow, workflow.RegisterOptions{Name: noopWorkflowName})
+	})
 	env := append(os.Environ(), "TEMPORAL_ADDRESS="+temporalAddress, "TEMPORAL_NAMESPACE=default",
 		"SITEOPS_TASK_QUEUE="+queue, "SITEOPS_OPERATOR=bench")
 

@@ -13,7 +13,6 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
-	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/siteops/siteops/activities"
 	"github.com/siteops/siteops/agentsite"
@@ -22,7 +21,6 @@ import (
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/wiring"
-	"github.com/siteops/siteops/worker"
 	"github.com/siteops/siteops/workflows"
 )
 
@@ -108,12 +106,7 @@ func leadSyncRun(b *testing.B, n int) (res leadSyncTimes) {
 
 	// An SDK worker with the timed client and store: the time the
 	// workflow's activities spend fetching and upserting is measured.
-	w := sdkworker.New(c, e.TaskQueue, sdkworker.Options{})
-	worker.Register(w, activities.New(activities.Options{API: timed, Store: st}))
-	if err := w.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer w.Stop()
+	siteopsWorker(b, c, e.TaskQueue, timed, st, nil)
 
 	// parts adds the time spent fetching and upserting during f to
 	// fetch and upsert.

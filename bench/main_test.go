@@ -11,8 +11,13 @@ import (
 	"strconv"
 	"testing"
 
+	"go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/siteops/siteops/activities"
 	"github.com/siteops/siteops/internal/cluster"
 	"github.com/siteops/siteops/internal/devserver"
+	"github.com/siteops/siteops/worker"
 )
 
 // ClusterEnv names the directory of a running cluster of `localcluster up`
@@ -125,4 +130,22 @@ func scenario(b *testing.B) {
 	if b.N > maxScenarioRuns {
 		b.Fatalf("%s runs a whole scenario per iteration; -benchtime asked for %d of them: run it with -benchtime 1x (and -count N for more runs)", b.Name(), b.N)
 	}
+}
+
+// siteopsWorker runs an SDK worker of every siteops workflow and activity,
+// the activities over api and st, on queue of c, with extra registered
+// beside them (a baseline's no-op workflow), and stops it when b ends.
+// The benchmarks that time parts of the worker use it; the ones that time
+// the worker as the binary runs it use testenv.Env.StartWorker.
+func siteopsWorker(b *testing.B, c client.Client, queue string, api activities.API, st activities.Store, extra func(sdkworker.Worker)) {
+	b.Helper()
+	w := sdkworker.New(c, queue, sdkworker.Options{})
+	worker.Register(w, activities.New(activities.Options{API: api, Store: st}))
+	if extra != nil {
+		extra(w)
+	}
+	if err := w.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(w.Stop)
 }

@@ -8,9 +8,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
-	sdkworker "go.temporal.io/sdk/worker"
 
-	"github.com/siteops/siteops/activities"
 	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/config"
 	"github.com/siteops/siteops/e2e/testenv"
@@ -18,7 +16,6 @@ import (
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/wiring"
-	"github.com/siteops/siteops/worker"
 	"github.com/siteops/siteops/workflows"
 )
 
@@ -71,12 +68,7 @@ func throttledRun(b *testing.B, limiter bool) (throttled, failed int, took time.
 	if err != nil {
 		b.Fatal(err)
 	}
-	w := sdkworker.New(c, queue, sdkworker.Options{})
-	worker.Register(w, activities.New(activities.Options{API: api, Store: st}))
-	if err := w.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer w.Stop()
+	siteopsWorker(b, c, queue, api, st, nil)
 
 	// The lead collection exists before the clock starts.
 	setup, _ := agentsite.NewClient(e.SimURL, "svc_live_bench")
