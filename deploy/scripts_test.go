@@ -18,9 +18,11 @@ import (
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // the pgx driver for database/sql
+	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/siteops/siteops/internal/cluster"
 	"github.com/siteops/siteops/internal/siteopstest"
+	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/store/storetest"
 )
 
@@ -142,8 +144,11 @@ func composeSecretFiles(t *testing.T) map[string]string {
 // database names, twice, then checks what it made: two login roles without
 // any server-wide privilege, each the owner of its databases and of their
 // schema public, each refused by the other's databases, and Temporal's able
-// to create the one extension its visibility schema needs. Skipped without
-// psql or the server.
+// to create the one extension its visibility schema needs; then, as the
+// runbook goes on, temporal-schema.sh sets up Temporal's schemas as its
+// role, a cluster's services run on those databases as that role (its
+// namespace registered by temporal-setup.sh), and siteops' store migrates
+// as siteops' role. Skipped without psql or the server.
 func TestPostgresRoles(t *testing.T) {
 	if _, err := exec.LookPath("psql"); err != nil {
 		siteopstest.Missing(t, siteopstest.RequirePostgres, "psql is not installed (Debian: postgresql-client); %s needs it", rolesScript)
@@ -302,5 +307,31 @@ func TestPostgresRoles(t *testing.T) {
 		if strings.Contains(out, tPass) {
 			t.Errorf("%s printed the password", schemaScript)
 		}
+
+		// The runbook's next step: Temporal's services on those
+		// databases as that role, and temporal-setup.sh registering
+		// siteops' namespace with them; siteops' store migrates as its
+		// own role.
+		c := cluster.StartFor(t, cluster.Options{
+			PostgresURL: admin.String(), Namespaces: []string{"siteops"},
+			Databases: &cluster.Databases{Temporal: tDB, Visibility: tVis, User: tRole, Password: tPass},
+		})
+		cl, err := c.Dial(t.Context(), "siteops")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		if _, err := cl.WorkflowService().DescribeNamespace(t.Context(), &workflowservice.DescribeNamespaceRequest{Namespace: "siteops"}); err != nil {
+			t.Errorf("the cluster on %s's databases: describing namespace siteops: %v", tRole, err)
+		}
+		var conns int
+		if err := db.QueryRowContext(t.Context(), `SELECT count(*) FROM pg_stat_activity WHERE usename = $1 AND datname IN ($2, $3)`, tRole, tDB, tVis).Scan(&conns); err != nil || conns == 0 {
+			t.Errorf("%d connections of %s to its databases while the cluster runs (%v); want the services' own", conns, tRole, err)
+		}
+		st, err := store.Open(t.Context(), fmt.Sprintf("postgres://%s:%s@%s:%s/%s?sslmode=disable", sRole, sPass, host, port, sDB))
+		if err != nil {
+			t.Fatalf("siteops' store, migrated as %s: %v", sRole, err)
+		}
+		_ = st.Close()
 	})
 }

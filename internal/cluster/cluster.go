@@ -72,6 +72,12 @@ type Options struct {
 	// TLS, when set, makes the frontend serve TLS (mutual TLS with
 	// TLS.ClientCAFile).
 	TLS *TLS
+	// Databases, when set, are the databases the services use, already
+	// made and their schemas set up, with the role that owns them: what
+	// the runbook's steps make (deploy/postgres-roles.sh,
+	// deploy/temporal-schema.sh). Start then neither creates nor sets them
+	// up, the services connect as that role, and Stop leaves them.
+	Databases *Databases
 	// SignalOnly keeps the callers whose client certificates have these
 	// common names to signals, and SignalStartTypes names the workflow
 	// types they may start with a signal: the signal-only policy of
@@ -92,6 +98,13 @@ type Options struct {
 	Keep bool
 	// StartTimeout bounds each wait of Start (default 60s).
 	StartTimeout time.Duration
+}
+
+// Databases are a cluster's databases on the PostgreSQL server of
+// Options.PostgresURL, and the role its services connect as.
+type Databases struct {
+	Temporal, Visibility string
+	User, Password       string
 }
 
 // signalOnly is the signal-only policy the services get
@@ -173,6 +186,7 @@ type Cluster struct {
 	procs        map[Service]*process
 	tls          *TLS
 	signalOnly   signalOnly
+	given        bool // Options.Databases: the caller's, kept at Stop
 	server       string
 	configRoot   string
 	setupScript  string
@@ -221,20 +235,24 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	_ = os.Remove(filepath.Join(c.Dir, setupLog))
 	_ = os.Remove(filepath.Join(c.Dir, sqlToolLog))
 
-	if err := c.pg.createDatabases(ctx, c.Database, c.VisibilityDatabase); err != nil {
-		c.cleanupDir()
-		return nil, err
+	if !c.given {
+		if err := c.pg.createDatabases(ctx, c.Database, c.VisibilityDatabase); err != nil {
+			c.cleanupDir()
+			return nil, err
+		}
 	}
 	defer func() {
 		if err != nil {
 			_ = c.Stop()
 		}
 	}()
-	c.log.Info("databases created", "postgres", c.pg.addr(), "temporal", c.Database, "visibility", c.VisibilityDatabase)
-	if err := c.setupSchemas(ctx, sqlTool); err != nil {
-		return nil, err
+	if !c.given {
+		c.log.Info("databases created", "postgres", c.pg.addr(), "temporal", c.Database, "visibility", c.VisibilityDatabase)
+		if err := c.setupSchemas(ctx, sqlTool); err != nil {
+			return nil, err
+		}
+		c.log.Info("schemas set up", "elapsed", since(begin))
 	}
-	c.log.Info("schemas set up", "elapsed", since(begin))
 
 	if err := c.writeDynamicConfig(); err != nil {
 		return nil, err
@@ -320,6 +338,14 @@ func newCluster(opts Options) (*Cluster, error) {
 	}
 	c.Database = newDatabaseName()
 	c.VisibilityDatabase = c.Database + "_vis"
+	if d := opts.Databases; d != nil {
+		if d.Temporal == "" || d.Visibility == "" || d.User == "" {
+			return nil, errors.New("cluster: Databases needs Temporal, Visibility and User")
+		}
+		c.Database, c.VisibilityDatabase = d.Temporal, d.Visibility
+		c.pg.user, c.pg.password = d.User, d.Password
+		c.given = true
+	}
 	ps, err := ports.FreeN(2*len(Services) + 1)
 	if err != nil {
 		return nil, err
@@ -555,6 +581,11 @@ func (c *Cluster) Stop() error {
 	wg.Wait()
 	c.log.Info("services stopped", "elapsed", since(begin))
 	if c.keep {
+		return nil
+	}
+	if c.given {
+		_ = os.Remove(c.statePath())
+		c.cleanupDir()
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

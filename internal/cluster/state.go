@@ -36,6 +36,7 @@ type state struct {
 	PIDs               map[Service]int          `json:"pids"`
 	TLS                *TLS                     `json:"tls,omitempty"`
 	SignalOnly         signalOnly               `json:"signal_only"`
+	Given              bool                     `json:"given_databases,omitempty"`
 	Server             string                   `json:"server"`
 	ConfigRoot         string                   `json:"config_root"`
 	LogLevel           string                   `json:"log_level"`
@@ -57,6 +58,7 @@ func (c *Cluster) writeState() error {
 		PIDs:               map[Service]int{},
 		TLS:                c.tls,
 		SignalOnly:         c.signalOnly,
+		Given:              c.given,
 		Server:             c.server,
 		ConfigRoot:         c.configRoot,
 		LogLevel:           c.logLevel,
@@ -120,6 +122,7 @@ func Attach(dir, postgresURL string, log io.Writer) (*Cluster, error) {
 		procs:              map[Service]*process{},
 		tls:                st.TLS,
 		signalOnly:         st.SignalOnly,
+		given:              st.Given,
 		server:             st.Server,
 		configRoot:         st.ConfigRoot,
 		logLevel:           st.LogLevel,
