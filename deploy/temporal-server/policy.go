@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -47,8 +47,6 @@ var signalOnlyAPIs = map[string]bool{
 type Policy struct {
 	signalOnly map[string]bool
 	startTypes map[string]bool
-	inner      authorization.Authorizer
-	log        log.Logger
 }
 
 // signalOnlyCaller is the claims' Extensions of a signal-only caller: the
@@ -107,21 +105,21 @@ func (p *Policy) String() string {
 	return fmt.Sprintf("certificates named %s may only signal (and start with a signal: %s)", strings.Join(sortedKeys(p.signalOnly), ", "), types)
 }
 
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
-}
+func sortedKeys(m map[string]bool) []string { return slices.Sorted(maps.Keys(m)) }
 
 // Wrap returns the claim mapper and the authorizer of a server that keeps
-// the policy: inner's, with the signal-only callers taken out.
-func (p *Policy) Wrap(innerAuthorizer authorization.Authorizer, innerMapper authorization.ClaimMapper, logger log.Logger) (authorization.Authorizer, authorization.ClaimMapper) {
-	q := *p
-	q.inner, q.log = innerAuthorizer, logger
-	return &q, &claimMapper{signalOnly: p.signalOnly, inner: innerMapper}
+// the policy: inner's, with the signal-only callers taken out. logger (may
+// be nil) receives the refusals.
+func (p *Policy) Wrap(inner authorization.Authorizer, innerMapper authorization.ClaimMapper, logger log.Logger) (authorization.Authorizer, authorization.ClaimMapper) {
+	return &authorizer{policy: p, inner: inner, log: logger}, &claimMapper{signalOnly: p.signalOnly, inner: innerMapper}
+}
+
+// authorizer decides a signal-only caller's calls by the policy and leaves
+// every other call to inner, the configuration's authorizer.
+type authorizer struct {
+	policy *Policy
+	inner  authorization.Authorizer
+	log    log.Logger
 }
 
 // claimMapper names a signal-only caller by its certificate, and leaves
@@ -150,21 +148,16 @@ func (m *claimMapper) AuthInfoRequired() bool {
 	return true
 }
 
-var errNoInner = errors.New("the signal-only policy has no authorizer to leave other callers to")
-
 // Authorize decides a signal-only caller's call, and leaves every other
 // call to the configuration's authorizer.
-func (p *Policy) Authorize(ctx context.Context, claims *authorization.Claims, target *authorization.CallTarget) (authorization.Result, error) {
+func (a *authorizer) Authorize(ctx context.Context, claims *authorization.Claims, target *authorization.CallTarget) (authorization.Result, error) {
 	caller, ok := signalOnlyOf(claims)
 	if !ok {
-		if p.inner == nil {
-			return authorization.Result{Decision: authorization.DecisionDeny}, errNoInner
-		}
-		return p.inner.Authorize(ctx, claims, target)
+		return a.inner.Authorize(ctx, claims, target)
 	}
-	if reason := p.refusal(target); reason != "" {
-		if p.log != nil {
-			p.log.Warn("Refused a call of a signal-only caller.", tag.NewStringTag("caller", caller.commonName),
+	if reason := a.policy.refusal(target); reason != "" {
+		if a.log != nil {
+			a.log.Warn("Refused a call of a signal-only caller.", tag.NewStringTag("caller", caller.commonName),
 				tag.NewStringTag("api", target.APIName), tag.WorkflowNamespace(target.Namespace), tag.NewStringTag("reason", reason))
 		}
 		return authorization.Result{Decision: authorization.DecisionDeny, Reason: reason}, nil

@@ -28,9 +28,9 @@ import (
 // docs/kubernetes.md has a deployment do.
 const ingressName = "siteops-ingress"
 
-// dialAs returns a client of the cluster's namespace that presents the
-// client certificate cert (key its key) instead of the cluster's own.
-func dialAs(t *testing.T, cert, key string) client.Client {
+// tlsAs is the cluster's client TLS configuration with the client
+// certificate cert (key its key) instead of the cluster's own.
+func tlsAs(t *testing.T, cert, key string) *tls.Config {
 	t.Helper()
 	o, err := temporal.ClientOptions(namespace)
 	if err != nil {
@@ -40,8 +40,20 @@ func dialAs(t *testing.T, cert, key string) client.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o.ConnectionOptions.TLS = o.ConnectionOptions.TLS.Clone()
-	o.ConnectionOptions.TLS.Certificates = []tls.Certificate{pair}
+	c := o.ConnectionOptions.TLS.Clone()
+	c.Certificates = []tls.Certificate{pair}
+	return c
+}
+
+// dialAs returns a client of the cluster's namespace that presents the
+// client certificate cert (key its key) instead of the cluster's own.
+func dialAs(t *testing.T, cert, key string) client.Client {
+	t.Helper()
+	o, err := temporal.ClientOptions(namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.ConnectionOptions.TLS = tlsAs(t, cert, key)
 	c, err := client.DialContext(t.Context(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -133,17 +145,7 @@ func TestIngressIdentityMayOnlySignal(t *testing.T) {
 		t.Errorf("the cluster's certificate reading the lead sync: %v", err)
 	}
 	// The frontend's HTTP API is the same door, behind the same policy.
-	o, err := temporal.ClientOptions(namespace)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pair, err := tls.LoadX509KeyPair(cert, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tc := o.ConnectionOptions.TLS.Clone()
-	tc.Certificates = []tls.Certificate{pair}
-	web := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: tc}}
+	web := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsAs(t, cert, key)}}
 	httpAs := func(method, path, body string) int {
 		t.Helper()
 		req, err := http.NewRequestWithContext(ctx, method, "https://"+temporal.HTTPAddress+path, strings.NewReader(body))
