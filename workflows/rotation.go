@@ -56,6 +56,14 @@ const DecidedByTimeout = "decision-timeout"
 // re-runs; histories recorded before it replay the first version.
 const rotationLifecycle = "rotation-lifecycle"
 
+// rotationEarlyVerified is the change that keeps a verified delivery
+// signalled before the rotation knew its new endpoint (the service may
+// deliver to the endpoint before CreateEndpoint returns): the rotation
+// counts it once the endpoint is known, instead of having dropped it and
+// waited out the verify timeout. Histories recorded before it replay as
+// they ran.
+const rotationEarlyVerified = "rotation-early-verified"
+
 // rotationLimits is the change that bounds a rotation's durations
 // (CheckRotationLimits); histories recorded before it replay unchecked.
 const rotationLimits = "rotation-limits"
@@ -201,6 +209,9 @@ type rotation struct {
 	keyOf    func(step string) string
 	id       string
 	verified bool
+	// early are the verified deliveries signalled before NewEndpointID was
+	// known, event id by endpoint id (rotationEarlyVerified).
+	early    map[string]string
 	decision *RotationDecision
 	// oldDeleted is set once the old endpoint is known to be deleted.
 	oldDeleted bool
@@ -229,6 +240,13 @@ func (r *rotation) setup(ctx workflow.Context) error {
 			ch.Receive(ctx, &sig)
 			if sig.EndpointID != "" && sig.EndpointID == r.st.NewEndpointID && !r.verified {
 				r.verified, r.st.VerifiedEventID = true, sig.EventID
+			} else if r.st.NewEndpointID == "" && sig.EndpointID != "" {
+				if r.early == nil {
+					r.early = map[string]string{}
+				}
+				if _, seen := r.early[sig.EndpointID]; !seen {
+					r.early[sig.EndpointID] = sig.EventID
+				}
 			}
 		}
 	})
@@ -412,6 +430,9 @@ func (r *rotation) rotate(ctx workflow.Context) error {
 			return err
 		}
 		r.st.NewEndpointID, r.st.NewFingerprint = created.EndpointID, created.Fingerprint
+	}
+	if ev, ok := r.early[r.st.NewEndpointID]; ok && !r.verified && workflow.GetVersion(ctx, rotationEarlyVerified, workflow.DefaultVersion, 1) >= 1 {
+		r.verified, r.st.VerifiedEventID = true, ev
 	}
 
 	r.st.Step = RotationVerifying

@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
@@ -369,5 +371,29 @@ func TestSecretRotationAfterAnAbortCreatesAFreshEndpoint(t *testing.T) {
 	}
 	if st.Step != workflows.RotationDone || st.NewEndpointID != "we_3" || st.NewEndpointReused {
 		t.Errorf("second run = %+v, want done on a fresh we_3", st)
+	}
+}
+
+// TestSecretRotationKeepsAVerifiedDeliveryThatCameEarly signals the new
+// endpoint's verified delivery while the rotation is still creating it
+// (the service may deliver before CreateEndpoint returns): the rotation
+// counts it once it knows the endpoint, and goes on without waiting out
+// the verify timeout or on-call.
+func TestSecretRotationKeepsAVerifiedDeliveryThatCameEarly(t *testing.T) {
+	f := newFixture(t)
+	old := f.oldEndpoint(t)
+	f.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+		if info.ActivityType.Name == "CreateEndpoint" {
+			f.env.SignalWorkflow(workflows.SignalVerifiedDelivery, workflows.VerifiedDeliverySignal{EventID: "evt_early", EndpointID: "we_2"})
+		}
+	})
+	in := rotationInput(old)
+	f.env.ExecuteWorkflow(workflows.SecretRotationWorkflowName, in)
+	var st workflows.SecretRotationStatus
+	if err := f.env.GetWorkflowResult(&st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Step != workflows.RotationDone || st.NewEndpointID != "we_2" || st.VerifiedEventID != "evt_early" || st.DecidedBy != "" {
+		t.Errorf("status = %+v; want done on the early verified delivery, without a decision", st)
 	}
 }
