@@ -286,6 +286,7 @@ func FuzzHandler(f *testing.F) {
 	// reach the strict decoder and the inbox, duplicate and case-variant
 	// keys among them.
 	f.Add(good, "", "evt_f", "lead.created", "", true)
+	f.Add("", "", "evt_x", "x", "", true) // an empty body, signed: once a NULL the store refused (503)
 	f.Add(`{"id":"evt_d","id":"evt_e","type":"lead.created","created_at":"2026-11-21T08:59:59.123Z","data":{}}`, "", "evt_d", "lead.created", "", true)
 	f.Add(`{"Id":"evt_c","TYPE":"lead.created","created_at":"2026-11-21T08:59:59.123Z","data":{"site_id":"s","Site_ID":"t"}}`, "", "evt_c", "lead.created", "", true)
 	f.Fuzz(func(t *testing.T, body, sig, id, typ, receiver string, signed bool) {

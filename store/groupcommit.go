@@ -262,11 +262,8 @@ func unnestColumns(evs []InboxEvent) []any {
 	ids, types, kinds, receivers, endpoints, traces, subjects := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	lanes, at, bodies := make([]int64, n), make([]time.Time, n), make([][]byte, n)
 	for i, ev := range evs {
-		k := ev.Kind
-		if k == "" {
-			k = KindWebhook
-		}
-		ids[i], types[i], kinds[i], lanes[i], receivers[i], endpoints[i] = ev.EventID, ev.EventType, k, int64(ev.Lane), ev.Receiver, ev.EndpointID
+		ev = ev.stored()
+		ids[i], types[i], kinds[i], lanes[i], receivers[i], endpoints[i] = ev.EventID, ev.EventType, ev.Kind, int64(ev.Lane), ev.Receiver, ev.EndpointID
 		at[i], bodies[i], traces[i], subjects[i] = ev.ReceivedAt.UTC(), ev.Body, ev.TraceContext, ev.SubjectEventID
 	}
 	return []any{ids, types, kinds, lanes, receivers, endpoints, at, bodies, traces, subjects}

@@ -30,9 +30,7 @@ func (s *Store) insertValues(ctx context.Context, evs []InboxEvent) (map[string]
 	const cols = 11
 	args := make([]any, 0, len(evs)*cols)
 	for _, ev := range evs {
-		if ev.Kind == "" {
-			ev.Kind = KindWebhook
-		}
+		ev = ev.stored()
 		at := ev.ReceivedAt.UTC()
 		args = append(args, ev.EventID, ev.EventType, ev.Kind, int(ev.Lane), ev.Receiver, ev.EndpointID, at, ev.Body, ev.TraceContext, at, ev.SubjectEventID)
 	}
@@ -62,9 +60,7 @@ func (s *Store) insertValuesPlain(ctx context.Context, evs []InboxEvent) (map[st
 	const cols = 11
 	args := make([]any, 0, len(evs)*cols)
 	for _, ev := range evs {
-		if ev.Kind == "" {
-			ev.Kind = KindWebhook
-		}
+		ev = ev.stored()
 		at := ev.ReceivedAt.UTC()
 		args = append(args, ev.EventID, ev.EventType, ev.Kind, int(ev.Lane), ev.Receiver, ev.EndpointID, at, ev.Body, ev.TraceContext, at, ev.SubjectEventID)
 	}
@@ -142,12 +138,9 @@ func (s *Store) insertCopy(ctx context.Context, evs []InboxEvent) (map[string]bo
 		cols := []string{"event_id", "event_type", "kind", "lane", "receiver", "endpoint_id", "received_at", "body", "trace_context", "next_attempt_at", "subject_event_id"}
 		src := make([][]any, len(evs))
 		for i, ev := range evs {
-			k := ev.Kind
-			if k == "" {
-				k = KindWebhook
-			}
+			ev = ev.stored()
 			at := ev.ReceivedAt.UTC()
-			src[i] = []any{ev.EventID, ev.EventType, k, int16(ev.Lane), ev.Receiver, ev.EndpointID, at, ev.Body, ev.TraceContext, at, ev.SubjectEventID}
+			src[i] = []any{ev.EventID, ev.EventType, ev.Kind, int16(ev.Lane), ev.Receiver, ev.EndpointID, at, ev.Body, ev.TraceContext, at, ev.SubjectEventID}
 		}
 		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"inbox_load"}, cols, pgx.CopyFromRows(src)); err != nil {
 			return fmt.Errorf("copy: %w", err)

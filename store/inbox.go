@@ -56,6 +56,19 @@ type InboxEvent struct {
 	SubjectEventID string
 }
 
+// stored is ev as a row of the inbox holds it: a webhook unless its kind is
+// given, and an empty body as empty bytes (a nil slice binds as NULL, which
+// the body column refuses: a verified empty body is recorded as malformed).
+func (ev InboxEvent) stored() InboxEvent {
+	if ev.Kind == "" {
+		ev.Kind = KindWebhook
+	}
+	if ev.Body == nil {
+		ev.Body = []byte{}
+	}
+	return ev
+}
+
 // RecordEvent inserts a verified event unless its id is already recorded.
 // It reports whether the event is new: the primary key on the event id is
 // the store that enforces uniqueness. On PostgreSQL concurrent calls share
@@ -64,9 +77,7 @@ func (s *Store) RecordEvent(ctx context.Context, ev InboxEvent) (bool, error) {
 	if s.group != nil {
 		return s.group.record(ctx, ev)
 	}
-	if ev.Kind == "" {
-		ev.Kind = KindWebhook
-	}
+	ev = ev.stored()
 	res, err := s.db.ExecContext(ctx, `INSERT INTO inbox (event_id, event_type, kind, lane, receiver, endpoint_id, received_at, body, trace_context, next_attempt_at, subject_event_id)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (event_id) DO NOTHING`,
 		ev.EventID, ev.EventType, ev.Kind, int(ev.Lane), ev.Receiver, ev.EndpointID, ev.ReceivedAt.UTC(), ev.Body, ev.TraceContext, ev.ReceivedAt.UTC(), ev.SubjectEventID)
@@ -84,9 +95,7 @@ func (s *Store) RecordEvent(ctx context.Context, ev InboxEvent) (bool, error) {
 // `siteops events list --outcome malformed`). The relay never claims it.
 // Like RecordEvent it reports whether the record is new.
 func (s *Store) RecordHandled(ctx context.Context, ev InboxEvent, outcome, reason string) (bool, error) {
-	if ev.Kind == "" {
-		ev.Kind = KindWebhook
-	}
+	ev = ev.stored()
 	at := ev.ReceivedAt.UTC()
 	res, err := s.db.ExecContext(ctx, `INSERT INTO inbox (event_id, event_type, kind, lane, receiver, endpoint_id, received_at, body, trace_context, next_attempt_at, subject_event_id, dispatched_at, outcome, last_error)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $7, $10, $7, $11, $12) ON CONFLICT (event_id) DO NOTHING`,
