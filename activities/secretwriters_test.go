@@ -75,7 +75,7 @@ func TestSecretWritersRefuseWithAnotherKey(t *testing.T) {
 				url = storetest.PostgresSchemaURL(t)
 			}
 			open := func(key []byte) *store.Store {
-				s, err := store.Open(ctx, url, store.WithSecretKey(key))
+				s, err := store.Open(ctx, url, store.Options{SecretKey: key})
 				if err != nil {
 					t.Fatal(err)
 				}

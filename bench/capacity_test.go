@@ -255,7 +255,7 @@ func newCapacityRig(b *testing.B) *capacityRig {
 	r.workerApp, r.ingApp = "siteops-cap-worker-"+r.run, "siteops-cap-ingress-"+r.run
 	// This process's store (the starter's knowledge texts; it migrates
 	// the schema before the processes start).
-	if r.st, err = store.Open(b.Context(), withApp("siteops-cap-starter-"+r.run), store.WithSecretKey(storetest.TestKey)); err != nil {
+	if r.st, err = store.Open(b.Context(), withApp("siteops-cap-starter-"+r.run), store.Options{SecretKey: storetest.TestKey}); err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = r.st.Close() })

@@ -39,7 +39,7 @@ func BenchmarkIngressPaired(b *testing.B) {
 	senders := capSize(b, SendersEnv, 1024, saturatingSenders)
 	rounds := benchCount(b, "SITEOPS_BENCH_ROUNDS", 4)
 	bare := noStore{storetest.Open(b, store.SQLite)}
-	st, pg := openPostgres(b)
+	st, pg := openPostgres(b, store.Options{})
 	ceiling, inbox := ingressServer(b, bare), ingressServer(b, st)
 	// A first run of each, not counted: connections, statements, pages.
 	runAccept(b, ceiling, bare, nil, min(b.N, 2000), senders)

@@ -28,9 +28,9 @@ type pgSessions struct {
 }
 
 // openPostgres opens a migrated store on a fresh schema of the test
-// server whose sessions carry an application_name of their own, and the
-// pgSessions that measures them.
-func openPostgres(b *testing.B, opts ...store.Option) (*store.Store, pgSessions) {
+// server, with o and TestKey, whose sessions carry an application_name of
+// their own, and the pgSessions that measures them.
+func openPostgres(b *testing.B, o store.Options) (*store.Store, pgSessions) {
 	b.Helper()
 	u, err := url.Parse(storetest.PostgresSchemaURL(b))
 	if err != nil {
@@ -42,7 +42,8 @@ func openPostgres(b *testing.B, opts ...store.Option) (*store.Store, pgSessions)
 	q := u.Query()
 	q.Set("application_name", app)
 	u.RawQuery = q.Encode()
-	st, err := store.Open(b.Context(), u.String(), append([]store.Option{store.WithSecretKey(storetest.TestKey)}, opts...)...)
+	o.SecretKey = storetest.TestKey
+	st, err := store.Open(b.Context(), u.String(), o)
 	if err != nil {
 		b.Fatal(err)
 	}

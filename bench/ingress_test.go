@@ -159,15 +159,15 @@ func BenchmarkIngressAccept(b *testing.B) {
 		}},
 		{"inbox=sqlite", func(b *testing.B) (ingress.Inbox, *pgSessions) { return storetest.Open(b, store.SQLite), nil }},
 		{"inbox=postgres", func(b *testing.B) (ingress.Inbox, *pgSessions) {
-			st, pg := openPostgres(b)
+			st, pg := openPostgres(b, store.Options{})
 			return st, &pg
 		}},
 		{"insert-per-request", func(b *testing.B) (ingress.Inbox, *pgSessions) {
-			st, pg := openPostgres(b, store.WithoutGroupCommit())
+			st, pg := openPostgres(b, store.Options{NoGroupCommit: true})
 			return st, &pg
 		}},
 		{"inbox=postgres+relay", func(b *testing.B) (ingress.Inbox, *pgSessions) {
-			st, pg := openPostgres(b)
+			st, pg := openPostgres(b, store.Options{})
 			return &dispatchCounter{Store: st}, &pg
 		}},
 		{"signal-in-request", func(b *testing.B) (ingress.Inbox, *pgSessions) { return signalInRequest{dialAsSiteops(b)}, nil }},

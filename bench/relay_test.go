@@ -55,7 +55,7 @@ func BenchmarkRelayDispatch(b *testing.B) {
 			var pg *pgSessions
 			st := &dispatchCounter{}
 			if d == store.Postgres {
-				s, p := openPostgres(b)
+				s, p := openPostgres(b, store.Options{})
 				st.Store, pg = s, &p
 			} else {
 				st.Store = storetest.Open(b, d)

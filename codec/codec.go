@@ -7,8 +7,8 @@
 //
 // Secrets and lead records never enter payloads in the first place (see
 // package activities); the codec protects the rest: site content, origins,
-// incident reasons. The exceptions are the types a codec is given with
-// Plaintext — the answers of the Nexus service, which partners read
+// incident reasons. The exceptions are the types a codec is given in
+// Options.Plaintext — the answers of the Nexus service, which partners read
 // without the key — whose payloads it writes in the clear and
 // authenticates instead (plaintext.go). What the codec never sees: failure
 // messages and the details of errors, which Temporal's default failure
@@ -23,20 +23,20 @@
 // payload to its workflow or event: the SDK hands a codec payloads without
 // saying whose they are.
 //
-// Keys rotate through a key ring (ParseKeyRing, NewRing):
+// Keys rotate through a key ring (ParseKeyRing, Options.Keys):
 // SITEOPS_PAYLOAD_KEY=<new>,<old>,... encrypts with the first key and
 // decrypts with whichever key a payload names by its ID, so that a key can
 // be replaced while histories written under the old one are still read.
 //
 // A codec refuses nothing for being unencrypted unless told to
-// (RequireEncrypted): a worker must still read the plaintext its callers
-// without the key send — a workflow started through Temporal's HTTP API or
-// `temporal workflow start` without a codec, a history written before the key
-// was set. The codec server (Handler) refuses plaintext by default: it serves
-// people reading histories, who should see that such a payload was not
-// written by a holder of the key rather than see it as if it had been. An
-// authenticated plaintext payload was written by a holder of the key, so
-// both accept it once its tag verifies.
+// (Options.RequireEncrypted): a worker must still read the plaintext its
+// callers without the key send — a workflow started through Temporal's HTTP
+// API or `temporal workflow start` without a codec, a history written
+// before the key was set. The codec server (NewHandler) refuses plaintext
+// by default: it serves people reading histories, who should see that such
+// a payload was not written by a holder of the key rather than see it as if
+// it had been. An authenticated plaintext payload was written by a holder
+// of the key, so both accept it once its tag verifies.
 package codec
 
 import (
@@ -87,8 +87,8 @@ const (
 var namespaceName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$`)
 
 // ErrNotEncrypted is the error Decode returns for a payload that is
-// neither encrypted nor authenticated (Plaintext), when the codec requires
-// encryption (RequireEncrypted).
+// neither encrypted nor authenticated (Options.Plaintext), when the codec
+// requires encryption (Options.RequireEncrypted).
 var ErrNotEncrypted = errors.New("codec: a payload is not encrypted")
 
 // AESGCM is a converter.PayloadCodec over a key ring: the first key
@@ -102,44 +102,45 @@ type AESGCM struct {
 	plain            map[reflect.Type]bool
 	namespace        string
 	requireEncrypted bool
-	err              error // from an option
 }
 
 var _ converter.PayloadCodec = (*AESGCM)(nil)
 
-// Option tunes New.
-type Option func(*AESGCM)
-
-// RequireEncrypted makes Decode refuse a payload that is not encrypted
-// (ErrNotEncrypted) instead of passing it through; a plaintext payload
-// authenticated under the key (Plaintext) is accepted, since only a holder
-// of the key writes one. With the key set, siteops itself writes nothing
-// in the clear unauthenticated, so a plaintext payload was
-// written by a client without the key — a `temporal workflow signal`
-// without a codec, or someone who can reach Temporal but does not hold the
-// key — and only encryption proves who wrote a payload. It is an option,
-// not the default for a worker, because callers without the key write
-// plaintext that the worker must read — a workflow started through
-// Temporal's HTTP API or a CLI without the codec — and workflows that were
-// already running when the key was first set have plaintext payloads in
-// their histories: a worker that refused them could not replay those
-// workflows. The codec server refuses plaintext by default (Handler).
-func RequireEncrypted() Option {
-	return func(c *AESGCM) { c.requireEncrypted = true }
-}
-
-// WithNamespace binds the payloads the codec writes to a Temporal
-// namespace, and makes it refuse payloads written for another one: the
-// client's namespace, for a worker or a starter. A codec without it writes
-// payloads bound to no namespace and reads those of any.
-func WithNamespace(ns string) Option {
-	return func(c *AESGCM) {
-		if !namespaceName.MatchString(ns) {
-			c.err = fmt.Errorf("codec: %q is not a Temporal namespace name (letters, digits, '.', '_' and '-'); check TEMPORAL_NAMESPACE", truncate(ns, 64))
-			return
-		}
-		c.namespace = ns
-	}
+// Options configures New.
+type Options struct {
+	// Keys is the key ring, of 32-byte keys: Keys[0] encrypts, and a
+	// payload decrypts with the key of the ring whose ID it carries (one
+	// key is a ring of one). A key listed twice is refused: it would be a
+	// ring that cannot say which of its entries to drop.
+	Keys [][]byte
+	// Namespace binds the payloads the codec writes to a Temporal
+	// namespace, and makes it refuse payloads written for another one: the
+	// client's namespace, for a worker or a starter. A codec without it
+	// ("") writes payloads bound to no namespace and reads those of any.
+	Namespace string
+	// RequireEncrypted makes Decode refuse a payload that is not encrypted
+	// (ErrNotEncrypted) instead of passing it through; a plaintext payload
+	// authenticated under the key (Plaintext) is accepted, since only a
+	// holder of the key writes one. With the key set, siteops itself writes
+	// nothing in the clear unauthenticated, so a plaintext payload was
+	// written by a client without the key — a `temporal workflow signal`
+	// without a codec, or someone who can reach Temporal but does not hold
+	// the key — and only encryption proves who wrote a payload. It is a
+	// setting, not the default for a worker, because callers without the
+	// key write plaintext that the worker must read — a workflow started
+	// through Temporal's HTTP API or a CLI without the codec — and
+	// workflows that were already running when the key was first set have
+	// plaintext payloads in their histories: a worker that refused them
+	// could not replay those workflows. The codec server refuses plaintext
+	// by default (NewHandler).
+	RequireEncrypted bool
+	// Plaintext makes the codec's DataConverter write the values of the
+	// types of its values (each given as a value or a pointer to one) in
+	// plaintext, authenticated under the key rather than encrypted: for
+	// the answers that callers without the key read. Only types whose
+	// every field may be read by anyone belong here; nothing secret or
+	// personal (plaintext.go).
+	Plaintext []any
 }
 
 // ParseKeyRing decodes SITEOPS_PAYLOAD_KEY: one key, or a key ring of
@@ -163,21 +164,13 @@ func ParseKeyRing(s string) ([][]byte, error) {
 	return keys, nil
 }
 
-// New returns a codec for one 32-byte key.
-func New(key []byte, opts ...Option) (*AESGCM, error) {
-	return NewRing([][]byte{key}, opts...)
-}
-
-// NewRing returns a codec for a key ring of 32-byte keys: keys[0]
-// encrypts, and a payload decrypts with the key of the ring whose ID it
-// carries. A key listed twice is refused: it would be a ring that cannot
-// say which of its entries to drop.
-func NewRing(keys [][]byte, opts ...Option) (*AESGCM, error) {
-	if len(keys) == 0 {
+// New returns a codec for the key ring o.Keys, with o's settings.
+func New(o Options) (*AESGCM, error) {
+	if len(o.Keys) == 0 {
 		return nil, errors.New("codec: the key ring is empty; set SITEOPS_PAYLOAD_KEY to a key made with `openssl rand -base64 32`")
 	}
-	c := &AESGCM{keys: make(map[string]cipher.AEAD, len(keys)), macs: make(map[string][]byte, len(keys)), plain: map[reflect.Type]bool{}}
-	for i, key := range keys {
+	c := &AESGCM{keys: make(map[string]cipher.AEAD, len(o.Keys)), macs: make(map[string][]byte, len(o.Keys)), plain: map[reflect.Type]bool{}}
+	for i, key := range o.Keys {
 		if len(key) != 32 {
 			return nil, fmt.Errorf("codec: key %d of the ring is %d bytes, want 32", i+1, len(key))
 		}
@@ -199,11 +192,17 @@ func NewRing(keys [][]byte, opts ...Option) (*AESGCM, error) {
 	}
 	c.keyID = c.keyIDs[0]
 	c.aead = c.keys[c.keyID]
-	for _, opt := range opts {
-		opt(c)
+	if o.Namespace != "" && !namespaceName.MatchString(o.Namespace) {
+		return nil, fmt.Errorf("codec: %q is not a Temporal namespace name (letters, digits, '.', '_' and '-'); check TEMPORAL_NAMESPACE", truncate(o.Namespace, 64))
 	}
-	if c.err != nil {
-		return nil, c.err
+	c.namespace = o.Namespace
+	c.requireEncrypted = o.RequireEncrypted
+	for _, v := range o.Plaintext {
+		t := elem(reflect.TypeOf(v))
+		if t == nil {
+			return nil, errors.New("codec: Plaintext was given nil; give a value of each type")
+		}
+		c.plain[t] = true
 	}
 	return c, nil
 }
@@ -281,8 +280,8 @@ func (c *AESGCM) encode(payloads []*commonpb.Payload, ns string) ([]*commonpb.Pa
 
 // Decode decrypts payloads this codec encrypted, of any version, and
 // verifies and returns as they were those it authenticated in plaintext
-// (Plaintext). A payload that is neither passes through unchanged, unless
-// the codec requires encryption; a payload that carries encryption
+// (Options.Plaintext). A payload that is neither passes through unchanged,
+// unless the codec requires encryption; a payload that carries encryption
 // metadata under another encoding is refused, since only tampering makes
 // one; so is one whose authentication does not verify, and one written for
 // another namespace than the codec's.

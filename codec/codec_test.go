@@ -17,7 +17,7 @@ import (
 var key = []byte("0123456789abcdef0123456789abcdef")
 
 func TestRoundTripAndTamper(t *testing.T) {
-	c, err := New(key)
+	c, err := New(Options{Keys: [][]byte{key}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func TestRoundTripAndTamper(t *testing.T) {
 	if err := dc.FromPayload(p, &back); err == nil {
 		t.Fatal("a tampered payload decoded")
 	}
-	other, _ := New(bytes.Repeat([]byte("x"), 32))
+	other, _ := New(Options{Keys: [][]byte{bytes.Repeat([]byte("x"), 32)}})
 	q, _ := dc.ToPayload("x")
 	if _, err := other.Decode([]*commonpb.Payload{q}); err == nil || !strings.Contains(err.Error(), "SITEOPS_PAYLOAD_KEY") {
 		t.Errorf("another key: %v", err)
@@ -94,7 +94,7 @@ func sealV2(t *testing.T, c *AESGCM, p *commonpb.Payload) *commonpb.Payload {
 // payload, and dropping or changing the namespace does not move it to
 // another namespace.
 func TestVersions(t *testing.T) {
-	c, _ := New(key, WithNamespace("prod"))
+	c, _ := New(Options{Keys: [][]byte{key}, Namespace: "prod"})
 	inner, _ := converter.GetDefaultDataConverter().ToPayload(map[string]string{"title": "Bayside Dental"})
 	enc, err := c.Encode([]*commonpb.Payload{inner})
 	if err != nil {
@@ -103,7 +103,7 @@ func TestVersions(t *testing.T) {
 	v3 := enc[0]
 	v2 := sealV2(t, c, inner)
 	v1 := sealV1(t, c, inner)
-	unbound, _ := New(key)
+	unbound, _ := New(Options{Keys: [][]byte{key}})
 	encUnbound, _ := unbound.Encode([]*commonpb.Payload{inner})
 	edit := func(p *commonpb.Payload, f func(md map[string][]byte)) *commonpb.Payload {
 		q := proto.Clone(p).(*commonpb.Payload)
@@ -161,12 +161,12 @@ func mustEncodeFor(t *testing.T, c *AESGCM, p *commonpb.Payload, ns string) *com
 // namespace with the same key refuses, while a codec given no namespace
 // reads both; the original payload's metadata comes back as it was.
 func TestNamespaceBinding(t *testing.T) {
-	prod, err := New(key, WithNamespace("prod"))
+	prod, err := New(Options{Keys: [][]byte{key}, Namespace: "prod"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	staging, _ := New(key, WithNamespace("staging"))
-	unbound, _ := New(key)
+	staging, _ := New(Options{Keys: [][]byte{key}, Namespace: "staging"})
+	unbound, _ := New(Options{Keys: [][]byte{key}})
 	p, err := prod.DataConverter().ToPayload(map[string]string{"reason": "incident"})
 	if err != nil {
 		t.Fatal(err)
@@ -184,17 +184,17 @@ func TestNamespaceBinding(t *testing.T) {
 			t.Errorf("read by %s: %v, %v; want the json/plain payload", name, out, err)
 		}
 	}
-	for _, bad := range []string{"", "a\x00b", "has space", strings.Repeat("n", 300)} {
-		if _, err := New(key, WithNamespace(bad)); err == nil {
-			t.Errorf("WithNamespace(%q) was accepted", bad)
+	for _, bad := range []string{"a\x00b", "has space", "-lead", strings.Repeat("n", 300)} {
+		if _, err := New(Options{Keys: [][]byte{key}, Namespace: bad}); err == nil || !strings.Contains(err.Error(), "is not a Temporal namespace name") {
+			t.Errorf("Namespace %q: %v; want it refused as not a namespace name", bad, err)
 		}
 	}
 }
 
-// TestRequireEncrypted checks the option that refuses plaintext payloads,
+// TestRequireEncrypted checks the setting that refuses plaintext payloads,
 // while encrypted ones of both versions still decode.
 func TestRequireEncrypted(t *testing.T) {
-	c, _ := New(key, RequireEncrypted())
+	c, _ := New(Options{Keys: [][]byte{key}, RequireEncrypted: true})
 	plain, _ := converter.GetDefaultDataConverter().ToPayload("plain")
 	if _, err := c.Decode([]*commonpb.Payload{plain}); !errors.Is(err, ErrNotEncrypted) || !strings.Contains(err.Error(), "SITEOPS_PAYLOAD_KEY") {
 		t.Errorf("Decode(plaintext) = %v, want ErrNotEncrypted naming SITEOPS_PAYLOAD_KEY", err)
@@ -251,7 +251,7 @@ func TestParseKeyRing(t *testing.T) {
 // the codec of one key.
 func TestKeyRingRotation(t *testing.T) {
 	keyA, keyB := key, bytes.Repeat([]byte("b"), 32)
-	onlyA, err := New(keyA, WithNamespace("prod"))
+	onlyA, err := New(Options{Keys: [][]byte{keyA}, Namespace: "prod"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +267,7 @@ func TestKeyRingRotation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rotated, err := NewRing(ring, WithNamespace("prod"))
+	rotated, err := New(Options{Keys: ring, Namespace: "prod"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,7 +291,7 @@ func TestKeyRingRotation(t *testing.T) {
 		t.Errorf("B's payload read by a process holding A alone: %v; want an error naming key %s", err, KeyID(keyB))
 	}
 
-	onlyB, err := NewRing([][]byte{keyB}, WithNamespace("prod"))
+	onlyB, err := New(Options{Keys: [][]byte{keyB}, Namespace: "prod"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,13 +310,13 @@ func TestKeyRingRotation(t *testing.T) {
 		}
 	}
 
-	if _, err := NewRing([][]byte{keyB, keyA, keyB}); err == nil || !strings.Contains(err.Error(), "key 3") {
+	if _, err := New(Options{Keys: [][]byte{keyB, keyA, keyB}}); err == nil || !strings.Contains(err.Error(), "key 3") {
 		t.Errorf("a ring holding B twice: %v, want a refusal naming key 3", err)
 	}
-	if _, err := NewRing(nil); err == nil {
+	if _, err := New(Options{}); err == nil {
 		t.Error("an empty ring was accepted")
 	}
-	if _, err := NewRing([][]byte{keyB, []byte("short")}); err == nil || !strings.Contains(err.Error(), "key 2") {
+	if _, err := New(Options{Keys: [][]byte{keyB, []byte("short")}}); err == nil || !strings.Contains(err.Error(), "key 2") {
 		t.Errorf("a ring with a short key: %v, want a refusal naming key 2", err)
 	}
 }

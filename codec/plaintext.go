@@ -4,7 +4,6 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -20,12 +19,12 @@ import (
 // A few of siteops' payloads are read by callers who do not hold
 // SITEOPS_PAYLOAD_KEY: the answers of the Nexus service, which reach a
 // partner's namespace or a plain HTTP caller (package nexus lists their
-// types). A codec given those types (Plaintext) writes their values in the
-// clear, with the payload's metadata and data authenticated under the key
-// instead of encrypted: anyone reads them, only a holder of the key writes
-// them, and Decode tells them from plaintext that nobody vouches for — so
-// the codec server and RequireEncrypted accept them, and refuse a forged
-// or altered one.
+// types). A codec given those types (Options.Plaintext) writes their values
+// in the clear, with the payload's metadata and data authenticated under
+// the key instead of encrypted: anyone reads them, only a holder of the key
+// writes them, and Decode tells them from plaintext that nobody vouches
+// for — so the codec server and Options.RequireEncrypted accept them, and
+// refuse a forged or altered one.
 //
 // The tag is HMAC-SHA256, under a key derived from each key of the ring
 // (never the AES key itself), over every metadata entry but the tag,
@@ -48,24 +47,6 @@ const (
 	// authDomain separates these tags from any other use of the key.
 	authDomain = "siteops-authenticated-payload\x00"
 )
-
-// Plaintext makes the codec's DataConverter write the values of the types
-// of values (each given as a value or a pointer to one) in plaintext,
-// authenticated under the key rather than encrypted: for the answers that
-// callers without the key read. Only types whose every field may be read by
-// anyone belong here; nothing secret or personal.
-func Plaintext(values ...any) Option {
-	return func(c *AESGCM) {
-		for _, v := range values {
-			t := elem(reflect.TypeOf(v))
-			if t == nil {
-				c.err = errors.New("codec: Plaintext was given nil; give a value of each type")
-				return
-			}
-			c.plain[t] = true
-		}
-	}
-}
 
 // elem is t without its pointers.
 func elem(t reflect.Type) reflect.Type {

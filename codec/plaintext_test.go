@@ -25,7 +25,7 @@ type (
 )
 
 func TestPlaintextTypesAreAuthenticatedNotEncrypted(t *testing.T) {
-	c, err := New(key, WithNamespace("prod"), Plaintext(answer{}))
+	c, err := New(Options{Keys: [][]byte{key}, Namespace: "prod", Plaintext: []any{answer{}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,12 +84,12 @@ func TestPlaintextTypesAreAuthenticatedNotEncrypted(t *testing.T) {
 }
 
 func TestPlaintextRefusesForgeries(t *testing.T) {
-	c, _ := New(key, WithNamespace("prod"), Plaintext(answer{}))
+	c, _ := New(Options{Keys: [][]byte{key}, Namespace: "prod", Plaintext: []any{answer{}}})
 	good, err := c.DataConverter().ToPayload(answer{SiteID: "site_1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, _ := New(bytes.Repeat([]byte("o"), 32), Plaintext(answer{}))
+	other, _ := New(Options{Keys: [][]byte{bytes.Repeat([]byte("o"), 32)}, Plaintext: []any{answer{}}})
 	byOther, _ := other.DataConverter().ToPayload(answer{SiteID: "site_1"})
 	for _, tt := range []struct {
 		name   string
@@ -106,7 +106,7 @@ func TestPlaintextRefusesForgeries(t *testing.T) {
 		{"the tag dropped", func(p *commonpb.Payload) *commonpb.Payload { delete(p.Metadata, metaAuthTag); return p }, "tampered"},
 		{"an unknown version", func(p *commonpb.Payload) *commonpb.Payload { p.Metadata[metaAuthVersion] = []byte("9"); return p }, "upgrade"},
 		{"another namespace", func(p *commonpb.Payload) *commonpb.Payload {
-			q, _ := New(key, WithNamespace("staging"), Plaintext(answer{}))
+			q, _ := New(Options{Keys: [][]byte{key}, Namespace: "staging", Plaintext: []any{answer{}}})
 			r, _ := q.DataConverter().ToPayload(answer{SiteID: "site_1"})
 			return r
 		}, "do not move between namespaces"},
@@ -126,7 +126,7 @@ func TestPlaintextRefusesForgeries(t *testing.T) {
 	// A codec that requires encryption accepts the authenticated payload
 	// (a holder of the key wrote it), and a ring that holds the key as its
 	// second reads it after a rotation.
-	strict, _ := New(key, RequireEncrypted())
+	strict, _ := New(Options{Keys: [][]byte{key}, RequireEncrypted: true})
 	if _, err := strict.Decode([]*commonpb.Payload{good}); err != nil {
 		t.Errorf("RequireEncrypted refused an authenticated payload: %v", err)
 	}
@@ -134,7 +134,7 @@ func TestPlaintextRefusesForgeries(t *testing.T) {
 	if _, err := strict.Decode([]*commonpb.Payload{plain}); !errors.Is(err, ErrNotEncrypted) {
 		t.Errorf("RequireEncrypted on plaintext nobody authenticated: %v; want ErrNotEncrypted", err)
 	}
-	ring, _ := NewRing([][]byte{bytes.Repeat([]byte("n"), 32), key}, WithNamespace("prod"))
+	ring, _ := New(Options{Keys: [][]byte{bytes.Repeat([]byte("n"), 32), key}, Namespace: "prod"})
 	var a answer
 	if err := ring.DataConverter().FromPayload(good, &a); err != nil || a.SiteID != "site_1" {
 		t.Errorf("the ring new,old reading the old key's answer: %+v, %v", a, err)
@@ -146,7 +146,7 @@ func TestPlaintextRefusesForgeries(t *testing.T) {
 // and that the codec's own Encode, which the codec server's /encode uses,
 // always encrypts.
 func TestPlaintextOnlyForItsTypes(t *testing.T) {
-	c, _ := New(key, Plaintext(answer{}))
+	c, _ := New(Options{Keys: [][]byte{key}, Plaintext: []any{answer{}}})
 	marked, _ := converter.GetDefaultDataConverter().ToPayload(secret{Reason: "phishing"})
 	marked.Metadata[metaPlaintext] = []byte("1")
 	p, err := c.DataConverter().ToPayload(converter.NewRawValue(marked))
@@ -163,8 +163,8 @@ func TestPlaintextOnlyForItsTypes(t *testing.T) {
 	if err != nil || string(enc[0].GetMetadata()[converter.MetadataEncoding]) != Encoding {
 		t.Errorf("Encode of a marked payload = %v, %v; want it encrypted", enc, err)
 	}
-	if _, err := New(key, Plaintext(nil)); err == nil {
-		t.Error("Plaintext(nil) was accepted")
+	if _, err := New(Options{Keys: [][]byte{key}, Plaintext: []any{nil}}); err == nil {
+		t.Error("Plaintext: []any{nil} was accepted")
 	}
 }
 
@@ -172,8 +172,8 @@ func TestPlaintextOnlyForItsTypes(t *testing.T) {
 // refuses plaintext nobody vouches for, returns an authenticated payload
 // as it was before it was authenticated, and refuses a forged one.
 func TestCodecServerReturnsAuthenticatedPlaintext(t *testing.T) {
-	c, _ := New(key, WithNamespace("prod"), Plaintext(answer{}))
-	srv := newServer(t, c, Options{})
+	c, _ := New(Options{Keys: [][]byte{key}, Namespace: "prod", Plaintext: []any{answer{}}})
+	srv := newServer(t, c, HandlerOptions{})
 	p, _ := c.DataConverter().ToPayload(answer{SiteID: "site_1"})
 	body := func(p *commonpb.Payload) []byte {
 		b, _ := json.Marshal(map[string]any{"payloads": []any{json.RawMessage(mustProtoJSON(t, p))}})

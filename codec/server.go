@@ -48,7 +48,7 @@ const SlotWait = 2 * time.Second
 // allocated, at a time.
 const readBlock = 64 << 10
 
-// MinTokenLength is the shortest bearer token Handler accepts.
+// MinTokenLength is the shortest bearer token NewHandler accepts.
 const MinTokenLength = 16
 
 // Headers the Web UI sends with its requests: Content-Type
@@ -57,14 +57,17 @@ const MinTokenLength = 16
 // told to pass its access token on.
 const allowHeaders = "Content-Type, X-Namespace, Authorization, Authorization-Extras"
 
-// Options says whom Handler serves.
-type Options struct {
+// HandlerOptions says what NewHandler serves and whom.
+type HandlerOptions struct {
+	// Codec encrypts and decrypts the payloads served; NewHandler refuses
+	// none.
+	Codec *AESGCM
 	// Hosts are the Host headers served, as "host:port" (exactly that
 	// port) or "host" (any port); any other gets 403 before anything
 	// else is looked at. A page that rebinds its own domain name to the
 	// codec server's address still sends its own name as Host, so this
 	// list is what defeats DNS rebinding. LocalHosts gives the defaults.
-	// Handler refuses an empty list.
+	// NewHandler refuses an empty list.
 	Hosts []string
 	// Origins are the Web UI origins (scheme://host:port, as the address
 	// bar shows the Web UI) whose pages may call the codec server; a
@@ -77,7 +80,8 @@ type Options struct {
 	// "decode failed" in the Web UI can find out why. Nil logs nothing.
 	Logger *slog.Logger
 	// AllowPlaintext makes /decode return payloads that are neither
-	// encrypted nor authenticated under the key (Plaintext) unchanged. By
+	// encrypted nor authenticated under the key (Options.Plaintext)
+	// unchanged. By
 	// default it refuses them (400): nobody who holds the key
 	// wrote them, and shown decoded beside the rest of a history they
 	// would look as if someone had.
@@ -112,10 +116,10 @@ func contains(xs []string, x string) bool {
 	return false
 }
 
-// NewServer is the http.Server for a codec Handler: every phase of a
-// request is bounded in time, so slow clients cannot hold connections (and
-// their buffers) open, and headers are bounded in size (an Authorization
-// header with a JWT fits).
+// NewServer is the http.Server for a codec handler (NewHandler): every
+// phase of a request is bounded in time, so slow clients cannot hold
+// connections (and their buffers) open, and headers are bounded in size
+// (an Authorization header with a JWT fits).
 func NewServer(h http.Handler) *http.Server {
 	return &http.Server{
 		Handler:           h,
@@ -127,9 +131,10 @@ func NewServer(h http.Handler) *http.Server {
 	}
 }
 
-// Handler serves the Temporal codec-server protocol for the Web UI and the
-// CLI: POST /encode and POST /decode with {"payloads": [...]} in protojson,
-// and the CORS preflights (OPTIONS) a browser sends before them.
+// NewHandler serves the Temporal codec-server protocol for the Web UI and
+// the CLI with o.Codec: POST /encode and POST /decode with {"payloads":
+// [...]} in protojson, and the CORS preflights (OPTIONS) a browser sends
+// before them.
 //
 // A request is refused, before its body is read, when
 //   - its Host is not one of o.Hosts (403: a DNS-rebinding page in a
@@ -157,19 +162,22 @@ func NewServer(h http.Handler) *http.Server {
 // namespace serves that one only). /decode decrypts payloads written for
 // that namespace (or, in the formats before version 3 and by a codec given
 // no namespace, for none), returns the plaintext payloads authenticated
-// under the key (the Nexus service's answers, see Plaintext) once their
-// tag verifies, and refuses a request holding a payload that is neither,
+// under the key (the Nexus service's answers, see Options.Plaintext) once
+// their tag verifies, and refuses a request holding a payload that is neither,
 // unless o.AllowPlaintext: such a payload was written by a client without
 // the key (a history written before the key was set, a workflow started
 // through Temporal's HTTP API), and the Web UI then shows it as it is,
 // undecoded, instead of as if the key had vouched for it. What the server
 // decrypts is only what it authenticated.
-func Handler(c *AESGCM, o Options) (http.Handler, error) {
+func NewHandler(o HandlerOptions) (http.Handler, error) {
+	if o.Codec == nil {
+		return nil, errors.New("codec: the server needs a codec (HandlerOptions.Codec, see New)")
+	}
 	h, err := newHandler(o)
 	if err != nil {
 		return nil, err
 	}
-	return h.routes(c), nil
+	return h.routes(o.Codec), nil
 }
 
 // routes serves c's /encode and /decode with h's checks.
@@ -187,12 +195,13 @@ func (h *handler) routes(c *AESGCM) http.Handler {
 	return h.checkHost(mux)
 }
 
-func newHandler(o Options) (*handler, error) {
+// newHandler makes the checks of o; routes serves a codec with them.
+func newHandler(o HandlerOptions) (*handler, error) {
 	h := &handler{origins: map[string]bool{}, exact: map[string]bool{}, anyPort: map[string]bool{},
 		log: o.Logger, allowPlaintext: o.AllowPlaintext, slots: make(chan struct{}, MaxConcurrent),
 		bodies: newBudget(MaxBufferedBytes), slotWait: SlotWait, bodyTimeout: BodyTimeout}
 	if len(o.Hosts) == 0 {
-		return nil, errors.New("codec: the server needs the Host names it is reached by (Options.Hosts, see LocalHosts)")
+		return nil, errors.New("codec: the server needs the Host names it is reached by (HandlerOptions.Hosts, see LocalHosts)")
 	}
 	for _, host := range o.Hosts {
 		host = strings.ToLower(strings.TrimSpace(host))

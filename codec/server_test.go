@@ -26,15 +26,16 @@ import (
 
 const uiOrigin = "http://localhost:8233"
 
-// newServer serves Handler(c, o) on a loopback port, with the Hosts of
-// that port (LocalHosts) unless o names some.
-func newServer(t *testing.T, c *AESGCM, o Options) *httptest.Server {
+// newServer serves NewHandler(o) with the codec c on a loopback port,
+// with the Hosts of that port (LocalHosts) unless o names some.
+func newServer(t *testing.T, c *AESGCM, o HandlerOptions) *httptest.Server {
 	t.Helper()
 	srv := httptest.NewUnstartedServer(nil)
 	if o.Hosts == nil {
 		o.Hosts = LocalHosts(srv.Listener.Addr().String())
 	}
-	h, err := Handler(c, o)
+	o.Codec = c
+	h, err := NewHandler(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,8 +57,8 @@ func payloadsBody(t *testing.T, c *AESGCM, v any) []byte {
 }
 
 func TestCodecServer(t *testing.T) {
-	c, _ := New(key)
-	srv := newServer(t, c, Options{Origins: []string{uiOrigin}})
+	c, _ := New(Options{Keys: [][]byte{key}})
+	srv := newServer(t, c, HandlerOptions{Origins: []string{uiOrigin}})
 	p, _ := converter.GetDefaultDataConverter().ToPayload("hello")
 	body, _ := json.Marshal(map[string]any{"payloads": []any{json.RawMessage(mustProtoJSON(t, p))}})
 	enc := post(t, srv.URL+"/encode", "default", body)
@@ -75,7 +76,7 @@ func TestCodecServer(t *testing.T) {
 	}
 	// With AllowPlaintext it comes back as it was sent: nothing is
 	// revealed that the caller did not send.
-	lax := newServer(t, c, Options{AllowPlaintext: true})
+	lax := newServer(t, c, HandlerOptions{AllowPlaintext: true})
 	if got := post(t, lax.URL+"/decode", "default", body); !strings.Contains(got, `ImhlbGxvIg==`) {
 		t.Errorf("decode of a plaintext payload with AllowPlaintext = %s", got)
 	}
@@ -85,8 +86,8 @@ func TestCodecServer(t *testing.T) {
 // the namespace the request names, /decode refuses them in another one,
 // and a worker of that namespace reads what the CLI encoded through it.
 func TestCodecServerBindsToXNamespace(t *testing.T) {
-	c, _ := New(key)
-	srv := newServer(t, c, Options{})
+	c, _ := New(Options{Keys: [][]byte{key}})
+	srv := newServer(t, c, HandlerOptions{})
 	p, _ := converter.GetDefaultDataConverter().ToPayload("hello")
 	body, _ := json.Marshal(map[string]any{"payloads": []any{json.RawMessage(mustProtoJSON(t, p))}})
 	enc := post(t, srv.URL+"/encode", "prod", body)
@@ -100,7 +101,7 @@ func TestCodecServerBindsToXNamespace(t *testing.T) {
 	if err := protojson.Unmarshal([]byte(enc), &in); err != nil {
 		t.Fatal(err)
 	}
-	worker, _ := New(key, WithNamespace("prod"))
+	worker, _ := New(Options{Keys: [][]byte{key}, Namespace: "prod"})
 	var s string
 	if err := worker.DataConverter().FromPayload(in.GetPayloads()[0], &s); err != nil || s != "hello" {
 		t.Errorf("prod's worker reads %q, %v", s, err)
@@ -196,8 +197,8 @@ func (rq request) do(t *testing.T, srv *httptest.Server) (*http.Response, []byte
 // Origin), a foreign Origin, a body that is not JSON, a body over the cap —
 // and no answer allows credentials.
 func TestCodecServerRefusals(t *testing.T) {
-	c, _ := New(key)
-	srv := newServer(t, c, Options{Origins: []string{uiOrigin, "HTTP://127.0.0.1:8233/"}})
+	c, _ := New(Options{Keys: [][]byte{key}})
+	srv := newServer(t, c, HandlerOptions{Origins: []string{uiOrigin, "HTTP://127.0.0.1:8233/"}})
 	port := srv.URL[strings.LastIndex(srv.URL, ":")+1:]
 	body := payloadsBody(t, c, "hello")
 	big := bytes.Repeat([]byte(" "), MaxRequestBytes+1)
@@ -268,8 +269,8 @@ func TestCodecServerRefusals(t *testing.T) {
 // browsers send without it, do not.
 func TestCodecServerToken(t *testing.T) {
 	const token = "s3cret-codec-token-0123456789"
-	c, _ := New(key)
-	srv := newServer(t, c, Options{Origins: []string{uiOrigin}, Token: token})
+	c, _ := New(Options{Keys: [][]byte{key}})
+	srv := newServer(t, c, HandlerOptions{Origins: []string{uiOrigin}, Token: token})
 	body := payloadsBody(t, c, "hello")
 	tests := []struct {
 		request
@@ -306,11 +307,14 @@ func TestCodecServerToken(t *testing.T) {
 			}
 		})
 	}
-	if _, err := Handler(c, Options{Hosts: []string{"localhost"}, Token: "short"}); err == nil {
+	if _, err := NewHandler(HandlerOptions{Codec: c, Hosts: []string{"localhost"}, Token: "short"}); err == nil {
 		t.Error("a token of 5 characters was accepted")
 	}
-	if _, err := Handler(c, Options{}); err == nil {
+	if _, err := NewHandler(HandlerOptions{Codec: c}); err == nil {
 		t.Error("a server without Hosts was built")
+	}
+	if _, err := NewHandler(HandlerOptions{Hosts: []string{"localhost"}}); err == nil {
+		t.Error("a server without a codec was built")
 	}
 }
 
@@ -327,7 +331,7 @@ func TestLocalHostsAndHostMatching(t *testing.T) {
 			t.Errorf("LocalHosts(%q) = %q, want %q", addr, got, want)
 		}
 	}
-	h, err := newHandler(Options{Hosts: []string{"LOCALHOST:8081", "codec.example.com", "[::1]:8081"}})
+	h, err := newHandler(HandlerOptions{Hosts: []string{"LOCALHOST:8081", "codec.example.com", "[::1]:8081"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,9 +352,9 @@ func TestLocalHostsAndHostMatching(t *testing.T) {
 // in the Web UI can be traced, and that the token never reaches the log.
 func TestCodecServerLogsRefusals(t *testing.T) {
 	const token = "s3cret-codec-token-0123456789"
-	c, _ := New(key)
+	c, _ := New(Options{Keys: [][]byte{key}})
 	var logs bytes.Buffer
-	srv := newServer(t, c, Options{Origins: []string{uiOrigin}, Token: token, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	srv := newServer(t, c, HandlerOptions{Origins: []string{uiOrigin}, Token: token, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	for _, rq := range []request{
 		{method: http.MethodOptions, path: "/decode", origin: "http://localhost:9999"},
 		{method: http.MethodPost, path: "/decode", host: "rebound.example:1234", body: []byte("{}")},
@@ -375,8 +379,8 @@ func TestCodecServerLogsRefusals(t *testing.T) {
 // open every namespace's payloads. A codec bound to a namespace serves
 // that one only.
 func TestCodecServerRequiresXNamespace(t *testing.T) {
-	c, _ := New(key)
-	srv := newServer(t, c, Options{Origins: []string{uiOrigin}})
+	c, _ := New(Options{Keys: [][]byte{key}})
+	srv := newServer(t, c, HandlerOptions{Origins: []string{uiOrigin}})
 	body := payloadsBody(t, c, "hello")
 	for _, path := range []string{"/decode", "/encode"} {
 		for _, origin := range []string{"", uiOrigin} {
@@ -400,8 +404,8 @@ func TestCodecServerRequiresXNamespace(t *testing.T) {
 		}
 	}
 
-	prod, _ := New(key, WithNamespace("prod"))
-	bound := newServer(t, prod, Options{})
+	prod, _ := New(Options{Keys: [][]byte{key}, Namespace: "prod"})
+	bound := newServer(t, prod, HandlerOptions{})
 	prodBody := payloadsBody(t, prod, "hello")
 	if code, got := postStatus(t, bound.URL+"/decode", "staging", prodBody); code != http.StatusBadRequest || !strings.Contains(got, "serves namespace prod only") {
 		t.Errorf("a server for prod asked for staging = %d %s; want 400 naming prod", code, got)
@@ -415,12 +419,12 @@ func TestCodecServerRequiresXNamespace(t *testing.T) {
 // key of its ring and encodes with the first.
 func TestCodecServerKeyRing(t *testing.T) {
 	keyB := bytes.Repeat([]byte("b"), 32)
-	old, _ := New(key)
-	ring, err := NewRing([][]byte{keyB, key})
+	old, _ := New(Options{Keys: [][]byte{key}})
+	ring, err := New(Options{Keys: [][]byte{keyB, key}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := newServer(t, ring, Options{})
+	srv := newServer(t, ring, HandlerOptions{})
 	if got := post(t, srv.URL+"/decode", "default", payloadsBody(t, old, "hello")); !strings.Contains(got, "ImhlbGxvIg==") {
 		t.Errorf("decode of a payload under the old key = %s", got)
 	}
@@ -466,8 +470,8 @@ func countRequests(h http.Handler, n *atomic.Int64) http.Handler {
 // hold a decode of the Web UI up: it is answered within 1 s while they are
 // all still in flight.
 func TestCodecServerSlowUploadsDoNotStallDecodes(t *testing.T) {
-	c, _ := New(key)
-	h, err := Handler(c, Options{Hosts: []string{"127.0.0.1"}})
+	c, _ := New(Options{Keys: [][]byte{key}})
+	h, err := NewHandler(HandlerOptions{Codec: c, Hosts: []string{"127.0.0.1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -510,11 +514,11 @@ func TestCodecServerSlowUploadsDoNotStallDecodes(t *testing.T) {
 // to decrypt is taken and when the bytes set aside for bodies are; and that
 // an upload slower than the body's deadline is cut with 408.
 func TestCodecServerBoundedWaits(t *testing.T) {
-	c, _ := New(key)
+	c, _ := New(Options{Keys: [][]byte{key}})
 	body := payloadsBody(t, c, "hello")
 	serve := func(t *testing.T, tune func(h *handler)) *httptest.Server {
 		t.Helper()
-		h, err := newHandler(Options{Hosts: []string{"127.0.0.1"}})
+		h, err := newHandler(HandlerOptions{Hosts: []string{"127.0.0.1"}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -257,7 +257,7 @@ func (d *run) startCodecServer(payloadKey string, opts *devserver.Options) (stri
 	if err != nil {
 		return "", err
 	}
-	cd, err := codec.NewRing(keys)
+	cd, err := codec.New(codec.Options{Keys: keys})
 	if err != nil {
 		return "", err
 	}
@@ -269,7 +269,7 @@ func (d *run) startCodecServer(payloadKey string, opts *devserver.Options) (stri
 	if err != nil {
 		return "", err
 	}
-	h, err := codec.Handler(cd, codec.Options{Hosts: codec.LocalHosts(ln.Addr().String()), Origins: origins, Logger: d.log})
+	h, err := codec.NewHandler(codec.HandlerOptions{Codec: cd, Hosts: codec.LocalHosts(ln.Addr().String()), Origins: origins, Logger: d.log})
 	if err != nil {
 		_ = ln.Close()
 		return "", err

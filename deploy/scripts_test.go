@@ -328,7 +328,7 @@ func TestPostgresRoles(t *testing.T) {
 		if err := db.QueryRowContext(t.Context(), `SELECT count(*) FROM pg_stat_activity WHERE usename = $1 AND datname IN ($2, $3)`, tRole, tDB, tVis).Scan(&conns); err != nil || conns == 0 {
 			t.Errorf("%d connections of %s to its databases while the cluster runs (%v); want the services' own", conns, tRole, err)
 		}
-		st, err := store.Open(t.Context(), fmt.Sprintf("postgres://%s:%s@%s:%s/%s?sslmode=disable", sRole, sPass, host, port, sDB))
+		st, err := store.Open(t.Context(), fmt.Sprintf("postgres://%s:%s@%s:%s/%s?sslmode=disable", sRole, sPass, host, port, sDB), store.Options{})
 		if err != nil {
 			t.Fatalf("siteops' store, migrated as %s: %v", sRole, err)
 		}

@@ -45,7 +45,7 @@ func TestSecretKey(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			url := storetest.SQLiteURL(t)
-			withKey, err := store.Open(t.Context(), url, store.WithSecretKey(storetest.TestKey))
+			withKey, err := store.Open(t.Context(), url, store.Options{SecretKey: storetest.TestKey})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -53,11 +53,11 @@ func TestSecretKey(t *testing.T) {
 				tc.store(t, withKey)
 			}
 			_ = withKey.Close()
-			var opts []store.Option
+			var o store.Options
 			if tc.key {
-				opts = append(opts, store.WithSecretKey(storetest.TestKey))
+				o.SecretKey = storetest.TestKey
 			}
-			st, err := store.Open(t.Context(), url, opts...)
+			st, err := store.Open(t.Context(), url, o)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -180,7 +180,7 @@ func TestSecretKeyPartialAndDamaged(t *testing.T) {
 			if d == store.Postgres {
 				url = storetest.PostgresSchemaURL(t)
 			}
-			st, err := store.Open(t.Context(), url, store.WithSecretKey(storetest.TestKey))
+			st, err := store.Open(t.Context(), url, store.Options{SecretKey: storetest.TestKey})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -284,7 +284,7 @@ func TestBuildID(t *testing.T) {
 // made to fail the way an interruption leaves it: a unique index over
 // values that repeat.
 func TestDatabaseWarnsOfAnInvalidIndex(t *testing.T) {
-	st, err := store.Open(t.Context(), storetest.PostgresSchemaURL(t))
+	st, err := store.Open(t.Context(), storetest.PostgresSchemaURL(t), store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,11 +321,7 @@ func TestDatabaseWarnsOfAnInvalidIndex(t *testing.T) {
 func TestSecretKeyNamesWhatDoesNotDecrypt(t *testing.T) {
 	url := storetest.SQLiteURL(t)
 	open := func(key []byte) *store.Store {
-		var opts []store.Option
-		if key != nil {
-			opts = append(opts, store.WithSecretKey(key))
-		}
-		st, err := store.Open(t.Context(), url, opts...)
+		st, err := store.Open(t.Context(), url, store.Options{SecretKey: key})
 		if err != nil {
 			t.Fatal(err)
 		}

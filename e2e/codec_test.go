@@ -85,7 +85,7 @@ func TestPayloadEncryption(t *testing.T) {
 		t.Errorf("the input is bound to namespace %q, want %q", got, e.Namespace)
 	}
 	for ns, wantErr := range map[string]bool{e.Namespace: false, "another-namespace": true} {
-		c, err := codec.New(rawKey, codec.WithNamespace(ns))
+		c, err := codec.New(codec.Options{Keys: [][]byte{rawKey}, Namespace: ns})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -159,7 +159,7 @@ func TestCodecKeyRotationThroughTemporal(t *testing.T) {
 		t.Errorf("a client with the worker's ring B,A reading the result: %v; want it read", err)
 	}
 
-	onlyB, err := codec.NewRing([][]byte{rawB}, codec.WithNamespace(e.Namespace))
+	onlyB, err := codec.New(codec.Options{Keys: [][]byte{rawB}, Namespace: e.Namespace})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +185,7 @@ func TestCodecServerCommandKeyRingAndNamespace(t *testing.T) {
 	if want := "keys " + codec.KeyID(rawB) + " (encrypts), " + codec.KeyID(rawA); !strings.Contains(c.stdout, want) {
 		t.Errorf("codec-server printed %q, want it to name %q", c.stdout, want)
 	}
-	underA, err := codec.New(rawA, codec.WithNamespace("prod"))
+	underA, err := codec.New(codec.Options{Keys: [][]byte{rawA}, Namespace: "prod"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -352,7 +352,7 @@ func TestEventsDeadLettersAndPaging(t *testing.T) {
 			var mu sync.Mutex
 			now := time.Now()
 			clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-			st, err := store.Open(t.Context(), dbURL, store.WithClock(clock))
+			st, err := store.Open(t.Context(), dbURL, store.Options{Clock: clock})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -306,7 +306,7 @@ func TestNexusThroughTheWorkerProcess(t *testing.T) {
 	if _, err := rand.Read(key); err != nil {
 		t.Fatal(err)
 	}
-	cd, err := codec.New(key)
+	cd, err := codec.New(codec.Options{Keys: [][]byte{key}})
 	if err != nil {
 		t.Fatal(err)
 	}

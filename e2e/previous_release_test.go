@@ -133,7 +133,7 @@ func besideThePrevious(t *testing.T, prev string, d store.Dialect) {
 	close(stopLeads)
 	leads.Wait()
 
-	st, err := store.Open(t.Context(), w.dbURL, store.WithSecretKey(storetest.TestKey))
+	st, err := store.Open(t.Context(), w.dbURL, store.Options{SecretKey: storetest.TestKey})
 	if err != nil {
 		t.Fatal(err)
 	}

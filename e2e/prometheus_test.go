@@ -363,7 +363,7 @@ func makeDeadLetter(t *testing.T, e *env) {
 	t.Helper()
 	var mu sync.Mutex
 	ahead := func() time.Time { mu.Lock(); defer mu.Unlock(); return time.Now().Add(2 * time.Hour) }
-	st, err := store.Open(t.Context(), e.DBURL, store.WithClock(ahead))
+	st, err := store.Open(t.Context(), e.DBURL, store.Options{Clock: ahead})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -73,7 +73,7 @@ func TestWebUIShowsDecodedPayloads(t *testing.T) {
 	if _, err := rand.Read(rawKey); err != nil {
 		t.Fatal(err)
 	}
-	cd, err := codec.New(rawKey)
+	cd, err := codec.New(codec.Options{Keys: [][]byte{rawKey}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestWebUIShowsDecodedPayloads(t *testing.T) {
 	// As the demo does: no token (the dev server's UI passes none on), the
 	// codec server's own loopback Host names and the UI's origin.
 	codecSrv := httptest.NewUnstartedServer(nil)
-	h, err := codec.Handler(cd, codec.Options{Hosts: codec.LocalHosts(codecSrv.Listener.Addr().String()), Origins: []string{uiOrigin}})
+	h, err := codec.NewHandler(codec.HandlerOptions{Codec: cd, Hosts: codec.LocalHosts(codecSrv.Listener.Addr().String()), Origins: []string{uiOrigin}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -231,7 +231,7 @@ func TestUnreadableSecretsAnswer401UntilFixed(t *testing.T) {
 func TestUnreadableSecretsUnderAnotherKey(t *testing.T) {
 	ctx := t.Context()
 	u := storetest.SQLiteURL(t)
-	a, err := store.Open(ctx, u, store.WithSecretKey(storetest.TestKey))
+	a, err := store.Open(ctx, u, store.Options{SecretKey: storetest.TestKey})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +239,7 @@ func TestUnreadableSecretsUnderAnotherKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = a.Close()
-	b, err := store.Open(ctx, u, store.WithSecretKey([]byte("ffffffffffffffffffffffffffffffff")))
+	b, err := store.Open(ctx, u, store.Options{SecretKey: []byte("ffffffffffffffffffffffffffffffff")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,8 +7,9 @@ import (
 
 // Plaintext lists the types of the answers that cross the Nexus boundary
 // to callers who do not hold SITEOPS_PAYLOAD_KEY — a partner's namespace,
-// a plain HTTP caller — for codec.Plaintext: a worker's codec writes them
-// in plaintext, authenticated under the key, and encrypts everything else.
+// a plain HTTP caller — for codec.Options.Plaintext: a worker's codec
+// writes them in plaintext, authenticated under the key, and encrypts
+// everything else.
 // Partners never need the key, which reads every history of siteops.
 //
 //   - The synchronous operations' results: the worker's data converter

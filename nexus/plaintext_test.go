@@ -79,7 +79,7 @@ func jsonFields(typ reflect.Type, prefix string) []string {
 // TestAnswersAreReadWithoutTheKey writes each answer as the worker's data
 // converter does and reads it with a converter that has no key.
 func TestAnswersAreReadWithoutTheKey(t *testing.T) {
-	c, err := codec.New([]byte("0123456789abcdef0123456789abcdef"), codec.WithNamespace("siteops"), codec.Plaintext(Plaintext()...))
+	c, err := codec.New(codec.Options{Keys: [][]byte{[]byte("0123456789abcdef0123456789abcdef")}, Namespace: "siteops", Plaintext: Plaintext()})
 	if err != nil {
 		t.Fatal(err)
 	}

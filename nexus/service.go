@@ -15,7 +15,7 @@
 //
 // Its answers cross to callers who do not hold SITEOPS_PAYLOAD_KEY, so
 // their types (Plaintext) are written in plaintext, authenticated under the
-// key, by a codec that is given them (codec.Plaintext).
+// key, by a codec that is given them (codec.Options.Plaintext).
 //
 // What it deliberately leaves out: the on-call playbooks (embed off and on,
 // secret rotation). Nothing in a Nexus request authenticates its caller to
@@ -121,7 +121,7 @@ func New(o Options) (*Service, error) {
 		if err != nil {
 			return nil, err
 		}
-		c, err := codec.NewRing(keys)
+		c, err := codec.New(codec.Options{Keys: keys})
 		if err != nil {
 			return nil, err
 		}

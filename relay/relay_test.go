@@ -116,7 +116,7 @@ func (f *relayFixture) advance(d time.Duration) {
 func newRelayFixture(t *testing.T, d store.Dialect, maxAttempts int) *relayFixture {
 	t.Helper()
 	f := &relayFixture{tmp: &fakeTemporal{gone: map[string]bool{}, signals: map[string]int{}}, now: now, reg: prometheus.NewRegistry()}
-	f.st = storetest.Open(t, d, store.WithClock(f.clock))
+	f.st = storetest.OpenWith(t, d, store.Options{Clock: f.clock})
 	o := f.options()
 	o.MaxAttempts = maxAttempts
 	f.relay = New(o)

@@ -19,7 +19,7 @@ import (
 func TestReadStoreStatus(t *testing.T) {
 	ctx := t.Context()
 	url := storetest.SQLiteURL(t)
-	st, err := store.Open(ctx, url, store.WithSecretKey(storetest.TestKey))
+	st, err := store.Open(ctx, url, store.Options{SecretKey: storetest.TestKey})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +29,7 @@ func TestReadStoreStatus(t *testing.T) {
 	}
 	_ = st.Close()
 	open := func(ctx context.Context) (*store.Store, string, error) {
-		st, err := store.Open(ctx, url, store.WithoutMigration())
+		st, err := store.Open(ctx, url, store.Options{NoMigration: true})
 		return st, "here", err
 	}
 

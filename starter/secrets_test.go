@@ -17,11 +17,7 @@ import (
 // that the caller closes.
 func opener(url string, key []byte) func(context.Context) (*store.Store, string, error) {
 	return func(ctx context.Context) (*store.Store, string, error) {
-		var opts []store.Option
-		if key != nil {
-			opts = append(opts, store.WithSecretKey(key))
-		}
-		st, err := store.Open(ctx, url, opts...)
+		st, err := store.Open(ctx, url, store.Options{SecretKey: key})
 		return st, url, err
 	}
 }

@@ -15,7 +15,7 @@ import (
 // and lists the process; on SQLite that there is one connection and no
 // budget to read.
 func TestConnectionBudget(t *testing.T) {
-	st := storetest.Open(t, store.Postgres, store.WithMaxConns(7))
+	st := storetest.OpenWith(t, store.Postgres, store.Options{MaxConns: 7})
 	ctx := t.Context()
 	if st.MaxConns() != 7 {
 		t.Fatalf("MaxConns = %d, want 7", st.MaxConns())
@@ -35,7 +35,7 @@ func TestConnectionBudget(t *testing.T) {
 		t.Errorf("budget's processes %+v; want proc-1, a worker with a pool of 7", b.Processes)
 	}
 
-	lite := storetest.Open(t, store.SQLite, store.WithMaxConns(7))
+	lite := storetest.OpenWith(t, store.SQLite, store.Options{MaxConns: 7})
 	if lite.MaxConns() != 1 {
 		t.Errorf("SQLite MaxConns = %d, want 1", lite.MaxConns())
 	}

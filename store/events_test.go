@@ -358,7 +358,7 @@ func TestInboxHistoryMigration(t *testing.T) {
 			if d == store.Postgres {
 				u = storetest.PostgresSchemaURL(t)
 			}
-			s, err := store.Open(ctx, u, store.WithoutMigration())
+			s, err := store.Open(ctx, u, store.Options{NoMigration: true})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -57,7 +57,10 @@ type recordResult struct {
 type groupCommitter struct {
 	s     *Store
 	queue chan recordReq
-	once  sync.Once
+	// closing is closed by close, stopped by the loop once it has ended
+	// (every request it took answered, no flush of its left running).
+	closing, stopped chan struct{}
+	closeOnce        sync.Once
 	// commits and events count the flushes and the events they carried.
 	commits, events atomic.Int64
 	// conflictAt is when a batch last met an id already recorded
@@ -91,16 +94,45 @@ func (s *Store) GroupCommits() (commits, events int64) {
 	return s.group.commits.Load(), s.group.events.Load()
 }
 
+// ErrClosed matches errors.Is for a RecordEvent the group commit did not
+// take because the store was closed (or was closing) first.
+var ErrClosed = errors.New("store: closed")
+
+// newGroupCommitter starts the group commit of s, which runs until close.
 func newGroupCommitter(s *Store) *groupCommitter {
-	return &groupCommitter{s: s, queue: make(chan recordReq, groupFlushers*groupMaxBatch)}
+	g := &groupCommitter{s: s, queue: make(chan recordReq, groupFlushers*groupMaxBatch),
+		closing: make(chan struct{}), stopped: make(chan struct{})}
+	go g.loop()
+	return g
+}
+
+// close stops the loop and returns once it has ended: the flushes in
+// flight have committed (or failed) and answered their callers, and every
+// request still queued is answered ErrClosed. A caller that queues after
+// that is answered ErrClosed by record itself. The queue is never closed,
+// since callers may still be sending.
+func (g *groupCommitter) close() {
+	g.closeOnce.Do(func() { close(g.closing) })
+	<-g.stopped
+}
+
+// closedError is what a request the group commit did not take is answered.
+func closedError(ev InboxEvent) error {
+	return fmt.Errorf("store: recording event %s: %w", ev.EventID, ErrClosed)
 }
 
 // record queues ev and waits for the commit that carries it.
 func (g *groupCommitter) record(ctx context.Context, ev InboxEvent) (bool, error) {
-	g.once.Do(func() { go g.loop() })
 	req := recordReq{ev: ev, done: make(chan recordResult, 1)}
 	select {
+	case <-g.closing:
+		return false, closedError(ev)
+	default:
+	}
+	select {
 	case g.queue <- req:
+	case <-g.closing:
+		return false, closedError(ev)
 	case <-ctx.Done():
 		return false, fmt.Errorf("store: recording event %s: %w", ev.EventID, ctx.Err())
 	}
@@ -110,6 +142,15 @@ func (g *groupCommitter) record(ctx context.Context, ev InboxEvent) (bool, error
 	select {
 	case r := <-req.done:
 		return r.isNew, r.err
+	case <-g.stopped:
+		// The loop answered every request it took before it stopped; one
+		// queued after its last look at the queue is answered by nobody.
+		select {
+		case r := <-req.done:
+			return r.isNew, r.err
+		default:
+			return false, closedError(ev)
+		}
 	case <-ctx.Done():
 		return false, fmt.Errorf("store: recording event %s: %w", ev.EventID, ctx.Err())
 	}
@@ -118,11 +159,11 @@ func (g *groupCommitter) record(ctx context.Context, ev InboxEvent) (bool, error
 // loop takes the first queued request, drains whatever else is queued up
 // to groupMaxBatch, and flushes the batch: at once when no commit is in
 // flight; while one is, when it ends, or when it has taken slowFlush, on
-// a second connection (never more than groupFlushers at once). It runs for
-// the life of the process: the queue is never closed, since callers may
-// still be sending when the store closes (their flush then fails with the
-// closed database's error).
+// a second connection (never more than groupFlushers at once). It runs
+// until close: then it starts no flush, waits for those in flight, and
+// answers what is still queued ErrClosed (stop).
 func (g *groupCommitter) loop() {
+	defer close(g.stopped)
 	type flight struct {
 		seq   uint64
 		start time.Time
@@ -135,7 +176,20 @@ func (g *groupCommitter) loop() {
 	}
 	slow := time.NewTimer(time.Hour)
 	slow.Stop()
-	for first := range g.queue {
+	for {
+		var first recordReq
+		select {
+		case <-g.closing:
+			g.stop(len(inFlight), ended)
+			return
+		default:
+		}
+		select {
+		case first = <-g.queue:
+		case <-g.closing:
+			g.stop(len(inFlight), ended)
+			return
+		}
 		for {
 			for len(ended) > 0 {
 				landed(<-ended)
@@ -152,6 +206,10 @@ func (g *groupCommitter) loop() {
 			case done := <-ended:
 				landed(done)
 			case <-timeout:
+			case <-g.closing:
+				first.done <- recordResult{err: closedError(first.ev)}
+				g.stop(len(inFlight), ended)
+				return
 			}
 			slow.Stop()
 		}
@@ -172,6 +230,23 @@ func (g *groupCommitter) loop() {
 			g.flush(batch)
 			ended <- f.seq
 		}()
+	}
+}
+
+// stop ends the loop: it waits for the flushes in flight (flights of
+// them) to end, each answering its callers, then answers every request
+// still queued ErrClosed.
+func (g *groupCommitter) stop(flights int, ended <-chan uint64) {
+	for range flights {
+		<-ended
+	}
+	for {
+		select {
+		case r := <-g.queue:
+			r.done <- recordResult{err: closedError(r.ev)}
+		default:
+			return
+		}
 	}
 }
 

@@ -123,7 +123,7 @@ func openMeasured(b *testing.B) (*store.Store, measuredPG) {
 	q := u.Query()
 	q.Set("application_name", app)
 	u.RawQuery = q.Encode()
-	st, err := store.Open(b.Context(), u.String())
+	st, err := store.Open(b.Context(), u.String(), store.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

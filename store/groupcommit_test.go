@@ -2,6 +2,11 @@ package store_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -133,7 +138,7 @@ func TestGroupCommitGoesAroundAStalledFlush(t *testing.T) {
 // (no group commit is counted), reports a new event new and a recorded
 // one not, and the event is in the inbox as sent.
 func TestWithoutGroupCommitRecordsEachEventAlone(t *testing.T) {
-	s := storetest.Open(t, store.Postgres, store.WithoutGroupCommit())
+	s := storetest.OpenWith(t, store.Postgres, store.Options{NoGroupCommit: true})
 	ctx := t.Context()
 	at := time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
@@ -154,4 +159,93 @@ func TestWithoutGroupCommitRecordsEachEventAlone(t *testing.T) {
 	if got := ids(evs); len(got) != 2 || string(evs[0].Body) != string(event("evt_a", at).Body) {
 		t.Fatalf("the inbox holds %v, want evt_a and evt_b as sent", got)
 	}
+}
+
+// TestCloseStopsTheGroupCommit checks that Close on PostgreSQL ends the
+// group commit: callers racing Close each end, their event recorded or
+// refused with ErrClosed; a RecordEvent after Close is refused at once
+// rather than left waiting; and no goroutine of the group commit (its
+// loop, a flush) is left running.
+func TestCloseStopsTheGroupCommit(t *testing.T) {
+	u := storetest.PostgresSchemaURL(t)
+	before := groupCommitGoroutines()
+	s, err := store.Open(t.Context(), u, store.Options{SecretKey: storetest.TestKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if n := groupCommitGoroutines(); n <= before {
+		t.Fatalf("%d goroutines of the group commit after Open, %d before: the test cannot see its loop", n, before)
+	}
+	at := time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	ended := make(chan error, 16)
+	for i := range cap(ended) {
+		wg.Go(func() {
+			for j := 0; ; j++ {
+				if _, err := s.RecordEvent(ctx, event(fmt.Sprintf("evt_%d_%d", i, j), at)); err != nil {
+					ended <- err
+					return
+				}
+			}
+		})
+	}
+	for commits, _ := s.GroupCommits(); commits < 10; commits, _ = s.GroupCommits() {
+		select {
+		case err := <-ended:
+			t.Fatalf("recording before Close: %v", err)
+		case <-ctx.Done():
+			t.Fatal("the group commit made no 10 commits before the test's deadline")
+		case <-time.After(time.Millisecond):
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	close(ended)
+	for err := range ended {
+		if !errors.Is(err, store.ErrClosed) {
+			t.Errorf("a RecordEvent racing Close: %v; want ErrClosed", err)
+		}
+	}
+
+	after, cancelAfter := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancelAfter()
+	if _, err := s.RecordEvent(after, event("evt_after_close", at)); !errors.Is(err, store.ErrClosed) || after.Err() != nil {
+		t.Errorf("RecordEvent after Close: %v (waited for the context: %v); want ErrClosed at once", err, after.Err() != nil)
+	}
+
+	// The loop's last deferred steps may still be running as Close returns.
+	deadline := time.Now().Add(2 * time.Second)
+	for groupCommitGoroutines() > before && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := groupCommitGoroutines(); n > before {
+		t.Errorf("%d goroutines of the group commit after Close, %d before Open", n, before)
+	}
+}
+
+// groupCommitGoroutines counts the goroutines of the group commit: its
+// loop (started or not yet) and its flushes, each of which names the code
+// that created it.
+func groupCommitGoroutines() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	count := 0
+	for g := range strings.SplitSeq(string(buf), "\n\n") {
+		if strings.Contains(g, "store.(*groupCommitter)") || strings.Contains(g, "store.newGroupCommitter") {
+			count++
+		}
+	}
+	return count
 }

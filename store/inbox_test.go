@@ -36,7 +36,7 @@ func eachWithClock(t *testing.T, f func(t *testing.T, s *store.Store, c *clock))
 	for _, d := range []store.Dialect{store.SQLite, store.Postgres} {
 		t.Run(string(d), func(t *testing.T) {
 			c := &clock{now: time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)}
-			f(t, storetest.Open(t, d, store.WithClock(c.Now)), c)
+			f(t, storetest.OpenWith(t, d, store.Options{Clock: c.Now}), c)
 		})
 	}
 }

@@ -141,7 +141,7 @@ func TestOpenRefusesAStoreFinalizedLater(t *testing.T) {
 			if d == store.Postgres {
 				u = storetest.PostgresSchemaURL(t)
 			}
-			s, err := store.Open(t.Context(), u)
+			s, err := store.Open(t.Context(), u, store.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -151,8 +151,8 @@ func TestOpenRefusesAStoreFinalizedLater(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, opts := range [][]store.Option{nil, {store.WithoutMigration()}} {
-				s, err := store.Open(t.Context(), u, opts...)
+			for _, o := range []store.Options{{}, {NoMigration: true}} {
+				s, err := store.Open(t.Context(), u, o)
 				if err == nil {
 					_ = s.Close()
 				}

@@ -180,7 +180,7 @@ func TestSecretKeyIsDerived(t *testing.T) {
 		t.Errorf("key id = %q", keyID)
 	}
 	// Another key gets another id.
-	other, err := store.Open(ctx, storetest.SQLiteURL(t), store.WithSecretKey([]byte("ffffffffffffffffffffffffffffffff")))
+	other, err := store.Open(ctx, storetest.SQLiteURL(t), store.Options{SecretKey: []byte("ffffffffffffffffffffffffffffffff")})
 	if err != nil {
 		t.Fatal(err)
 	}

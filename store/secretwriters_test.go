@@ -35,11 +35,7 @@ func sameStore(t *testing.T, f func(t *testing.T, url string, right *store.Store
 // cleanup.
 func openWith(t *testing.T, url string, key []byte) *store.Store {
 	t.Helper()
-	var opts []store.Option
-	if key != nil {
-		opts = append(opts, store.WithSecretKey(key))
-	}
-	s, err := store.Open(t.Context(), url, opts...)
+	s, err := store.Open(t.Context(), url, store.Options{SecretKey: key})
 	if err != nil {
 		t.Fatal(err)
 	}

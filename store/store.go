@@ -58,77 +58,52 @@ var ErrNoSecretKey = errors.New("store: SITEOPS_SECRET_KEY is not set, and signi
 
 // Store is the siteops database.
 type Store struct {
-	db        *sql.DB
-	dialect   Dialect
-	path      string      // the SQLite file; "" for PostgreSQL
-	aead      cipher.AEAD // the raw key: the first format of stored secrets
-	keys      *secretKeys // keys derived from it (secretkeys.go)
-	now       func() time.Time
-	noMigrate bool
-	noGroup   bool            // WithoutGroupCommit
-	maxConns  int             // PostgreSQL: the pool's size (WithMaxConns)
-	group     *groupCommitter // PostgreSQL: RecordEvent calls share commits
-}
-
-// Option configures Open.
-type Option func(*Store) error
-
-// WithSecretKey sets the 32-byte AES-256-GCM key that encrypts signing
-// secrets at rest.
-func WithSecretKey(key []byte) Option {
-	return func(s *Store) error {
-		if len(key) != 32 {
-			return fmt.Errorf("store: the secret key is %d bytes; SITEOPS_SECRET_KEY must be 32 bytes, base64-encoded (openssl rand -base64 32)", len(key))
-		}
-		block, err := aes.NewCipher(key)
-		if err != nil {
-			return err
-		}
-		aead, err := cipher.NewGCM(block)
-		if err != nil {
-			return err
-		}
-		keys, err := newSecretKeys(key)
-		if err != nil {
-			return err
-		}
-		s.aead, s.keys = aead, keys
-		return nil
-	}
-}
-
-// WithoutMigration opens the store as it is, for checks that must not
-// change it; PendingMigrations says what Open would apply.
-func WithoutMigration() Option {
-	return func(s *Store) error {
-		s.noMigrate = true
-		return nil
-	}
-}
-
-// WithoutGroupCommit makes RecordEvent on PostgreSQL commit each event in
-// a transaction of its own, as a plain INSERT per delivery would: the
-// baseline that does the inbox's durable work without sharing commits,
-// which the benchmarks measure the group commit against. No process of
-// siteops opens its store this way.
-func WithoutGroupCommit() Option {
-	return func(s *Store) error {
-		s.noGroup = true
-		return nil
-	}
+	db       *sql.DB
+	dialect  Dialect
+	path     string      // the SQLite file; "" for PostgreSQL
+	aead     cipher.AEAD // the raw key: the first format of stored secrets
+	keys     *secretKeys // keys derived from it (secretkeys.go)
+	now      func() time.Time
+	maxConns int             // PostgreSQL: the pool's size (Options.MaxConns)
+	group    *groupCommitter // PostgreSQL: RecordEvent calls share commits
 }
 
 // DefaultMaxConns is the size of a process's pool of PostgreSQL
 // connections when SITEOPS_DATABASE_MAX_CONNS does not say.
 const DefaultMaxConns = 20
 
-// WithMaxConns sets how many PostgreSQL connections the store opens at
-// most (DefaultMaxConns when zero or less); SQLite always has one.
-func WithMaxConns(n int) Option {
-	return func(s *Store) error {
-		s.maxConns = n
-		return nil
+// Options configures Open. The zero value opens a migrated store without
+// a secret key, with time.Now and DefaultMaxConns.
+type Options struct {
+	// SecretKey is the 32-byte AES-256-GCM key that encrypts signing
+	// secrets at rest; nil (or empty) opens the store without one.
+	SecretKey []byte
+	// Clock stamps rows (time.Now when nil).
+	Clock func() time.Time
+	// MaxConns is how many PostgreSQL connections the store opens at most
+	// (DefaultMaxConns when zero or less); SQLite always has one.
+	MaxConns int
+	// NoMigration opens the store as it is, for checks that must not
+	// change it; PendingMigrations says what Open would apply.
+	NoMigration bool
+	// NoGroupCommit makes RecordEvent on PostgreSQL commit each event in
+	// a transaction of its own, as a plain INSERT per delivery would: the
+	// baseline that does the inbox's durable work without sharing commits,
+	// which the benchmarks measure the group commit against. No process of
+	// siteops opens its store this way.
+	NoGroupCommit bool
+}
+
+// withDefaults returns o with the clock time.Now and the pool's size
+// DefaultMaxConns (which only PostgreSQL reads) where it left them unset.
+func (o Options) withDefaults() Options {
+	if o.Clock == nil {
+		o.Clock = time.Now
 	}
+	if o.MaxConns <= 0 {
+		o.MaxConns = DefaultMaxConns
+	}
+	return o
 }
 
 // MaxConns is the most connections the store opens: its pool's size on
@@ -140,28 +115,43 @@ func (s *Store) MaxConns() int {
 	return s.maxConns
 }
 
-// WithClock sets the clock that stamps rows (time.Now otherwise).
-func WithClock(now func() time.Time) Option {
-	return func(s *Store) error {
-		s.now = now
-		return nil
+// secretCipher makes the cipher of a secret key and the keys derived from
+// it.
+func secretCipher(key []byte) (cipher.AEAD, *secretKeys, error) {
+	if len(key) != 32 {
+		return nil, nil, fmt.Errorf("store: the secret key is %d bytes; SITEOPS_SECRET_KEY must be 32 bytes, base64-encoded (openssl rand -base64 32)", len(key))
 	}
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, nil, err
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, nil, err
+	}
+	keys, err := newSecretKeys(key)
+	if err != nil {
+		return nil, nil, err
+	}
+	return aead, keys, nil
 }
 
 // Open connects to the database named by rawURL — sqlite://PATH (relative
 // or, with three slashes, absolute) or postgres://... — and migrates it to
-// the latest schema.
-func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
+// the latest schema (unless o.NoMigration). On PostgreSQL it starts the
+// group commit of RecordEvent (unless o.NoGroupCommit), which Close stops.
+func Open(ctx context.Context, rawURL string, o Options) (*Store, error) {
 	dialect, dsn, err := parseURL(rawURL)
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{dialect: dialect, now: time.Now}
+	o = o.withDefaults()
+	s := &Store{dialect: dialect, now: o.Clock, maxConns: o.MaxConns}
 	if dialect == SQLite {
 		s.path, _, _ = strings.Cut(strings.TrimPrefix(rawURL, "sqlite://"), "?")
 	}
-	for _, opt := range opts {
-		if err := opt(s); err != nil {
+	if len(o.SecretKey) > 0 {
+		if s.aead, s.keys, err = secretCipher(o.SecretKey); err != nil {
 			return nil, err
 		}
 	}
@@ -178,9 +168,6 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 		// avoids SQLITE_BUSY between our own goroutines.
 		db.SetMaxOpenConns(1)
 	} else {
-		if s.maxConns <= 0 {
-			s.maxConns = DefaultMaxConns
-		}
 		db.SetMaxOpenConns(s.maxConns)
 		// Keep as many idle as may be open: with database/sql's default of
 		// two, an ingress whose relay works beside the group commit closed
@@ -190,9 +177,6 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 		// to 0.7 of a core, half of it on them (0.3 with this). Idle time
 		// (ConnMaxIdleTime) still closes the unused.
 		db.SetMaxIdleConns(s.maxConns)
-		if !s.noGroup {
-			s.group = newGroupCommitter(s)
-		}
 		db.SetConnMaxIdleTime(5 * time.Minute)
 	}
 	s.db = db
@@ -206,12 +190,15 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 		_ = db.Close()
 		return nil, err
 	}
-	if s.noMigrate {
-		return s, nil
+	if !o.NoMigration {
+		if err := s.migrate(ctx); err != nil {
+			_ = db.Close()
+			return nil, err
+		}
 	}
-	if err := s.migrate(ctx); err != nil {
-		_ = db.Close()
-		return nil, err
+	if dialect == Postgres && !o.NoGroupCommit {
+		// Made last, once nothing can fail: its loop runs until Close.
+		s.group = newGroupCommitter(s)
 	}
 	return s, nil
 }
@@ -408,8 +395,14 @@ func (s *Store) DB() *sql.DB { return s.db }
 // Ping checks that the database answers.
 func (s *Store) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
 
-// Close closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+// Close stops the group commit, once the commits in flight have ended
+// (RecordEvent then fails with ErrClosed), and closes the database.
+func (s *Store) Close() error {
+	if s.group != nil {
+		s.group.close()
+	}
+	return s.db.Close()
+}
 
 // placeholders returns "($1,$2,...),(...)" for rows of n columns starting at
 // argument 1. Both SQLite and PostgreSQL read $N.

@@ -212,7 +212,7 @@ func TestSecrets(t *testing.T) {
 }
 
 func TestSecretsNeedAKey(t *testing.T) {
-	s, err := store.Open(t.Context(), storetest.SQLiteURL(t))
+	s, err := store.Open(t.Context(), storetest.SQLiteURL(t), store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +221,7 @@ func TestSecretsNeedAKey(t *testing.T) {
 	if !errors.Is(err, store.ErrNoSecretKey) || !strings.Contains(err.Error(), "openssl rand -base64 32") {
 		t.Errorf("error = %v, want ErrNoSecretKey saying how to make a key", err)
 	}
-	if _, err := store.Open(t.Context(), storetest.SQLiteURL(t), store.WithSecretKey([]byte("short"))); err == nil {
+	if _, err := store.Open(t.Context(), storetest.SQLiteURL(t), store.Options{SecretKey: []byte("short")}); err == nil {
 		t.Errorf("a 5-byte key was accepted")
 	}
 }
@@ -239,7 +239,7 @@ func TestSecretsUnderAnotherKey(t *testing.T) {
 			if d == store.Postgres {
 				u = storetest.PostgresSchemaURL(t)
 			}
-			a, err := store.Open(ctx, u, store.WithSecretKey(oldKey))
+			a, err := store.Open(ctx, u, store.Options{SecretKey: oldKey})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -247,7 +247,7 @@ func TestSecretsUnderAnotherKey(t *testing.T) {
 				t.Fatal(err)
 			}
 			_ = a.Close()
-			b, err := store.Open(ctx, u, store.WithSecretKey(newKey))
+			b, err := store.Open(ctx, u, store.Options{SecretKey: newKey})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -286,7 +286,7 @@ func TestSecretsUnderAnotherKey(t *testing.T) {
 
 func TestOpenRefusesBadURLs(t *testing.T) {
 	for _, u := range []string{"", "mysql://x", "sqlite://", "postgres://user:hunter2@127.0.0.1:1/x?connect_timeout=1"} {
-		_, err := store.Open(t.Context(), u)
+		_, err := store.Open(t.Context(), u, store.Options{})
 		if err == nil {
 			t.Errorf("Open(%q) succeeded", u)
 			continue
@@ -305,7 +305,7 @@ func TestMigrationsAreIdempotent(t *testing.T) {
 				u = storetest.PostgresSchemaURL(t)
 			}
 			for range 2 {
-				s, err := store.Open(t.Context(), u)
+				s, err := store.Open(t.Context(), u, store.Options{})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -363,7 +363,7 @@ func TestConcurrentOpensMigrateOnce(t *testing.T) {
 	errs := make(chan error, 6)
 	for range 6 {
 		wg.Go(func() {
-			s, err := store.Open(context.Background(), u)
+			s, err := store.Open(context.Background(), u, store.Options{})
 			if err != nil {
 				errs <- err
 				return

@@ -82,7 +82,7 @@ func ListenCodec(cfg CodecConfig, logger *slog.Logger) (*CodecServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	cd, err := codec.NewRing(keys)
+	cd, err := codec.New(codec.Options{Keys: keys})
 	if err != nil {
 		return nil, config.Invalid("%v", err)
 	}
@@ -98,7 +98,7 @@ func ListenCodec(cfg CodecConfig, logger *slog.Logger) (*CodecServer, error) {
 	if h, _, err := net.SplitHostPort(cfg.Addr); err == nil && h != "" && net.ParseIP(h) == nil {
 		allowed = append(allowed, cfg.Addr) // the address by name, as its users will type it
 	}
-	h, err := codec.Handler(cd, codec.Options{Hosts: allowed, Origins: cfg.Origins, Token: token, Logger: logger, AllowPlaintext: cfg.AllowPlaintext})
+	h, err := codec.NewHandler(codec.HandlerOptions{Codec: cd, Hosts: allowed, Origins: cfg.Origins, Token: token, Logger: logger, AllowPlaintext: cfg.AllowPlaintext})
 	if err != nil {
 		_ = ln.Close()
 		return nil, err

@@ -56,7 +56,7 @@ func TestPreflightWatchesAWatchedCheck(t *testing.T) {
 // stored secrets decrypts, naming it — never "decrypts all 0".
 func TestIngressReadinessFollowsTheStoredSecrets(t *testing.T) {
 	url := storetest.SQLiteURL(t)
-	st, err := store.Open(t.Context(), url, store.WithSecretKey(storetest.TestKey))
+	st, err := store.Open(t.Context(), url, store.Options{SecretKey: storetest.TestKey})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func TestIngressReadinessFollowsTheStoredSecrets(t *testing.T) {
 		return strings.Contains(readyz(), "no active webhook secret is stored")
 	})
 
-	other, err := store.Open(t.Context(), url, store.WithSecretKey([]byte("ffffffffffffffffffffffffffffffff")))
+	other, err := store.Open(t.Context(), url, store.Options{SecretKey: []byte("ffffffffffffffffffffffffffffffff")})
 	if err != nil {
 		t.Fatal(err)
 	}

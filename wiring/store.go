@@ -30,21 +30,17 @@ const startToMigrate = "start the worker (`siteops worker`) or the ingress, whic
 // SITEOPS_DATABASE_URL it is the per-user SQLite file, whose directory it
 // creates. It returns the URL it opened (a password in it redacted), for
 // the process to say where its state is.
-func OpenStore(ctx context.Context, d config.Database, opts ...store.Option) (*store.Store, string, error) {
+func OpenStore(ctx context.Context, d config.Database) (*store.Store, string, error) {
 	url, key, err := storeSettings(d)
 	if err != nil {
 		return nil, "", err
-	}
-	opts = append([]store.Option{store.WithMaxConns(d.MaxConns)}, opts...)
-	if key != nil {
-		opts = append([]store.Option{store.WithSecretKey(key)}, opts...)
 	}
 	if path, ok := sqlitePath(url); ok {
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 			return nil, "", fmt.Errorf("creating the directory of the store %s: %w; set SITEOPS_DATABASE_URL", path, err)
 		}
 	}
-	st, err := store.Open(ctx, url, opts...)
+	st, err := store.Open(ctx, url, store.Options{SecretKey: key, MaxConns: d.MaxConns})
 	if err != nil {
 		return nil, "", err
 	}
@@ -163,10 +159,6 @@ func openAsIs(ctx context.Context, d config.Database, sqliteParam, postgresParam
 		return nil, "", err
 	}
 	where := store.Redact(url)
-	opts := []store.Option{store.WithoutMigration()}
-	if key != nil {
-		opts = append(opts, store.WithSecretKey(key))
-	}
 	param := postgresParam
 	if path, ok := sqlitePath(url); ok {
 		if err := sqliteExists(path, where); err != nil {
@@ -177,7 +169,7 @@ func openAsIs(ctx context.Context, d config.Database, sqliteParam, postgresParam
 	if param != "" {
 		url = withQuery(url, param)
 	}
-	st, err := store.Open(ctx, url, opts...)
+	st, err := store.Open(ctx, url, store.Options{SecretKey: key, NoMigration: true})
 	if err != nil {
 		return nil, where, err
 	}

@@ -63,7 +63,7 @@ func TestInspectStoreReadsAsItIs(t *testing.T) {
 				url = storetest.PostgresSchemaURL(t)
 			}
 			// A database that exists but that no siteops process migrated.
-			raw, err := store.Open(t.Context(), url, store.WithoutMigration())
+			raw, err := store.Open(t.Context(), url, store.Options{NoMigration: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -108,7 +108,7 @@ func TestInspectStoreReadsAsItIs(t *testing.T) {
 // hasTable reports whether the database at url has the table name.
 func hasTable(t *testing.T, url, name string) bool {
 	t.Helper()
-	st, err := store.Open(context.Background(), url, store.WithoutMigration())
+	st, err := store.Open(context.Background(), url, store.Options{NoMigration: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestIngressRefusesWithoutTheSecretKey(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			url := storetest.SQLiteURL(t)
-			st, err := store.Open(t.Context(), url, store.WithSecretKey(storetest.TestKey))
+			st, err := store.Open(t.Context(), url, store.Options{SecretKey: storetest.TestKey})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -216,7 +216,7 @@ func TestOpenExistingStore(t *testing.T) {
 			if d == store.Postgres {
 				url = withPassword(t, storetest.PostgresSchemaURL(t), "pw-not-to-print")
 			}
-			raw, err := store.Open(t.Context(), url, store.WithoutMigration())
+			raw, err := store.Open(t.Context(), url, store.Options{NoMigration: true})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -138,7 +138,7 @@ func temporalOptions(t config.Temporal, env envconfig.EnvLookup, logger *slog.Lo
 		// one copied into another namespace's history does not decode there.
 		// The Nexus service's answers are written in plaintext,
 		// authenticated: its callers do not hold the key.
-		c, err := codec.NewRing(keys, codec.WithNamespace(prof.Namespace), codec.Plaintext(sitenexus.Plaintext()...))
+		c, err := codec.New(codec.Options{Keys: keys, Namespace: prof.Namespace, Plaintext: sitenexus.Plaintext()})
 		if err != nil {
 			return client.Options{}, conn, err
 		}

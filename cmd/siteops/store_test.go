@@ -89,7 +89,7 @@ func TestStoreCommandsCreateNoStore(t *testing.T) {
 // version table.
 func hasGooseTable(t *testing.T, raw string) bool {
 	t.Helper()
-	st, err := store.Open(t.Context(), raw, store.WithoutMigration())
+	st, err := store.Open(t.Context(), raw, store.Options{NoMigration: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -84,7 +84,7 @@ func TestScaleOut(t *testing.T) {
 		"SITEOPS_DATABASE_URL="+dbURL, "SITEOPS_SECRET_KEY="+secretKey(), "SITEOPS_TASK_QUEUE="+queue,
 		"AGENTSITE_BASE_URL="+simURL, "AGENTSITE_API_KEY="+apiKey, "SITEOPS_ALLOW_LOOPBACK_RECEIVERS=true",
 		"SITEOPS_WEBHOOK_SECRETS="+generatorSecret, "SITEOPS_LOG_FORMAT=json", "SITEOPS_LOG_LEVEL=warn", "SITEOPS_OPERATOR=scaleout"))
-	st, err := store.Open(t.Context(), dbURL, store.WithSecretKey(storetest.TestKey))
+	st, err := store.Open(t.Context(), dbURL, store.Options{SecretKey: storetest.TestKey})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -204,7 +204,7 @@ func TestIngressIdentityMayOnlySignal(t *testing.T) {
 	if code := deliver(t, ingressURL, "evt_signal_only_relayed", relayed, "lead_1"); code != 200 && code != 204 {
 		t.Fatalf("the delivery was answered %d\ningress log:\n%s", code, in.log.String())
 	}
-	st, err := store.Open(ctx, dbURL)
+	st, err := store.Open(ctx, dbURL, store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

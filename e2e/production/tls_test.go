@@ -22,7 +22,7 @@ func TestMutualTLS(t *testing.T) {
 	dbURL := storetest.PostgresSchemaURL(t)
 	// The store made and migrated up front, as a worker that ran before
 	// would have: onboard, started beside the worker here, creates none.
-	st, err := store.Open(t.Context(), dbURL)
+	st, err := store.Open(t.Context(), dbURL, store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -89,7 +89,7 @@ func New(tb testing.TB, o Options) *Env {
 	e.Sim, e.SimURL, closeSim = serve(tb, o.Sim)
 	e.closers = append(e.closers, closeSim)
 
-	st, err := store.Open(tb.Context(), e.DBURL, store.WithSecretKey(storetest.TestKey))
+	st, err := store.Open(tb.Context(), e.DBURL, store.Options{SecretKey: storetest.TestKey})
 	if err != nil {
 		tb.Fatalf("testenv: opening the %s store: %v", dialect(o.Dialect), err)
 	}

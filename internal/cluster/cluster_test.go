@@ -177,7 +177,7 @@ func TestCluster(t *testing.T) {
 		if err != nil || again != u || !strings.Contains(u, "/"+c.SiteopsDatabase()+"?") {
 			t.Fatalf("CreateSiteopsDatabase = %q, then %q, %v; want the same URL naming %s", u, again, err, c.SiteopsDatabase())
 		}
-		st, err := store.Open(t.Context(), u)
+		st, err := store.Open(t.Context(), u, store.Options{})
 		if err != nil {
 			t.Fatalf("siteops' store on %s: %v", u, err)
 		}

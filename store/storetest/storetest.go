@@ -91,14 +91,24 @@ func redacted(raw string) string {
 	return raw
 }
 
-// Open opens a migrated store of the given dialect for t, closed at cleanup.
-func Open(t testing.TB, d store.Dialect, opts ...store.Option) *store.Store {
+// Open opens a migrated store of the given dialect for t, with TestKey,
+// closed at cleanup.
+func Open(t testing.TB, d store.Dialect) *store.Store {
+	t.Helper()
+	return OpenWith(t, d, store.Options{})
+}
+
+// OpenWith is Open with o: its SecretKey, when it has none, is TestKey.
+func OpenWith(t testing.TB, d store.Dialect, o store.Options) *store.Store {
 	t.Helper()
 	u := SQLiteURL(t)
 	if d == store.Postgres {
 		u = PostgresSchemaURL(t)
 	}
-	s, err := store.Open(context.Background(), u, append([]store.Option{store.WithSecretKey(TestKey)}, opts...)...)
+	if len(o.SecretKey) == 0 {
+		o.SecretKey = TestKey
+	}
+	s, err := store.Open(context.Background(), u, o)
 	if err != nil {
 		t.Fatalf("storetest: opening %s store: %v", d, err)
 	}
