@@ -15,6 +15,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/siteops/siteops/activities"
+	"github.com/siteops/siteops/e2e/testenv"
 	"github.com/siteops/siteops/internal/cluster"
 	"github.com/siteops/siteops/internal/devserver"
 	"github.com/siteops/siteops/worker"
@@ -34,36 +35,35 @@ var (
 	serverPIDs      func(b *testing.B) []int
 )
 
-func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
+// world is the benchmarks' directory and their Temporal server.
+var world testenv.Shared
 
-func run(m *testing.M) int {
+func TestMain(m *testing.M) {
 	flag.Parse()
 	if f := flag.Lookup("test.bench"); f == nil || f.Value.String() == "" {
-		return m.Run() // no benchmark asked for: no server needed
+		os.Exit(m.Run()) // no benchmark asked for: no server needed
 	}
+	os.Exit(world.Main(m, testenv.MainOptions{Name: "bench", Start: startServer}))
+}
+
+// startServer points the benchmarks at the cluster ClusterEnv names, or
+// starts a dev server of their own.
+func startServer(ctx context.Context, w *testenv.Shared) error {
 	if dir := os.Getenv(ClusterEnv); dir != "" {
 		if err := useCluster(dir); err != nil {
-			fmt.Fprintf(os.Stderr, "bench: %s=%s: %v\n", ClusterEnv, dir, err)
-			return 1
+			return fmt.Errorf("%s=%s: %w", ClusterEnv, dir, err)
 		}
 		fmt.Fprintf(os.Stderr, "bench: on the Temporal cluster in %s at %s\n", dir, temporalAddress)
-		return m.Run()
+		return nil
 	}
-	if _, err := devserver.FindCLI(); err != nil {
-		fmt.Fprintf(os.Stderr, "SKIP bench: %v\n", err)
-		return 0
-	}
-	server, err := devserver.Start(context.Background(), devserver.Options{})
+	server, err := devserver.Start(ctx, devserver.Options{})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
-		return 1
+		return err
 	}
-	defer server.Stop()
+	w.Stop(server.Stop)
 	temporalAddress = server.Address
-	serverPIDs = func(b *testing.B) []int { return []int{devServerPID(b)} }
-	return m.Run()
+	serverPIDs = func(*testing.B) []int { return []int{server.PID()} }
+	return nil
 }
 
 // useCluster points the benchmarks at the cluster recorded in dir, which

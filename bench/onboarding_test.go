@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -381,25 +380,6 @@ func (t timedTexts) PutKnowledgeText(ctx context.Context, text string) (string, 
 	start := time.Now()
 	defer func() { t.spent.Add(int64(time.Since(start))) }()
 	return t.TextStore.PutKnowledgeText(ctx, text)
-}
-
-// devServerPID finds the dev server TestMain started, by its port.
-func devServerPID(b *testing.B) int {
-	b.Helper()
-	_, port, _ := strings.Cut(temporalAddress, ":")
-	dirs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	for _, d := range dirs {
-		cmd, err := os.ReadFile(d)
-		if err != nil {
-			continue
-		}
-		if bytes.Contains(cmd, []byte("start-dev\x00")) && bytes.Contains(cmd, []byte("--port\x00"+port+"\x00")) {
-			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(d)))
-			return pid
-		}
-	}
-	b.Fatalf("no dev server process with port %s", port)
-	return 0
 }
 
 // procsCPU is the CPU time the processes pids have used together.

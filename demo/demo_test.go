@@ -8,16 +8,14 @@ import (
 
 	"github.com/siteops/siteops/config"
 	"github.com/siteops/siteops/internal/devserver"
+	"github.com/siteops/siteops/internal/siteopstest"
 )
 
 // TestShortDemo runs the whole demo with few leads: the same run `make demo`
 // shows, as part of `make test`.
 func TestShortDemo(t *testing.T) {
 	if _, err := devserver.FindCLI(); err != nil {
-		if os.Getenv("SITEOPS_REQUIRE_TEMPORAL") != "" {
-			t.Fatal(err)
-		}
-		t.Skipf("SKIP: %v", err)
+		siteopstest.Missing(t, siteopstest.RequireTemporal, "%v", err)
 	}
 	var out strings.Builder
 	if err := Run(t.Context(), Options{Out: &out, Leads: 20, Dir: t.TempDir()}); err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/siteops/siteops/internal/cluster"
 	"github.com/siteops/siteops/internal/devserver"
+	"github.com/siteops/siteops/internal/siteopstest"
 )
 
 // TestTemporalImage checks deploy/temporal.Dockerfile: it builds siteops'
@@ -170,10 +171,7 @@ func TestTemporalScripts(t *testing.T) {
 func TestServerConfigRendersForDeployments(t *testing.T) {
 	bin, err := cluster.FindServer()
 	if err != nil {
-		if os.Getenv("SITEOPS_REQUIRE_TEMPORAL") != "" {
-			t.Fatalf("SITEOPS_REQUIRE_TEMPORAL is set: %v", err)
-		}
-		t.Skipf("SKIP: %v", err)
+		siteopstest.Missing(t, siteopstest.RequireTemporal, "%v", err)
 	}
 	server := serverEnv(t)
 	const podIP = "10.1.2.3"

@@ -251,11 +251,7 @@ func TestProcessesWaitForALateTemporal(t *testing.T) {
 	if !strings.Contains(w.log.String(), "Temporal does not answer; the worker waits for it") {
 		t.Errorf("the worker's log does not say it waits for Temporal:\n%s", w.log.String())
 	}
-	ts, err := devserver.Start(t.Context(), devserver.Options{Port: port})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ts.Stop)
+	testenv.DevServer(t, devserver.Options{Port: port})
 	siteopstest.Eventually(t, 90*time.Second, "the worker to start once Temporal is up", func() bool {
 		w.alive(t, "the worker")
 		return strings.Contains(w.log.String(), "worker started")

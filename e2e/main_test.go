@@ -17,13 +17,15 @@ import (
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
 
+	"github.com/siteops/siteops/e2e/testenv"
 	"github.com/siteops/siteops/internal/devserver"
 	"github.com/siteops/siteops/internal/siteopstest"
 )
 
 var (
 	servers   []*devserver.Server
-	binary    string // the siteops binary, built once
+	world     testenv.Shared // the package's directory and servers
+	binary    string         // the siteops binary, built once
 	namespace atomic.Int32
 )
 
@@ -52,66 +54,47 @@ const (
 // something the others would disturb (memory, latency, the processes left
 // behind) stays sequential.
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
+	os.Exit(world.Main(m, testenv.MainOptions{Name: "e2e", Start: startServers, Binary: &binary, Failed: serversSaid}))
 }
 
-func run(m *testing.M) int {
+// startServers starts the shared dev servers, each with its slot's
+// namespaces.
+func startServers(ctx context.Context, w *testenv.Shared) error {
 	if _, err := devserver.FindCLI(); err != nil {
-		if os.Getenv("SITEOPS_REQUIRE_TEMPORAL") != "" {
-			fmt.Fprintln(os.Stderr, "e2e:", err)
-			return 1
-		}
-		fmt.Fprintf(os.Stderr, "SKIP e2e: %v\n", err)
-		return 0
+		return err
 	}
-	dir, err := os.MkdirTemp("", "siteops-e2e")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2e:", err)
-		return 1
-	}
-	defer func() { _ = os.RemoveAll(dir) }()
 	servers = make([]*devserver.Server, shared)
 	errs := make([]error, shared)
 	var wg sync.WaitGroup
 	for i := range shared {
-		logs[i] = filepath.Join(dir, fmt.Sprintf("devserver-%d.log", i))
-		wg.Go(func() { servers[i], errs[i] = startShared(slotNamespaces(i), logs[i]) })
+		logs[i] = filepath.Join(w.Dir, fmt.Sprintf("devserver-%d.log", i))
+		wg.Go(func() { servers[i], errs[i] = startShared(ctx, slotNamespaces(i), logs[i]) })
 	}
 	wg.Wait()
-	defer func() {
-		for _, s := range append(servers, retired...) {
-			if s != nil {
-				s.Stop()
-			}
-		}
-	}()
-	if err := errors.Join(errs...); err != nil {
-		fmt.Fprintln(os.Stderr, "e2e:", err)
-		return 1
-	}
-	if binary, err = siteopstest.Build(dir); err != nil {
-		fmt.Fprintln(os.Stderr, "e2e:", err)
-		return 1
-	}
-	code := m.Run()
-	if code != 0 {
-		// What the shared servers said of their own errors: a failure of
-		// many tests at once is often a server's, not theirs.
-		for i, l := range logs {
-			fmt.Fprintf(os.Stderr, "e2e: shared dev server %d (%s)'s last errors:\n%s", i, servers[i].Address, siteopstest.Tail(l, 40, 400))
+	for _, s := range servers {
+		if s != nil {
+			w.Stop(s.Stop)
 		}
 	}
-	return code
+	return errors.Join(errs...)
+}
+
+// serversSaid prints what the shared servers said of their own errors: a
+// failure of many tests at once is often a server's, not theirs.
+func serversSaid() {
+	for i, l := range logs {
+		fmt.Fprintf(os.Stderr, "e2e: shared dev server %d (%s)'s last errors:\n%s", i, server(i).Address, siteopstest.Tail(l, 40, 400))
+	}
 }
 
 // startShared starts a shared dev server with namespaces ns, its output
 // going to the file logPath (left open while it runs).
-func startShared(ns []string, logPath string) (*devserver.Server, error) {
+func startShared(ctx context.Context, ns []string, logPath string) (*devserver.Server, error) {
 	f, err := os.Create(logPath) //nolint:gosec // a file of the test's own directory
 	if err != nil {
 		return nil, err
 	}
-	return devserver.Start(context.Background(), devserver.Options{Namespaces: ns, Log: f})
+	return devserver.Start(ctx, devserver.Options{Namespaces: ns, Log: f})
 }
 
 // stuck is how a dev server answers every call once its one SQLite
@@ -124,12 +107,11 @@ const stuck = "interrupted (9)"
 
 // slots guards the shared servers: servers[i] is the one that holds the
 // namespaces of slot i for the tests that start from now on, logs[i] the
-// file of its output, and retired the servers replaced since, stopped when
-// the package's tests end.
+// file of its output. A server replaced since keeps running until the
+// package's tests end.
 var (
-	slots   [shared]sync.Mutex
-	logs    [shared]string
-	retired []*devserver.Server
+	slots [shared]sync.Mutex
+	logs  [shared]string
 )
 
 // server is the shared server that holds slot i's namespaces now.
@@ -163,12 +145,12 @@ func healthy(t *testing.T, i int, ns string) {
 	msg := fmt.Sprintf("e2e: shared dev server %d (%s) answers %q to everything (%v): the tests from now on use a new one; the tests on it keep it", i, old.Address, stuck, err)
 	fmt.Fprintln(os.Stderr, msg)
 	t.Log(msg)
-	logs[i] = fmt.Sprintf("%s.%d", logs[i], len(retired)+1)
-	next, err := startShared(slotNamespaces(i), logs[i])
+	logs[i] += ".next"
+	next, err := startShared(t.Context(), slotNamespaces(i), logs[i])
 	if err != nil {
 		t.Fatalf("replacing shared dev server %d: %v", i, err)
 	}
-	retired = append(retired, old)
+	world.Stop(next.Stop)
 	servers[i] = next
 }
 

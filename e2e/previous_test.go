@@ -27,6 +27,7 @@ import (
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
 
+	"github.com/siteops/siteops/e2e/testenv"
 	"github.com/siteops/siteops/internal/devserver"
 	"github.com/siteops/siteops/internal/ports"
 	"github.com/siteops/siteops/internal/siteopstest"
@@ -184,17 +185,13 @@ func newReleaseWorld(t *testing.T, d store.Dialect) *releaseWorld {
 	if d == store.Postgres {
 		dbURL = storetest.PostgresSchemaURL(t)
 	}
-	srv, err := devserver.Start(t.Context(), devserver.Options{
+	srv := testenv.DevServer(t, devserver.Options{
 		Namespaces: []string{releaseNamespace},
 		DynamicConfig: map[string]string{
 			"matching.wv.VersionDrainageStatusVisibilityGracePeriod": `"1s"`,
 			"matching.wv.VersionDrainageStatusRefreshInterval":       `"1s"`,
 		},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
 	sim, err := simulator.New(simulator.Config{
 		Keys: map[string][]string{apiKey: {simulator.ScopeAll}}, TimeScale: 100,
 		KnowledgeDelay: time.Hour, AllowLoopbackReceivers: true,

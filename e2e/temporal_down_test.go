@@ -23,6 +23,7 @@ import (
 
 	"github.com/siteops/siteops/agentsite/webhook"
 	"github.com/siteops/siteops/config"
+	"github.com/siteops/siteops/e2e/testenv"
 	"github.com/siteops/siteops/ingress"
 	"github.com/siteops/siteops/internal/devserver"
 	"github.com/siteops/siteops/internal/ports"
@@ -97,11 +98,7 @@ func TestDeliveryAcceptedWhileTemporalIsDown(t *testing.T) {
 		t.Errorf("the event's last error does not name the cause: %q (%v)", d.LastError, err)
 	}
 
-	ts, err := devserver.Start(t.Context(), devserver.Options{Port: port})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ts.Stop)
+	testenv.DevServer(t, devserver.Options{Port: port})
 	siteopstest.Eventually(t, 60*time.Second, "the dispatch after Temporal came back", func() bool {
 		out, _, _ := srv.Store.InboxOutcome(t.Context(), "evt_down_1")
 		return out == store.OutcomeSignalled

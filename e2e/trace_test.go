@@ -4,22 +4,17 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net/http/httptest"
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/siteops/siteops/config"
 	"github.com/siteops/siteops/e2e/testenv"
-	"github.com/siteops/siteops/ingress"
 	"github.com/siteops/siteops/internal/siteopstest"
-	"github.com/siteops/siteops/relay"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/store"
@@ -49,16 +44,10 @@ func TestOneDeliveryTracedEndToEnd(t *testing.T) {
 	t.Cleanup(c.Close)
 	e.StartWorker(t, testenv.WorkerOptions{Telemetry: tel})
 
-	rl := relay.New(relay.Options{Store: e.Store, Temporal: c, TaskQueue: taskQueue, Idle: 50 * time.Millisecond})
-	h := ingress.NewHandler(ingress.Options{Inbox: e.Store, Secrets: e.Store, Metrics: ingress.NewMetrics(prometheus.NewRegistry()), Recorded: rl.Wake})
-	srv := httptest.NewServer(ingress.Traced(h))
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() { _ = rl.Run(ctx) })
-	t.Cleanup(func() { cancel(); wg.Wait(); srv.Close() })
+	ing := e.StartIngress(t, testenv.IngressOptions{Telemetry: tel})
 
 	s := starter.New(starter.Options{Client: c, TaskQueue: taskQueue, Namespace: e.Namespace})
-	if _, err := s.RegisterEndpoint(ctxWithin(t, time.Minute), starter.EndpointRequest{URL: srv.URL + "/webhooks/traced", Events: []string{"lead.created"}}); err != nil {
+	if _, err := s.RegisterEndpoint(ctxWithin(t, time.Minute), starter.EndpointRequest{URL: ing.URL + "/webhooks/traced", Events: []string{"lead.created"}}); err != nil {
 		t.Fatal(err)
 	}
 	site := e.site(t, "traced")

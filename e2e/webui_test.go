@@ -99,11 +99,7 @@ func TestWebUIShowsDecodedPayloads(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = logFile.Close() })
-	ds, err := devserver.Start(ctxWithin(t, 90*time.Second), devserver.Options{UI: true, UIPort: uiPort, UICodecEndpoint: codecSrv.URL, Log: logFile})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ds.Stop)
+	ds := testenv.DevServer(t, devserver.Options{UI: true, UIPort: uiPort, UICodecEndpoint: codecSrv.URL, Log: logFile})
 	if ds.UIAddress != uiOrigin {
 		t.Fatalf("the Web UI is on %s, want %s", ds.UIAddress, uiOrigin)
 	}

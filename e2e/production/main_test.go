@@ -13,15 +13,14 @@ package production
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/siteops/siteops/e2e/testenv"
 	"github.com/siteops/siteops/internal/cluster"
-	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/internal/testcerts"
 	"github.com/siteops/siteops/relay"
 )
@@ -29,61 +28,35 @@ import (
 var (
 	temporal *cluster.Cluster
 	certs    testcerts.Files
-	binary   string // the siteops binary, built once
-	skip     string // why every test skips, when they do
+	world    testenv.Shared // the package's directory and its cluster
+	binary   string         // the siteops binary, built once
 )
 
 const namespace = "siteops-prod"
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
+func TestMain(m *testing.M) {
+	os.Exit(world.Main(m, testenv.MainOptions{Name: "production", Start: startCluster, Binary: &binary, SkipEach: true}))
+}
 
-func run(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "siteops-production")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "production:", err)
-		return 1
+// startCluster starts the cluster the tests share: on PostgreSQL, serving
+// mutual TLS.
+func startCluster(ctx context.Context, w *testenv.Shared) error {
+	var err error
+	if certs, err = testcerts.Write(w.Dir, "cluster"); err != nil {
+		return err
 	}
-	defer func() { _ = os.RemoveAll(dir) }()
-	if certs, err = testcerts.Write(dir, "cluster"); err != nil {
-		fmt.Fprintln(os.Stderr, "production:", err)
-		return 1
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	start := time.Now()
 	temporal, err = cluster.Start(ctx, cluster.Options{
-		Dir: filepath.Join(dir, "cluster"), Namespaces: []string{namespace},
+		Dir: filepath.Join(w.Dir, "cluster"), Namespaces: []string{namespace},
 		TLS: &cluster.TLS{CertFile: certs.ServerCert, KeyFile: certs.ServerKey, ClientCAFile: certs.CA},
 		// The ingress's certificate may only make the relay's calls
 		// (signalonly_test.go).
 		SignalOnly: []string{ingressName}, SignalStartTypes: relay.StartedTypes(),
 	})
-	switch {
-	case errors.Is(err, cluster.ErrToolsMissing) && os.Getenv(siteopstest.RequireTemporal) != "",
-		errors.Is(err, cluster.ErrPostgresUnreachable) && os.Getenv(siteopstest.RequirePostgres) != "":
-		fmt.Fprintln(os.Stderr, "production:", err)
-		return 1
-	case errors.Is(err, cluster.ErrToolsMissing), errors.Is(err, cluster.ErrPostgresUnreachable):
-		skip = err.Error()
-		fmt.Fprintf(os.Stderr, "SKIP production: %v\n", err)
-		return m.Run()
-	case err != nil:
-		fmt.Fprintln(os.Stderr, "production: starting the cluster:", err)
-		return 1
+	if err != nil {
+		return fmt.Errorf("starting the cluster: %w", err)
 	}
-	defer func() { _ = temporal.Stop() }()
+	w.Stop(func() { _ = temporal.Stop() })
 	fmt.Fprintf(os.Stderr, "production: cluster with mutual TLS up in %s at %s\n", time.Since(start).Round(time.Millisecond), temporal.Address)
-	if binary, err = siteopstest.Build(dir); err != nil {
-		fmt.Fprintln(os.Stderr, "production:", err)
-		return 1
-	}
-	return m.Run()
-}
-
-// need skips t when the cluster could not be had here.
-func need(t *testing.T) {
-	t.Helper()
-	if skip != "" {
-		t.Skipf("SKIP: %s", skip)
-	}
+	return nil
 }

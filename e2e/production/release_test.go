@@ -33,7 +33,7 @@ import (
 // the routing and the drain right, refuses while build-a's pollers are
 // fresh, and changes nothing.
 func TestReleaseOnTheCluster(t *testing.T) {
-	need(t)
+	world.Need(t)
 	_, simURL := newSimulator(t, simulator.Config{Seed: 7})
 	dbURL := storetest.PostgresSchemaURL(t)
 	ps, err := ports.FreeN(2)

@@ -73,7 +73,7 @@ const generatorSecret = "whsec_production_generator" //nolint:gosec // made up f
 // with one worker against two, and relay dispatch with one ingress replica
 // against two.
 func TestScaleOut(t *testing.T) {
-	need(t)
+	world.Need(t)
 	sc := scenario()
 	sim, simURL := newSimulator(t, simulator.Config{Seed: 11, KnowledgeDelay: 2 * time.Second})
 	dbURL := storetest.PostgresSchemaURL(t)

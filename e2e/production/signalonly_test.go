@@ -78,7 +78,7 @@ func refused(err error) bool {
 // certificate, which the worker and on-call hold, still may. Then a siteops ingress holding the ingress's
 // certificate relays a delivery: its identity is enough for its work.
 func TestIngressIdentityMayOnlySignal(t *testing.T) {
-	need(t)
+	world.Need(t)
 	requirePolicy(t)
 	if got, want := temporal.SignalOnly(), []string{ingressName}; !slices.Equal(got, want) {
 		t.Fatalf("the cluster keeps %v to signals, want %v", got, want)

@@ -17,7 +17,7 @@ import (
 // from another CA, or trusting the wrong CA, every command fails in one
 // line naming the setting to fix, and no key material is printed.
 func TestMutualTLS(t *testing.T) {
-	need(t)
+	world.Need(t)
 	_, simURL := newSimulator(t, simulator.Config{})
 	dbURL := storetest.PostgresSchemaURL(t)
 	// The store made and migrated up front, as a worker that ran before

@@ -20,6 +20,7 @@ import (
 	"github.com/siteops/siteops/internal/ports"
 	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/store/storetest"
+	"github.com/siteops/siteops/telemetry"
 	"github.com/siteops/siteops/telemetry/telemetrytest"
 	"github.com/siteops/siteops/wiring"
 )
@@ -34,6 +35,9 @@ type IngressOptions struct {
 	// Logger receives the ingress's log. When nil the log is kept and
 	// printed if the test fails.
 	Logger *slog.Logger
+	// Telemetry, when set, is the process's telemetry (its spans and
+	// metrics), as `siteops ingress` sets it up.
+	Telemetry *telemetry.Telemetry
 }
 
 // Ingress is an ingress that StartIngress runs.
@@ -80,7 +84,7 @@ func (e *Env) StartIngress(tb testing.TB, o IngressOptions) *Ingress {
 	in.cancel = cancel
 	go func() {
 		defer close(in.done)
-		in.err = wiring.RunIngress(ctx, cfg, logger, nil, wiring.Preflight{})
+		in.err = wiring.RunIngress(ctx, cfg, logger, o.Telemetry, wiring.Preflight{})
 	}()
 	tb.Cleanup(func() {
 		if err := in.Stop(); err != nil {

@@ -4,13 +4,18 @@
 // ingress as the binary runs them, through package wiring
 // (Env.StartWorker, Env.StartIngress).
 //
-// It leaves the Temporal server to its callers (a dev server of package
-// devserver, a cluster): they hand it an address and a namespace. It lives
-// beside the end-to-end tests rather than with the rigs of internal/: it
-// imports wiring, the top of the product, while the rigs (devserver,
-// cluster, siteopstest, ports, testcerts) import none of it, and
-// siteopstest is used by the product's own package tests, ingress's among
-// them, which wiring imports.
+// An Env is handed the address and namespace of a Temporal server, which
+// the tests get the one way (temporal.go): a test's own with DevServer, or
+// the servers a package's tests share, set up by its TestMain through
+// Shared.Main (e2e: two dev servers; e2e/production: a cluster on
+// PostgreSQL with mutual TLS; bench: a dev server, or the cluster of `make
+// cluster`).
+//
+// It lives beside the end-to-end tests rather than with the rigs of
+// internal/: it imports wiring, the top of the product, while the rigs
+// (devserver, cluster, siteopstest, ports, testcerts) import none of it,
+// and siteopstest is used by the product's own package tests, ingress's
+// among them, which wiring imports.
 package testenv
 
 import (

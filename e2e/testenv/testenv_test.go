@@ -1,12 +1,17 @@
 package testenv
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/siteops/siteops/config"
+	"github.com/siteops/siteops/internal/cluster"
+	"github.com/siteops/siteops/internal/devserver"
+	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/simulator"
 )
 
@@ -53,6 +58,29 @@ func withoutSiteopsEnv(t *testing.T) {
 		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, "SITEOPS_") {
 			t.Setenv(name, "") // restored after the test
 			_ = os.Unsetenv(name)
+		}
+	}
+}
+
+// TestUnavailableNamesWhatIsRequired holds the one decision every way of
+// getting a Temporal server shares: a missing CLI or cluster binary and an
+// unreachable PostgreSQL are "cannot be had here" (skipped, unless their
+// variable requires them), anything else is a failure.
+func TestUnavailableNamesWhatIsRequired(t *testing.T) {
+	for _, tc := range []struct {
+		err     error
+		require string
+	}{
+		{fmt.Errorf("%w: run make tools", devserver.ErrCLIMissing), siteopstest.RequireTemporal},
+		{fmt.Errorf("starting the cluster: %w", fmt.Errorf("%w: no temporal-server", cluster.ErrToolsMissing)), siteopstest.RequireTemporal},
+		{fmt.Errorf("starting the cluster: %w", cluster.ErrPostgresUnreachable), siteopstest.RequirePostgres},
+		{errors.Join(fmt.Errorf("%w", devserver.ErrCLIMissing), errors.New("other")), siteopstest.RequireTemporal},
+		{errors.New("the server did not answer in 60s"), ""},
+		{nil, ""},
+	} {
+		reason, require := unavailable(tc.err)
+		if require != tc.require || (require != "") != (reason != "") {
+			t.Errorf("unavailable(%v) = %q, %q; want %q", tc.err, reason, require, tc.require)
 		}
 	}
 }

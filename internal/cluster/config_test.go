@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/siteops/siteops/internal/siteopstest"
 )
 
 // server returns the temporal-server binary, skipping t without one (or
@@ -18,10 +20,7 @@ func server(t *testing.T) string {
 	t.Helper()
 	bin, err := FindServer()
 	if err != nil {
-		if os.Getenv("SITEOPS_REQUIRE_TEMPORAL") != "" {
-			t.Fatalf("SITEOPS_REQUIRE_TEMPORAL is set: %v", err)
-		}
-		t.Skipf("SKIP: %v", err)
+		siteopstest.Missing(t, siteopstest.RequireTemporal, "%v", err)
 	}
 	return bin
 }

@@ -88,7 +88,7 @@ type Server struct {
 	cmd        *exec.Cmd
 	done       chan struct{}
 	namespaces []string
-	// bin, args and log start the process again (Restart).
+	// bin, args and log start the process (launch).
 	bin  string
 	args []string
 	log  *os.File
@@ -122,6 +122,12 @@ type Options struct {
 	DynamicConfig map[string]string
 }
 
+// ErrCLIMissing is returned (wrapped) by FindCLI and Start when the
+// temporal CLI is not here: the tests that need a dev server then skip,
+// unless SITEOPS_REQUIRE_TEMPORAL makes that a failure (e2e/testenv's
+// DevServer and Shared).
+var ErrCLIMissing = errors.New("temporal CLI missing")
+
 // FindCLI locates the temporal binary: $SITEOPS_TEMPORAL_CLI, then
 // .tools/bin/temporal in this module or a parent directory, then PATH.
 func FindCLI() (string, error) {
@@ -142,7 +148,7 @@ func FindCLI() (string, error) {
 	if p, err := exec.LookPath("temporal"); err == nil {
 		return p, nil
 	}
-	return "", fmt.Errorf("the temporal CLI %s was not found; run `make tools` (it builds github.com/temporalio/cli/cmd/temporal@%s into .tools/bin) or set %s", CLIVersion, CLIVersion, CLIEnv)
+	return "", fmt.Errorf("%w: the temporal CLI %s was not found; run `make tools` (it builds github.com/temporalio/cli/cmd/temporal@%s into .tools/bin) or set %s", ErrCLIMissing, CLIVersion, CLIVersion, CLIEnv)
 }
 
 // FreePort returns a TCP port that was free a moment ago on 127.0.0.1,
@@ -235,14 +241,9 @@ func (s *Server) launch(ctx context.Context) error {
 	return nil
 }
 
-// Restart stops the server and starts it again on the same ports, with
-// the namespaces and search attributes it started with and nothing else
-// (a server in memory forgets its workflows). Clients reconnect on their
-// own. It is not safe to call concurrently with Stop or itself.
-func (s *Server) Restart(ctx context.Context) error {
-	s.Stop()
-	return s.launch(ctx)
-}
+// PID is the server's process: the one whose CPU time the benchmarks
+// read.
+func (s *Server) PID() int { return s.cmd.Process.Pid }
 
 func (s *Server) waitReady(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
