@@ -100,30 +100,43 @@ func webhookServer(h *Handler, ln net.Listener, limits connLimits, mp metric.Met
 // ErrNoSecrets is returned when the ingress could verify nothing.
 var ErrNoSecrets = errors.New("the ingress has no signing secret: set SITEOPS_WEBHOOK_SECRETS for POST /webhooks, or SITEOPS_SECRET_KEY to use the secrets of endpoints stored by `siteops webhook create` and rotations")
 
+// withDefaults is o with a Registry and a MeterProvider where it has
+// none: a new registry (with the Go and process collectors) and a meter
+// provider exporting into it. A MeterProvider without its Registry is
+// refused.
+func (o ServerOptions) withDefaults() (ServerOptions, error) {
+	if o.Registry == nil {
+		if o.MeterProvider != nil {
+			return o, errors.New("ingress: ServerOptions.MeterProvider is set without the Registry it exports into; set both (telemetry.Telemetry's) or neither")
+		}
+		o.Registry = prometheus.NewRegistry()
+		o.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	if o.MeterProvider == nil {
+		own, err := telemetry.NewMeterProvider(o.Registry)
+		if err != nil {
+			return o, fmt.Errorf("ingress: registering the metrics exporter: %w", err)
+		}
+		o.MeterProvider = own
+	}
+	return o, nil
+}
+
 // New builds the handler and the relay over o's store and client.
 func New(o ServerOptions) (*Server, error) {
 	if !o.Store.HasSecretKey() && len(o.EnvSecrets) == 0 {
 		return nil, ErrNoSecrets
 	}
-	reg := o.Registry
-	if reg == nil {
-		if o.MeterProvider != nil {
-			return nil, errors.New("ingress: ServerOptions.MeterProvider is set without the Registry it exports into; set both (telemetry.Telemetry's) or neither")
-		}
-		reg = prometheus.NewRegistry()
-		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// The HTTP server's own metrics (otelhttp) go to the process's meter
+	// provider, the global one when it has none.
+	httpMeters := o.MeterProvider
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, err
 	}
-	mp := o.MeterProvider
-	if mp == nil {
-		own, err := telemetry.NewMeterProvider(reg)
-		if err != nil {
-			return nil, fmt.Errorf("ingress: registering the metrics exporter: %w", err)
-		}
-		mp = own
-	}
-	m := NewMetricsOn(mp)
+	m := NewMetricsOn(o.MeterProvider)
 	ro := o.Relay
-	ro.Store, ro.Temporal, ro.TaskQueue, ro.Logger, ro.Metrics = o.Store, o.Temporal, o.TaskQueue, o.Logger, relay.NewMetricsOn(mp)
+	ro.Store, ro.Temporal, ro.TaskQueue, ro.Logger, ro.Metrics = o.Store, o.Temporal, o.TaskQueue, o.Logger, relay.NewMetricsOn(o.MeterProvider)
 	rl := relay.New(ro)
 	var secrets SecretStore
 	if o.Store.HasSecretKey() {
@@ -134,11 +147,11 @@ func New(o ServerOptions) (*Server, error) {
 	h := NewHandler(Options{
 		Inbox: o.Store, Secrets: secrets, EnvSecrets: o.EnvSecrets, Window: o.Window,
 		MaxBody: o.MaxBody, MaxConcurrent: o.MaxConcurrent,
-		Logger: o.Logger, Metrics: m, Registry: reg, Recorded: rl.Wake, Checks: o.Checks,
+		Logger: o.Logger, Metrics: m, Registry: o.Registry, Recorded: rl.Wake, Checks: o.Checks,
 		Refused: refused,
 	})
 	conns := connLimits{max: o.MaxConns, shedBusyAfter: o.ShedBusyAfter}.withDefaults()
-	return &Server{Handler: h, Relay: rl, Store: o.Store, Client: o.Temporal, log: o.Logger, conns: conns, mp: o.MeterProvider}, nil
+	return &Server{Handler: h, Relay: rl, Store: o.Store, Client: o.Temporal, log: o.Logger, conns: conns, mp: httpMeters}, nil
 }
 
 // Serve serves the webhook routes on ln and runs the relay until ctx is
