@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os/exec"
@@ -187,9 +188,14 @@ func TestWorkerStartsThroughASlowTemporal(t *testing.T) {
 		_, err := e.Client.ScheduleClient().GetHandle(t.Context(), workflows.SecretReconcileScheduleID).Describe(t.Context())
 		return err == nil
 	})
-	if log := w.log.String(); !strings.Contains(log, "the secret reconciliation is not scheduled yet") || !strings.Contains(log, `check="secret reconcile schedule"`) {
-		t.Errorf("the worker did not say the schedule waits, then that it is made:\n%s", log)
-	}
+	// The worker logs the schedule made once CreateSchedule's answer has
+	// come back through the proxy, which may be after the server shows it.
+	siteopstest.EventuallyNil(t, 10*time.Second, "the worker to say the schedule waits, then that it is made", func() error {
+		if log := w.log.String(); !strings.Contains(log, "the secret reconciliation is not scheduled yet") || !strings.Contains(log, `check="secret reconcile schedule"`) {
+			return fmt.Errorf("its log:\n%s", log)
+		}
+		return nil
+	})
 	if !sawPolling { // from the SDK's giving up (10 s) to the outage's end
 		t.Error("/readyz never answered 503 naming the check polling while the worker retried")
 	}

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"os/exec"
@@ -69,29 +70,36 @@ func TestWorkerMetrics(t *testing.T) {
 		n, _ := e.Store.CountLeads(t.Context(), site)
 		return n == 30
 	})
-	var body string
-	siteopstest.Eventually(t, 20*time.Second, "the worker's metrics", func() bool {
-		resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(port) + "/metrics")
-		if err != nil {
-			return false
-		}
-		b, _ := io.ReadAll(resp.Body)
-		_ = resp.Body.Close()
-		body = string(b)
-		return strings.Contains(body, "siteops_leads_stored_total")
-	})
-	for _, want := range []string{
+	// The activity counts its page after the store has it, and the SDK
+	// records the activity's latency once it returns: wait for them all.
+	wants := []string{
 		"siteops_leads_stored_total 30",
 		"siteops_lead_pages_read_total 1",
 		`siteops_agentsite_requests_total{method="GET",outcome="200",route="/api/v1/sites/{site_id}/leads"`,
 		"siteops_agentsite_breaker_state 0",
 		"temporal_activity_execution_latency",
 		"temporal_workflow_task_execution_latency",
-	} {
-		if !strings.Contains(body, want) {
-			t.Errorf("worker /metrics lacks %q", want)
-		}
 	}
+	var body string
+	siteopstest.EventuallyNil(t, 20*time.Second, "the worker's metrics", func() error {
+		resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(port) + "/metrics")
+		if err != nil {
+			return err
+		}
+		b, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		body = string(b)
+		var lacks []string
+		for _, want := range wants {
+			if !strings.Contains(body, want) {
+				lacks = append(lacks, want)
+			}
+		}
+		if len(lacks) > 0 {
+			return fmt.Errorf("worker /metrics lacks %q", lacks)
+		}
+		return nil
+	})
 	checkMetrics(t, "worker", body, map[string]string{
 		"temporal_request_total":                      "counter",
 		"temporal_long_request_total":                 "counter",
