@@ -225,8 +225,12 @@ func TestRotationUnderContinuousDeliveries(t *testing.T) {
 				return fmt.Errorf("event %s was lost: %w", id, err)
 			}
 		}
-		if s, err := e.Store.InboxStatus(t.Context()); err != nil || s.Undispatched != 0 {
-			return fmt.Errorf("%d events not dispatched (%v)", s.Undispatched, err)
+		s, err := e.Store.InboxStatus(t.Context())
+		if err != nil {
+			return err
+		}
+		if s.Undispatched != 0 {
+			return fmt.Errorf("%d events not dispatched", s.Undispatched)
 		}
 		return nil
 	})
