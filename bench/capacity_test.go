@@ -603,7 +603,7 @@ func (r *capacityRig) read(b *testing.B) capReading {
 	// transaction at most once a second, and one that then goes idle
 	// 10 s later (PostgreSQL 15, PGSTAT_IDLE_INTERVAL): wait for them.
 	time.Sleep(11 * time.Second)
-	x := capReading{adminTx: r.adminTx.Add(2) - 2, at: time.Now(), worker: pidCPU(r.workerPID), ingress: pidCPU(r.ingressPID), self: selfCPU(), server: procsCPU(b, serverPIDs(b)),
+	x := capReading{adminTx: r.adminTx.Add(2) - 2, at: time.Now(), worker: pidCPU(r.workerPID), ingress: pidCPU(r.ingressPID), self: selfCPU(), server: procsCPU(b, serverPIDs),
 		heartbeats: heartbeatsSent(b, r.workerMetrics)}
 	rows, err := r.admin.QueryContext(b.Context(), `SELECT pid, application_name FROM pg_stat_activity WHERE application_name IN ($1, $2)`, r.workerApp, r.ingApp)
 	if err != nil {

@@ -32,7 +32,7 @@ const ClusterEnv = "SITEOPS_BENCH_CLUSTER"
 // services.
 var (
 	temporalAddress string
-	serverPIDs      func(b *testing.B) []int
+	serverPIDs      []int
 )
 
 // world is the benchmarks' directory and their Temporal server.
@@ -62,7 +62,7 @@ func startServer(ctx context.Context, w *testenv.Shared) error {
 	}
 	w.Stop(server.Stop)
 	temporalAddress = server.Address
-	serverPIDs = func(*testing.B) []int { return []int{server.PID()} }
+	serverPIDs = []int{server.PID()}
 	return nil
 }
 
@@ -99,7 +99,7 @@ func useCluster(dir string) error {
 	}
 	slices.Sort(pids)
 	temporalAddress = c.Address
-	serverPIDs = func(*testing.B) []int { return pids }
+	serverPIDs = pids
 	return nil
 }
 

@@ -119,7 +119,7 @@ func (c segmentCPU) add(u segmentCPU) segmentCPU {
 // time the server and this process used over the whole segment.
 func inFlightRate(b *testing.B, n int, f func(ctx context.Context, i int) error) (float64, segmentCPU) {
 	b.Helper()
-	pids := serverPIDs(b)
+	pids := serverPIDs
 	server0, self0 := procsCPU(b, pids), procCPU(b, os.Getpid())
 	var (
 		next atomic.Int64

@@ -346,7 +346,7 @@ func onboardingRun(b *testing.B, n int) (onb, noop batchTimes) {
 func runBatch(b *testing.B, n int, f func(ctx context.Context, i int) error) (t batchTimes) {
 	b.Helper()
 	t = batchTimes{lat: make([]time.Duration, n)}
-	pids := serverPIDs(b)
+	pids := serverPIDs
 	server0, self0 := procsCPU(b, pids), procCPU(b, os.Getpid())
 	defer func() {
 		t.serverCPU, t.selfCPU = procsCPU(b, pids)-server0, procCPU(b, os.Getpid())-self0

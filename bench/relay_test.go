@@ -247,7 +247,7 @@ type cpuTimes struct{ server, postgres, self time.Duration }
 
 func readCPU(b *testing.B) cpuTimes {
 	b.Helper()
-	return cpuTimes{server: procsCPU(b, serverPIDs(b)), postgres: postgresCPU(), self: procCPU(b, os.Getpid())}
+	return cpuTimes{server: procsCPU(b, serverPIDs), postgres: postgresCPU(), self: procCPU(b, os.Getpid())}
 }
 
 func (t cpuTimes) sub(u cpuTimes) cpuTimes {
@@ -264,7 +264,7 @@ type roundCPU struct {
 
 func readRoundCPU(b *testing.B, pg *pgSessions) roundCPU {
 	b.Helper()
-	r := roundCPU{server: procsCPU(b, serverPIDs(b)), self: selfCPU()}
+	r := roundCPU{server: procsCPU(b, serverPIDs), self: selfCPU()}
 	if pg != nil {
 		r.pg = pg.read(b)
 	}
