@@ -36,6 +36,8 @@ type Store interface {
 	LeadSweepSites(ctx context.Context, after string, limit int) ([]store.LeadSweepSite, error)
 	KnownLeads(ctx context.Context, siteID string, ids []string) (int, error)
 	LeadSyncChecked(ctx context.Context, siteID, syncKey string, at time.Time) error
+	LeadSyncFrom(ctx context.Context, siteID string) (*agentsite.Cursor, error)
+	RecordLeadSiteSync(ctx context.Context, r store.LeadSiteSync) error
 	KnowledgeText(ctx context.Context, hash string) (string, error)
 	SetSiteWorkflow(ctx context.Context, siteID, workflowID string) error
 	SiteEvents(ctx context.Context, siteID string) ([]store.SiteEvent, error)

@@ -154,10 +154,29 @@ func (a *Activities) SyncLeads(ctx context.Context, in SyncLeadsInput) (SyncLead
 	hb := startHeartbeat(ctx, p, in.SyncKey != "")
 	defer hb.stop()
 	started := time.Now()
+	p, done, err := a.readPages(ctx, in, p, hb.set)
+	if err != nil {
+		hb.keep()
+		return SyncLeadsResult{}, a.failed(ctx, in.SiteID, err, hb.get(), stall)
+	}
+	if !done {
+		log.Info("lead sync paused at the page budget", "site_id", in.SiteID, "pages", p.Pages)
+		return a.counted(ctx, in.SiteID, p.paused()), nil
+	}
+	a.caughtUp(ctx)
+	log.Info("lead sync caught up", "site_id", in.SiteID, "pages", p.Pages, "new_leads", p.New, "took", time.Since(started).Round(time.Millisecond))
+	return a.counted(ctx, in.SiteID, p.result(true)), nil
+}
+
+// readPages reads the site's pages from p.Next and stores each
+// (storePage) before it reads the next, calling stored with the progress
+// after each, until the page without a next_cursor (done) or in.MaxPages
+// pages since the sync began. On an error it returns the progress of the
+// last page stored.
+func (a *Activities) readPages(ctx context.Context, in SyncLeadsInput, p syncProgress, stored func(syncProgress)) (_ syncProgress, done bool, _ error) {
 	for page, err := range a.api.LeadPages(calling(ctx, agentsite.ClassBulk), in.SiteID, agentsite.ListLeadsOptions{Limit: in.Limit, Cursor: p.Next}) {
 		if err != nil {
-			hb.keep()
-			return SyncLeadsResult{}, a.failed(ctx, in.SiteID, err, hb.get(), stall)
+			return p, false, err
 		}
 		next := p
 		next.Pages++
@@ -168,24 +187,20 @@ func (a *Activities) SyncLeads(ctx context.Context, in SyncLeadsInput) (SyncLead
 		next.LastPageAt = a.now()
 		fresh, err := a.storePage(ctx, in, page.Leads, next)
 		if err != nil {
-			hb.keep()
-			return SyncLeadsResult{}, a.failed(ctx, in.SiteID, err, hb.get(), stall)
+			return p, false, err
 		}
 		next.New += fresh
 		p = next
 		a.countPage(ctx, fresh)
-		hb.set(p)
+		stored(p)
 		if page.Next == nil {
-			break
+			return p, true, nil
 		}
 		if in.MaxPages > 0 && p.Pages >= in.MaxPages {
-			log.Info("lead sync paused at the page budget", "site_id", in.SiteID, "pages", p.Pages)
-			return a.counted(ctx, in.SiteID, p.paused()), nil
+			return p, false, nil
 		}
 	}
-	a.caughtUp(ctx)
-	log.Info("lead sync caught up", "site_id", in.SiteID, "pages", p.Pages, "new_leads", p.New, "took", time.Since(started).Round(time.Millisecond))
-	return a.counted(ctx, in.SiteID, p.result(true)), nil
+	return p, true, nil
 }
 
 // storePage upserts a page of leads and, for a sync with a key, the

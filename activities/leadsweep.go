@@ -38,6 +38,10 @@ type SweepLeadsResult struct {
 	// Missed names the sites with leads the store does not hold: a
 	// lead.created delivery that never came, or is still on its way.
 	Missed []string `json:"missed,omitempty"`
+	// MissedBy is, for each of Missed, the key of the sync that last
+	// stored a page of the site: it says whether that was the site's own
+	// lead sync or a lead event shard, which the workflow signals.
+	MissedBy []string `json:"missed_by,omitempty"`
 	// Syncing counts the sites skipped because their sync stopped short
 	// of the end of the collection (it is under way, or its workflow goes
 	// on with it).
@@ -94,6 +98,7 @@ func (a *Activities) SweepLeads(ctx context.Context, in SweepLeadsInput) (SweepL
 		defer mu.Unlock()
 		r := res
 		r.Missed = append([]string(nil), res.Missed...)
+		r.MissedBy = append([]string(nil), res.MissedBy...)
 		return r
 	}
 	stop := tick(ctx, heartbeatEvery, func() { activity.RecordHeartbeat(ctx, snapshot()) })
@@ -120,6 +125,7 @@ func (a *Activities) SweepLeads(ctx context.Context, in SweepLeadsInput) (SweepL
 				res.Checked++
 			case sweepMissed:
 				res.Missed = append(res.Missed, site.SiteID)
+				res.MissedBy = append(res.MissedBy, site.SyncKey)
 			case sweepSyncing:
 				res.Syncing++
 			case sweepFailed:

@@ -68,6 +68,8 @@ var Files = []File{
 	output[workflows.SecretReconcileStatus]("secret-reconcile-status.schema.json", "Result of the SecretReconcile workflow, and the answer of its status query"),
 	input[workflows.LeadSweepInput]("lead-sweep-input.schema.json", "Input of the LeadSweep workflow (its schedule starts it; the fields carry a sweep across continue-as-new)"),
 	output[workflows.LeadSweepStatus]("lead-sweep-status.schema.json", "Result of the LeadSweep workflow, and the answer of its status query"),
+	input[workflows.LeadEventsInput]("lead-events-input.schema.json", "Input of the LeadEvents workflow (the relay starts it; the fields carry a shard across continue-as-new)"),
+	output[workflows.LeadEventsStatus]("lead-events-status.schema.json", "Answer of the LeadEvents workflow's status query (the workflow has no result: it runs until cancelled)"),
 
 	input[api.StoreKnowledgeInput]("nexus-store-knowledge-input.schema.json", "Input of the store-knowledge operation of siteops' Nexus service"),
 	output[api.StoreKnowledgeOutput]("nexus-store-knowledge-output.schema.json", "Output of the store-knowledge operation of siteops' Nexus service"),

@@ -46,6 +46,8 @@ const (
 	SecretReconcileStatus     = "secret-reconcile-status.schema.json"
 	LeadSweepInput            = "lead-sweep-input.schema.json"
 	LeadSweepStatus           = "lead-sweep-status.schema.json"
+	LeadEventsInput           = "lead-events-input.schema.json"
+	LeadEventsStatus          = "lead-events-status.schema.json"
 
 	// The operations of the Nexus service siteops.
 	NexusStoreKnowledgeInput   = "nexus-store-knowledge-input.schema.json"

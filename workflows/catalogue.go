@@ -152,8 +152,19 @@ var LeadSweepKind = Kind{
 	Versioning: workflow.VersioningBehaviorAutoUpgrade, Class: agentsite.ClassBulk,
 }
 
+// LeadEventsKind is a lead event shard, started by the relay with the
+// first lead.created events of its sites (SITEOPS_LEAD_SHARDS); it runs
+// until cancelled, so it is AutoUpgrade, every change guarded by
+// GetVersion.
+var LeadEventsKind = Kind{
+	Name: LeadEventsWorkflowName, Func: LeadEvents, Prefix: "lead-events/",
+	Policy:      IDPolicy{enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE, enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING},
+	StatusQuery: QueryLeadEvents, NewStatus: func() Status { return &LeadEventsStatus{} },
+	Versioning: workflow.VersioningBehaviorAutoUpgrade, Class: agentsite.ClassBulk,
+}
+
 // Catalogue lists every siteops workflow.
-var Catalogue = []Kind{OnboardingKind, LeadSyncKind, EmbedIncidentKind, SecretRotationKind, EndpointRegistrationKind, SecretReconcileKind, LeadSweepKind}
+var Catalogue = []Kind{OnboardingKind, LeadSyncKind, EmbedIncidentKind, SecretRotationKind, EndpointRegistrationKind, SecretReconcileKind, LeadSweepKind, LeadEventsKind}
 
 // KindOf finds the kind of a workflow ID by its prefix.
 func KindOf(workflowID string) (Kind, bool) {
