@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -78,17 +79,32 @@ func LeadSweep(ctx workflow.Context, in LeadSweepInput) (LeadSweepStatus, error)
 		st.Syncing += res.Syncing
 		st.Failed += res.Failed
 		st.Missed += len(res.Missed)
-		signals := make([]workflow.Future, len(res.Missed))
+		s := sweepSignals{}
 		for i, site := range res.Missed {
-			signals[i] = workflow.SignalExternalWorkflow(ctx, LeadSyncID(site), "", SignalSync, SyncRequest{})
+			if i < len(res.MissedBy) {
+				if shard, ok := shardOfSyncKey(res.MissedBy[i]); ok && s.shards(ctx) {
+					s.toShard(shard, site)
+					continue
+				}
+			}
+			s.sites = append(s.sites, site)
+			s.futures = append(s.futures, workflow.SignalExternalWorkflow(ctx, LeadSyncID(site), "", SignalSync, SyncRequest{}))
 		}
-		for i, f := range signals {
+		for i, shard := range s.shardKeys {
+			sig := SiteLeadsSignal{}
+			for _, site := range s.byShard[i] {
+				sig.Sites = append(sig.Sites, SiteEvents{SiteID: site})
+			}
+			s.futures = append(s.futures, workflow.SignalExternalWorkflow(ctx, LeadEventsKind.ID(shard), "", SignalSiteLeads, sig))
+		}
+		for i, f := range s.futures {
+			sites := s.sitesOf(i)
 			if err := f.Get(ctx, nil); err != nil {
-				st.NotRunning++
-				workflow.GetLogger(ctx).Warn("lead sweep: a site misses leads and has no running lead sync to sync them", "site_id", res.Missed[i], "error", err)
+				st.NotRunning += len(sites)
+				workflow.GetLogger(ctx).Warn("lead sweep: sites miss leads and have no running lead sync to sync them", "site_ids", sites, "error", err)
 				continue
 			}
-			st.Signalled++
+			st.Signalled += len(sites)
 		}
 		if res.Done {
 			st.Done = true
@@ -100,6 +116,63 @@ func LeadSweep(ctx workflow.Context, in LeadSweepInput) (LeadSweepStatus, error)
 			return st, workflow.NewContinueAsNewError(ctx, LeadSweepWorkflowName, LeadSweepInput{After: after, Status: st})
 		}
 	}
+}
+
+// versionSweepShards marks sweeps that ask a lead event shard, not the
+// site's own lead sync, to sync a missed site that the shard synced last
+// (one signal per shard). It is asked only for such a site, so sweeps
+// that meet none record no marker.
+const versionSweepShards = "lead-sweep-shards"
+
+// sweepSignals are the signals one page of a sweep sends: one per missed
+// site with its own lead sync (sites, in order), then one per shard
+// (shardKeys, with its sites in byShard).
+type sweepSignals struct {
+	futures   []workflow.Future
+	sites     []string
+	shardKeys []string
+	byShard   [][]string
+	version   workflow.Version
+	asked     bool
+}
+
+// shards says whether this sweep signals shards (versionSweepShards).
+func (s *sweepSignals) shards(ctx workflow.Context) bool {
+	if !s.asked {
+		s.version, s.asked = workflow.GetVersion(ctx, versionSweepShards, workflow.DefaultVersion, 1), true
+	}
+	return s.version == 1
+}
+
+func (s *sweepSignals) toShard(shard, site string) {
+	for i, k := range s.shardKeys {
+		if k == shard {
+			s.byShard[i] = append(s.byShard[i], site)
+			return
+		}
+	}
+	s.shardKeys = append(s.shardKeys, shard)
+	s.byShard = append(s.byShard, []string{site})
+}
+
+// sitesOf names the sites the i-th signal asks to sync.
+func (s *sweepSignals) sitesOf(i int) []string {
+	if i < len(s.sites) {
+		return s.sites[i : i+1]
+	}
+	return s.byShard[i-len(s.sites)]
+}
+
+// shardOfSyncKey is the shard whose sync a sync key names (LeadEvents
+// makes them from its workflow ID), false for the key of a site's own
+// lead sync.
+func shardOfSyncKey(key string) (string, bool) {
+	rest, ok := strings.CutPrefix(key, LeadEventsKind.Prefix)
+	if !ok {
+		return "", false
+	}
+	shard, _, _ := strings.Cut(rest, "/")
+	return shard, shard != ""
 }
 
 // Summary implements Status.
