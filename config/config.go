@@ -133,6 +133,12 @@ type Ingress struct {
 	// at most, the oldest pruned first; 0 rows keeps no record.
 	RefusedRetention time.Duration `envconfig:"SITEOPS_REFUSED_RETENTION" default:"168h"`
 	RefusedMaxRows   int           `envconfig:"SITEOPS_REFUSED_MAX_ROWS" default:"10000"`
+	// LeadShards is how many lead event shards (LeadEvents workflows) the
+	// relay sends lead.created to, many sites' events with one signal
+	// that one activity syncs; 0 sends each site's events to its own
+	// lead sync (LeadSync), a signal and an activity per site
+	// (docs/sizing.md, capacity model).
+	LeadShards int `envconfig:"SITEOPS_LEAD_SHARDS" default:"0"`
 }
 
 // Worker configures the worker process.

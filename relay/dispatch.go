@@ -126,6 +126,9 @@ func (r *Relay) send(ctx context.Context, rt Route, evs []store.InboxEvent, d Ev
 			return r.signalOrStart(ctx, rt, d.SiteID, rt.Arg(evs, d))
 		}
 		wf = rt.Target.ID(d.SiteID)
+	case ViaShard:
+		// A shard's job carries its shard key where a site's carries the site.
+		return r.signalOrStart(ctx, rt, d.SiteID, rt.Arg(evs, d))
 	case ViaSiteWorkflow:
 		if d.SiteID == "" {
 			return store.OutcomeMalformed, target{}, nil

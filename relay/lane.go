@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/siteops/siteops/store"
+	"github.com/siteops/siteops/workflows"
 )
 
 // loop dispatches one lane until ctx is done.
@@ -94,12 +95,14 @@ func (r *Relay) adjustClaim(lane store.Lane, dispatched, late int, took time.Dur
 	r.claim[laneIndex(lane)].Store(int64(size))
 }
 
-// job is one dispatch: a single event, or the events of one site that one
-// signal carries (a Batch route's).
+// job is one dispatch: a single event, or the events of one site (or,
+// with lead shards, of one shard's sites) that one signal carries (a Batch
+// route's).
 type job struct {
 	evs []store.InboxEvent
-	// For a group: its route, its site, and key, the route's type and the
-	// site, by which the coalescer holds it back.
+	// For a group: its route, the key of its target (the site, or the
+	// shard), and key, the route's type and that target key, by which the
+	// coalescer holds it back.
 	route Route
 	site  string
 	key   string
@@ -109,20 +112,25 @@ type job struct {
 }
 
 // jobs groups claimed events: the events of a Batch route for one site
-// together, every other event alone, in the order claimed; each must start
-// by startBy.
-func jobs(evs []store.InboxEvent, startBy time.Time) []*job {
+// together (with shards > 0, lead.created for the sites of one shard, to
+// its LeadEvents), every other event alone, in the order claimed; each
+// must start by startBy.
+func jobs(evs []store.InboxEvent, startBy time.Time, shards int) []*job {
 	var out []*job
 	byKey := map[string]*job{}
 	for _, ev := range evs {
 		if rt, ok := RouteOf(ev); ok && rt.Batch {
 			if d, ok := readData(ev); ok && d.SiteID != "" {
-				key := rt.Type + "/" + d.SiteID
+				target := d.SiteID
+				if shards > 0 && rt.Type == LeadEventsRoute.Type {
+					rt, target = LeadEventsRoute, workflows.LeadShardKey(d.SiteID, shards)
+				}
+				key := rt.Target.Prefix + target
 				if j := byKey[key]; j != nil {
 					j.evs = append(j.evs, ev)
 					continue
 				}
-				j := &job{evs: []store.InboxEvent{ev}, route: rt, site: d.SiteID, key: key, startBy: startBy}
+				j := &job{evs: []store.InboxEvent{ev}, route: rt, site: target, key: key, startBy: startBy}
 				byKey[key] = j
 				out = append(out, j)
 				continue
@@ -147,7 +155,7 @@ func (r *Relay) DispatchOnce(ctx context.Context, lane store.Lane) (int, error) 
 	if b := &r.burst[laneIndex(lane)]; b.Load() < rampDoublings {
 		b.Add(1)
 	}
-	js := jobs(evs, claimed.Add(r.opts.Lease/2))
+	js := jobs(evs, claimed.Add(r.opts.Lease/2), r.opts.LeadShards)
 	if lane == store.LaneBulk && r.opts.LeadCoalesce > 0 {
 		js = r.coalesce.hold(js, r.opts.Now(), r.opts.LeadCoalesce, r.opts.BulkBatch)
 	}

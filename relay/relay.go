@@ -98,7 +98,13 @@ type Options struct {
 	// undispatched in the inbox, so a relay that dies holding them loses
 	// nothing: their lease runs out and they are claimed again.
 	LeadCoalesce time.Duration
-	Now          func() time.Time
+	// LeadShards is how many lead event shards (LeadEvents workflows)
+	// lead.created goes to, grouped by its site's shard
+	// (workflows.LeadShardKey); 0 signals each site's LeadSync, as before
+	// shards. LeadCoalesce then holds back a shard's events, not a
+	// site's.
+	LeadShards int
+	Now        func() time.Time
 }
 
 // withDefaults is o with every zero field set to its default.

@@ -33,9 +33,11 @@ type fakeTemporal struct {
 	gone    map[string]bool
 	started map[string]bool
 	signals map[string]int // by workflow ID
-	// batches holds the event ids of each lead-sync signal, by workflow ID.
-	batches map[string][][]string
-	run     int
+	// batches holds the event ids of each lead-sync signal, by workflow ID;
+	// shardSignals each lead event shard's signals.
+	batches      map[string][][]string
+	shardSignals map[string][]workflows.SiteLeadsSignal
+	run          int
 	// slow, when set, runs before each SignalWithStart: a slow server.
 	slow func()
 }
@@ -52,7 +54,8 @@ func (r fakeRun) GetRunID() string { return r.id }
 // kind of target the relay starts (an onboarding and a rotation are taken
 // to run).
 func notRunning(wf string, gone, started map[string]bool) bool {
-	return gone[wf] || strings.HasPrefix(wf, workflows.LeadSyncKind.Prefix) && !started[wf]
+	startable := strings.HasPrefix(wf, workflows.LeadSyncKind.Prefix) || strings.HasPrefix(wf, workflows.LeadEventsKind.Prefix)
+	return gone[wf] || startable && !started[wf]
 }
 
 func (f *fakeTemporal) SignalWorkflow(_ context.Context, wf, _, _ string, arg any) error {
@@ -76,6 +79,12 @@ func (f *fakeTemporal) signalled(wf string, arg any) {
 			f.batches = map[string][][]string{}
 		}
 		f.batches[wf] = append(f.batches[wf], sig.EventIDs)
+	}
+	if sig, ok := arg.(workflows.SiteLeadsSignal); ok {
+		if f.shardSignals == nil {
+			f.shardSignals = map[string][]workflows.SiteLeadsSignal{}
+		}
+		f.shardSignals[wf] = append(f.shardSignals[wf], sig)
 	}
 }
 
@@ -418,6 +427,77 @@ func TestRelayCoalescesLeadCreatedPerSite(t *testing.T) {
 		f.relay.coalesce.mu.Unlock()
 		if remembered != 0 || held != 0 || count != 0 {
 			t.Errorf("a minute later the relay remembers %d sites and holds %d groups of %d events, want none", remembered, held, count)
+		}
+	})
+}
+
+// TestRelaySendsLeadCreatedToShards: with lead shards, the lead.created
+// events claimed together go in one signal per shard, grouped by site
+// within it, starting the shard's workflow; a shard signalled within the
+// coalescing interval waits for it, whatever site its events are of.
+func TestRelaySendsLeadCreatedToShards(t *testing.T) {
+	eachDialect(t, func(t *testing.T, d store.Dialect) {
+		f := newRelayFixture(t, d, 0)
+		o := f.options()
+		o.LeadShards = 2
+		f.relay = New(o)
+		ctx := t.Context()
+		sites := []string{"site_1", "site_2", "site_3", "site_4", "site_5"}
+		events := map[string][]string{}
+		for i, site := range append(sites, "site_1") {
+			id := fmt.Sprintf("evt_%d", i)
+			f.record(t, id, "lead.created", fmt.Sprintf(`{"site_id":%q,"lead_id":"lead_%d"}`, site, i))
+			events[site] = append(events[site], id)
+		}
+		f.dispatchAll(t)
+		shards := map[string][]string{} // shard workflow → its sites, in order
+		for _, site := range sites {
+			wf := workflows.LeadEventsKind.ID(workflows.LeadShardKey(site, 2))
+			shards[wf] = append(shards[wf], site)
+		}
+		if len(f.tmp.signals) != len(shards) {
+			t.Errorf("signalled %v; want one signal to each of %d shards and nothing else", f.tmp.signals, len(shards))
+		}
+		for wf, want := range shards {
+			got := f.tmp.shardSignals[wf]
+			if len(got) != 1 || !f.tmp.started[wf] {
+				t.Errorf("%s got %d signals (started %v); want one SignalWithStart", wf, len(got), f.tmp.started[wf])
+				continue
+			}
+			var gotSites []string
+			for _, s := range got[0].Sites {
+				gotSites = append(gotSites, s.SiteID)
+				if !slices.Equal(s.EventIDs, events[s.SiteID]) {
+					t.Errorf("%s: site %s carried events %v; want %v", wf, s.SiteID, s.EventIDs, events[s.SiteID])
+				}
+			}
+			if !slices.Equal(gotSites, want) {
+				t.Errorf("%s carried sites %v; want %v", wf, gotSites, want)
+			}
+		}
+		for _, ids := range events {
+			for _, id := range ids {
+				if ev, err := f.st.Event(ctx, id); err != nil || ev.Status() != store.OutcomeSignalled {
+					t.Errorf("%s is %v (%v); want %s", id, ev.Status(), err, store.OutcomeSignalled)
+				}
+			}
+		}
+		// Another site of a shard just signalled waits for its interval.
+		var later string
+		for i := 6; later == ""; i++ {
+			if s := fmt.Sprintf("site_%d", i); workflows.LeadShardKey(s, 2) == workflows.LeadShardKey("site_1", 2) {
+				later = s
+			}
+		}
+		f.record(t, "evt_later", "lead.created", fmt.Sprintf(`{"site_id":%q}`, later))
+		f.dispatchAll(t)
+		if ev, _ := f.st.Event(ctx, "evt_later"); ev.Status() != store.StatusPending {
+			t.Errorf("an event of a shard signalled within the interval is %s; want held", ev.Status())
+		}
+		f.advance(time.Second)
+		f.dispatchAll(t)
+		if ev, _ := f.st.Event(ctx, "evt_later"); ev.Status() != store.OutcomeSignalled {
+			t.Errorf("after the interval the held event is %s; want %s", ev.Status(), store.OutcomeSignalled)
 		}
 	})
 }

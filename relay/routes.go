@@ -57,6 +57,9 @@ const (
 	// ViaSiteWorkflow is the workflow the store records as the owner of
 	// the event's data.site_id (store.SiteWorkflow): its onboarding.
 	ViaSiteWorkflow
+	// ViaShard is the shard of the events' sites (Target.ID(shard key)),
+	// which the relay groups them by.
+	ViaShard
 	// ViaEndpoint is the rotation the store records for the endpoint whose
 	// secret verified the event (store.RotationFor).
 	ViaEndpoint
@@ -88,6 +91,16 @@ var Routes = []Route{
 	{Type: string(webhook.DomainActivated), Lane: store.LaneBulk},
 }
 
+// LeadEventsRoute is the route of lead.created when the relay runs with
+// lead shards (Options.LeadShards): the events claimed together go, one
+// signal per shard, to the LeadEvents workflow of their sites' shard
+// (workflows.LeadShardKey), which syncs many sites with one activity.
+var LeadEventsRoute = Route{
+	Type: string(webhook.LeadCreated), Lane: store.LaneBulk, Target: workflows.LeadEventsKind, Via: ViaShard,
+	Signal: workflows.SignalSiteLeads, Arg: siteLeads, Start: leadEventsInput, Batch: true,
+	Remembers: workflows.RecentEventsKept,
+}
+
 // VerifiedRoute routes the record siteops makes of an endpoint's first
 // verified delivery (store.KindEndpointVerified) to the rotation waiting
 // for it. Its Lane is not read: the record goes to the lane of the
@@ -107,6 +120,26 @@ func leadsCreated(evs []store.InboxEvent, _ EventData) any {
 }
 
 func leadSyncInput(siteID string) any { return workflows.LeadSyncInput{SiteID: siteID} }
+
+// siteLeads groups evs, lead.created of a shard's sites, by site, in the
+// order the sites first come.
+func siteLeads(evs []store.InboxEvent, _ EventData) any {
+	var sig workflows.SiteLeadsSignal
+	at := map[string]int{}
+	for _, ev := range evs {
+		d, _ := readData(ev)
+		i, ok := at[d.SiteID]
+		if !ok {
+			i = len(sig.Sites)
+			at[d.SiteID] = i
+			sig.Sites = append(sig.Sites, workflows.SiteEvents{SiteID: d.SiteID})
+		}
+		sig.Sites[i].EventIDs = append(sig.Sites[i].EventIDs, ev.EventID)
+	}
+	return sig
+}
+
+func leadEventsInput(shard string) any { return workflows.LeadEventsInput{Shard: shard} }
 
 func knowledgeReady(evs []store.InboxEvent, d EventData) any {
 	return workflows.KnowledgeReadySignal{EventID: evs[0].EventID, KnowledgeID: d.KnowledgeID}
@@ -235,7 +268,7 @@ func TypeLabel(ev store.InboxEvent) string {
 // (SITEOPS_TEMPORAL_SIGNAL_START_TYPES, docs/kubernetes.md).
 func StartedTypes() []string {
 	var types []string
-	for _, rt := range Routes {
+	for _, rt := range append(Routes[:len(Routes):len(Routes)], LeadEventsRoute) {
 		if rt.Start != nil && !slices.Contains(types, rt.Target.Name) {
 			types = append(types, rt.Target.Name)
 		}

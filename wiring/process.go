@@ -24,6 +24,7 @@ import (
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/telemetry"
 	"github.com/siteops/siteops/worker"
+	"github.com/siteops/siteops/workflows"
 )
 
 // WorkerConfig is everything a worker process reads from the environment.
@@ -127,7 +128,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, logger *slog.Logger, tel *
 		SecretReconcileEvery: cfg.SecretReconcileEvery,
 		LeadSweepEvery:       cfg.LeadSweepEvery,
 		StartFailed:          failed, Started: started,
-		Nexus: &sitenexus.Options{Texts: st, PayloadKey: cfg.PayloadKey, Logger: logger,
+		Nexus: &sitenexus.Options{Texts: st, LeadSyncs: st, PayloadKey: cfg.PayloadKey, Logger: logger,
 			Quota:           store.TextQuota{PerOwner: cfg.NexusTextQuota, Total: cfg.NexusTextTotal},
 			SharedTextQuota: cfg.NexusSharedTextQuota, MaxRunning: cfg.NexusMaxRunning, SharedMaxRunning: cfg.NexusSharedMaxRunning},
 	})
@@ -177,6 +178,9 @@ type IngressConfig struct {
 func RunIngress(ctx context.Context, cfg IngressConfig, logger *slog.Logger, tel *telemetry.Telemetry, pre Preflight) error {
 	if cfg.InboxRetention <= 0 {
 		return config.Invalid("SITEOPS_INBOX_RETENTION=%s must be a positive duration, e.g. 720h (30 days)", cfg.InboxRetention)
+	}
+	if cfg.LeadShards < 0 || cfg.LeadShards > workflows.MaxLeadShards {
+		return config.Invalid("SITEOPS_LEAD_SHARDS=%d must be from 0 (a lead sync per site) to %d, e.g. 16", cfg.LeadShards, workflows.MaxLeadShards)
 	}
 	if cfg.MaxConcurrent < 0 {
 		return config.Invalid("SITEOPS_INGRESS_MAX_CONCURRENT=%d must be a positive number of deliveries, e.g. 64", cfg.MaxConcurrent)
@@ -230,6 +234,7 @@ func RunIngress(ctx context.Context, cfg IngressConfig, logger *slog.Logger, tel
 	}
 	so.Checks = func() (bool, any) { return checks.Degraded(), checks.Results() }
 	so.Relay.Retention = cfg.InboxRetention
+	so.Relay.LeadShards = cfg.LeadShards
 	so.Refused = ingress.RefusedOptions{Retention: cfg.RefusedRetention, MaxRows: cfg.RefusedMaxRows, Disabled: cfg.RefusedMaxRows == 0}
 	if st.Dialect() == store.Postgres {
 		so.Relay.Pipelines = 2 // claims of several relays never block each other there
