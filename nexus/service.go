@@ -53,6 +53,9 @@ type TextStore interface {
 type Options struct {
 	// Texts stores knowledge texts. Required.
 	Texts TextStore
+	// LeadSyncs is where lead-sync-status finds what the lead event
+	// shards did for a site (the store); nil leaves them out.
+	LeadSyncs starter.LeadSyncReader
 	// TaskQueue is where the workflows start; the task queue of the worker
 	// that handles the operation when empty.
 	TaskQueue string
@@ -165,7 +168,7 @@ func (s *Service) starter(ctx context.Context) *starter.Starter {
 		tq = info.TaskQueue
 	}
 	return starter.New(starter.Options{
-		Client: temporalnexus.GetClient(ctx), Texts: s.o.Texts, TaskQueue: tq,
+		Client: temporalnexus.GetClient(ctx), Texts: s.o.Texts, LeadSyncs: s.o.LeadSyncs, TaskQueue: tq,
 		Namespace: info.Namespace, DataConverter: s.dc,
 	})
 }

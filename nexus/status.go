@@ -21,7 +21,7 @@ func (s *Service) leadSyncStatus(ctx context.Context, in api.LeadSyncStatusInput
 	p, err := s.starter(ctx).LeadProgress(ctx, in.SiteID)
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
-		return api.LeadSyncProgress{}, handlerError(fmt.Errorf("no lead sync of site %s (%s); it starts with the site's first lead.created webhook or `siteops leads sync --site %s`: %w",
+		return api.LeadSyncProgress{}, handlerError(fmt.Errorf("no lead sync of site %s (%s), and no lead event shard synced it; a sync starts with the site's first lead.created webhook or `siteops leads sync --site %s`: %w",
 			in.SiteID, workflows.LeadSyncID(in.SiteID), in.SiteID, starter.ErrNotFound))
 	}
 	if err != nil {

@@ -2,11 +2,15 @@ package starter
 
 import (
 	"context"
+	"errors"
 	"time"
+
+	"go.temporal.io/api/serviceerror"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/workflows"
 )
 
@@ -26,9 +30,43 @@ func (s *Starter) SyncLeads(ctx context.Context, siteID string, full bool) (clie
 	return run, err
 }
 
-// LeadProgress queries a site's lead sync (its latest run).
+// LeadProgress queries a site's lead sync (its latest run) and, with
+// Options.LeadSyncs, adds what the lead event shards did for the site: a
+// site whose lead.created events go to a shard (SITEOPS_LEAD_SHARDS) may
+// have no lead sync of its own. It fails with the query's
+// *serviceerror.NotFound when neither knows the site.
 func (s *Starter) LeadProgress(ctx context.Context, siteID string) (workflows.LeadSyncProgress, error) {
-	return s.leadProgress(ctx, workflows.LeadSyncID(siteID), "")
+	p, err := s.leadProgress(ctx, workflows.LeadSyncID(siteID), "")
+	var nf *serviceerror.NotFound
+	if s.o.LeadSyncs == nil || (err != nil && !errors.As(err, &nf)) {
+		return p, err
+	}
+	sh, serr := s.o.LeadSyncs.LeadSiteSyncs(ctx, siteID)
+	switch {
+	case errors.Is(serr, store.ErrNotFound):
+		return p, err
+	case serr != nil && err != nil:
+		return p, err
+	case serr != nil:
+		s.warn("the lead event shards' syncs of site %s could not be read; the progress is the site's own lead sync's alone: %v", siteID, serr)
+		return p, nil
+	}
+	return addShardSyncs(p, sh), nil
+}
+
+// addShardSyncs adds to a site's lead sync progress what the lead event
+// shards did for the site: their events and syncs, and their last sync's
+// state when it is the later one.
+func addShardSyncs(p workflows.LeadSyncProgress, sh store.LeadSiteSyncs) workflows.LeadSyncProgress {
+	p.Events += sh.Events
+	p.DuplicateEvents += sh.Duplicates
+	p.Syncs += sh.Syncs
+	if sh.LastSyncAt.After(p.LastSyncAt) {
+		p.LastSyncAt = sh.LastSyncAt
+		p.CaughtUp = sh.CaughtUp && sh.LastError == ""
+		p.Leads = max(p.Leads, sh.Leads)
+	}
+	return p
 }
 
 func (s *Starter) leadProgress(ctx context.Context, id, runID string) (workflows.LeadSyncProgress, error) {

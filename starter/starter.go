@@ -19,6 +19,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/siteops/siteops/activities"
+	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/workflows"
 )
 
@@ -27,13 +28,23 @@ type TextStore interface {
 	PutKnowledgeText(ctx context.Context, text string) (string, error)
 }
 
+// LeadSyncReader reads what the lead event shards did for a site (the
+// store).
+type LeadSyncReader interface {
+	LeadSiteSyncs(ctx context.Context, siteID string) (store.LeadSiteSyncs, error)
+}
+
 // Starter starts and drives siteops workflows.
 type Starter struct{ o Options }
 
 // Options configure a Starter (New).
 type Options struct {
-	Client    client.Client
-	Texts     TextStore // needed by Onboard only
+	Client client.Client
+	Texts  TextStore // needed by Onboard only
+	// LeadSyncs, when set, is where LeadProgress finds what the lead
+	// event shards did for a site, which it adds to the site's own lead
+	// sync's progress.
+	LeadSyncs LeadSyncReader
 	TaskQueue string
 	// Namespace is where the search attributes of incidents are looked up;
 	// "default" when empty.

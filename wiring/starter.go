@@ -47,7 +47,7 @@ func starterWith(ctx context.Context, t config.Temporal, db *config.Database, lo
 	closers = append(closers, c.Close)
 	so.Client, so.TaskQueue, so.Namespace, so.DataConverter = c, t.TaskQueue, conn.Namespace, o.DataConverter
 	if texts != nil {
-		so.Texts = texts
+		so.Texts, so.LeadSyncs = texts, texts
 	}
 	return starter.New(so), closeAll, nil
 }

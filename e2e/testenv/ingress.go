@@ -38,6 +38,8 @@ type IngressOptions struct {
 	// Telemetry, when set, is the process's telemetry (its spans and
 	// metrics), as `siteops ingress` sets it up.
 	Telemetry *telemetry.Telemetry
+	// LeadShards is SITEOPS_LEAD_SHARDS (0: a lead sync per site).
+	LeadShards int
 }
 
 // Ingress is an ingress that StartIngress runs.
@@ -69,6 +71,7 @@ func (e *Env) StartIngress(tb testing.TB, o IngressOptions) *Ingress {
 	ing := IngressDefaults()
 	ing.Addr, ing.AdminAddr = fmt.Sprintf("127.0.0.1:%d", ps[0]), fmt.Sprintf("127.0.0.1:%d", ps[1])
 	ing.WebhookSecrets = strings.Join(o.WebhookSecrets, ",")
+	ing.LeadShards = o.LeadShards
 	cfg := wiring.IngressConfig{
 		Temporal: config.Temporal{Address: e.Address, Namespace: e.Namespace, TaskQueue: e.TaskQueue,
 			Identity: fmt.Sprintf("testenv-ingress-%d", ingresses.Add(1))},

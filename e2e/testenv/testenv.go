@@ -107,7 +107,7 @@ func New(tb testing.TB, o Options) *Env {
 	}
 	e.Client = c
 	e.closers = append(e.closers, c.Close)
-	e.Starter = starter.New(starter.Options{Client: c, Texts: st, TaskQueue: o.TaskQueue, Namespace: o.Namespace})
+	e.Starter = starter.New(starter.Options{Client: c, Texts: st, LeadSyncs: st, TaskQueue: o.TaskQueue, Namespace: o.Namespace})
 	return e
 }
 
