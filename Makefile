@@ -128,7 +128,7 @@ lint: $(TOOLS)/staticcheck $(TOOLS)/golangci-lint $(TOOLS)/workflowcheck
 ## deliberate workflow change (RELEASE names the folder; the older folders stay and must replay).
 histories: $(TOOLS)/temporal
 	@test -n "$(RELEASE)" || (echo "make histories RELEASE=<release name, e.g. release-3>"; exit 2)
-	SITEOPS_RECORD_HISTORIES=$(RELEASE) $(GO) test -count=1 -timeout 30m -run 'TestOnboardingReachesPublished|TestOnboardingSurvivesFaults|TestTenThousandLeadSync|TestEmbedOffThenRestore|TestRotationUnderContinuousDeliveries|TestWebhookCreateKeepsItsKeyAcrossRetries|TestBurstKeepsLeadSyncHistoriesSmall|TestLeadSyncCutShortCarriesItsProgress|TestDeletedEndpointSecretRefusedWithinOneReconcilePeriod|TestOnboardingStartedAgainWithSDKDefaults|TestLeadSweepFindsALeadWhoseDeliveryNeverCame' ./e2e/
+	SITEOPS_RECORD_HISTORIES=$(RELEASE) $(GO) test -count=1 -timeout 30m -run 'TestOnboardingReachesPublished|TestOnboardingSurvivesFaults|TestTenThousandLeadSync|TestEmbedOffThenRestore|TestRotationUnderContinuousDeliveries|TestWebhookCreateKeepsItsKeyAcrossRetries|TestBurstKeepsLeadSyncHistoriesSmall|TestLeadSyncCutShortCarriesItsProgress|TestDeletedEndpointSecretRefusedWithinOneReconcilePeriod|TestOnboardingStartedAgainWithSDKDefaults|TestLeadSweepFindsALeadWhoseDeliveryNeverCame|TestLeadShardsSyncTheEventsOfManySites' ./e2e/
 
 ## bench: the benchmarks whose numbers bench/README.md records: the packages' own
 ## benchmarks for BENCHTIME each; bench/'s counted benchmarks (deliveries, events,
