@@ -28,7 +28,12 @@ type SyncSiteLeadsInput struct {
 	// attempt carries the same); each site's is Key/site_id, under which
 	// the store keeps its position (UpsertLeadsAt) and counts it once
 	// (RecordLeadSiteSync).
-	Key   string           `json:"key"`
+	Key string `json:"key"`
+	// Order is when the shard scheduled the sync (its workflow clock, in
+	// ms): the store keeps a site's record from the latest sync, so that
+	// an attempt that outlived its timeout and records late changes
+	// nothing.
+	Order int64            `json:"order,omitempty"`
 	Sites []SiteLeadEvents `json:"sites"`
 	// Limit is the page size; MaxPages the pages read of one site before
 	// the site waits for the shard's next sync (0: no bound).
@@ -116,6 +121,11 @@ func (a *Activities) SyncSiteLeads(ctx context.Context, in SyncSiteLeadsInput) (
 	return res, nil
 }
 
+// retried says whether this is a retried attempt of the activity.
+func retried(ctx context.Context) bool {
+	return activity.IsActivity(ctx) && activity.GetInfo(ctx).Attempt > 1
+}
+
 // siteOutcome is how one site's sync within SyncSiteLeads ended.
 type siteOutcome struct {
 	pages, fresh        int
@@ -129,7 +139,11 @@ func (a *Activities) syncSite(ctx context.Context, in SyncSiteLeadsInput, site S
 	log := activity.GetLogger(ctx)
 	sin := SyncLeadsInput{SiteID: site.SiteID, Limit: in.Limit, MaxPages: in.MaxPages, SyncKey: in.Key + "/" + site.SiteID}
 	p := syncProgress{LastPageAt: a.now()}
-	pos, err := a.store.LeadSyncPosition(ctx, site.SiteID, sin.SyncKey)
+	// Only a retried attempt can find pages of this sync stored.
+	pos, err := store.LeadSyncPosition{}, error(store.ErrNotFound)
+	if retried(ctx) {
+		pos, err = a.store.LeadSyncPosition(ctx, site.SiteID, sin.SyncKey)
+	}
 	switch {
 	case err == nil:
 		p = syncProgress(pos) // an earlier attempt stored pages of it
@@ -148,7 +162,7 @@ func (a *Activities) syncSite(ctx context.Context, in SyncSiteLeadsInput, site S
 		p, done, err = a.readPages(ctx, sin, p, func(syncProgress) {})
 	}
 	o := siteOutcome{pages: p.Pages - before.Pages, fresh: p.New - before.New, more: !done}
-	rec := store.LeadSiteSync{SiteID: site.SiteID, Key: sin.SyncKey, Events: site.Events, Duplicates: site.Duplicates, CaughtUp: done, At: a.now()}
+	rec := store.LeadSiteSync{SiteID: site.SiteID, Key: sin.SyncKey, Order: in.Order, Events: site.Events, Duplicates: site.Duplicates, CaughtUp: done, At: a.now()}
 	if err != nil {
 		var app *temporal.ApplicationError
 		if err := classify(err); !errors.As(err, &app) || !app.NonRetryable() {
@@ -160,9 +174,6 @@ func (a *Activities) syncSite(ctx context.Context, in SyncSiteLeadsInput, site S
 	}
 	if done {
 		a.caughtUp(ctx)
-	}
-	if n, err := a.store.CountLeads(ctx, site.SiteID); err == nil {
-		rec.Leads = n
 	}
 	if err := a.store.RecordLeadSiteSync(context.WithoutCancel(ctx), rec); err != nil {
 		return siteOutcome{pages: o.pages, fresh: o.fresh, storeErr: err}

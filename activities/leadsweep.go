@@ -90,6 +90,10 @@ func (a *Activities) SweepLeads(ctx context.Context, in SweepLeadsInput) (SweepL
 		var saved SweepLeadsResult
 		if err := activity.GetHeartbeatDetails(ctx, &saved); err == nil {
 			res = saved
+			// An attempt of a release before MissedBy recorded none.
+			for len(res.MissedBy) < len(res.Missed) {
+				res.MissedBy = append(res.MissedBy, "")
+			}
 		}
 	}
 	var mu sync.Mutex
@@ -147,8 +151,13 @@ func (a *Activities) sweepSite(ctx context.Context, site store.LeadSweepSite, li
 	case site.Undecodable:
 		log.Warn("lead sweep: the site's stored lead sync position does not decode; the site is not checked", "site_id", site.SiteID)
 		return sweepFailed, nil
-	case !site.Position.Done:
+	case !site.Position.Done && (site.Position.LastPageAt.IsZero() || a.now().Sub(site.Position.LastPageAt) < DefaultStallTimeout):
 		return sweepSyncing, nil
+	case !site.Position.Done:
+		// A sync that stopped short and stored nothing for the stall
+		// timeout has ended (a shard gave the site up, a lead sync
+		// failed): whatever it left unread is missed.
+		return sweepMissed, nil
 	}
 	var page *agentsite.LeadPage
 	var err error

@@ -98,7 +98,7 @@ var Routes = []Route{
 var LeadEventsRoute = Route{
 	Type: string(webhook.LeadCreated), Lane: store.LaneBulk, Target: workflows.LeadEventsKind, Via: ViaShard,
 	Signal: workflows.SignalSiteLeads, Arg: siteLeads, Start: leadEventsInput, Batch: true,
-	Remembers: workflows.RecentEventsKept,
+	Remembers: workflows.ShardEventsKept,
 }
 
 // VerifiedRoute routes the record siteops makes of an endpoint's first

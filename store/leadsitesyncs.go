@@ -16,13 +16,14 @@ import (
 // ended. Key names the sync, once per site: recording a key already
 // recorded changes nothing.
 type LeadSiteSync struct {
-	SiteID     string
-	Key        string
+	SiteID string
+	Key    string
+	// Order is when the sync was scheduled (ms): a record of an earlier
+	// sync than the one the site's record holds changes nothing.
+	Order      int64
 	Events     int
 	Duplicates int
-	// Leads is how many leads of the site the store held after the sync.
-	Leads    int
-	CaughtUp bool
+	CaughtUp   bool
 	// Error is why the sync did not finish, empty when it did.
 	Error string
 	At    time.Time
@@ -41,10 +42,12 @@ type LeadSiteSyncs struct {
 }
 
 // RecordLeadSiteSync adds one shard sync of a site to the site's record:
-// its events to the counts, its end as the site's last state. It is
+// its events to the counts, its end as the site's last state, with the
+// leads the store holds for the site now. It is
 // idempotent per sync: an activity that recorded its sync and was then
-// retried does not count it twice. The shards sync one site at a time
-// each, so the last key is the only one a retry can repeat.
+// retried does not count it twice (the same key), and an attempt that
+// outlived its timeout and records after a later sync of the site
+// changes nothing (an earlier Order).
 func (s *Store) RecordLeadSiteSync(ctx context.Context, r LeadSiteSync) error {
 	if r.Key == "" {
 		return fmt.Errorf("store: a lead sync of site %s needs its key", r.SiteID)
@@ -53,16 +56,16 @@ func (s *Store) RecordLeadSiteSync(ctx context.Context, r LeadSiteSync) error {
 	if r.Error == "" {
 		syncs = 1
 	}
-	if _, err := s.db.ExecContext(ctx, `INSERT INTO lead_site_syncs (site_id, events, duplicate_events, syncs, leads, caught_up, last_error, last_key, last_sync_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO lead_site_syncs (site_id, events, duplicate_events, syncs, leads, caught_up, last_error, last_key, last_sync_at, last_order)
+		VALUES ($1, $2, $3, $4, (SELECT COUNT(*) FROM leads WHERE site_id = $1), $5, $6, $7, $8, $9)
 		ON CONFLICT (site_id) DO UPDATE SET
 			events = lead_site_syncs.events + excluded.events,
 			duplicate_events = lead_site_syncs.duplicate_events + excluded.duplicate_events,
 			syncs = lead_site_syncs.syncs + excluded.syncs,
 			leads = excluded.leads, caught_up = excluded.caught_up, last_error = excluded.last_error,
-			last_key = excluded.last_key, last_sync_at = excluded.last_sync_at
-		WHERE lead_site_syncs.last_key <> excluded.last_key`,
-		r.SiteID, r.Events, r.Duplicates, syncs, r.Leads, r.CaughtUp, r.Error, r.Key, r.At.UTC()); err != nil {
+			last_key = excluded.last_key, last_sync_at = excluded.last_sync_at, last_order = excluded.last_order
+		WHERE lead_site_syncs.last_key <> excluded.last_key AND lead_site_syncs.last_order < excluded.last_order`,
+		r.SiteID, r.Events, r.Duplicates, syncs, r.CaughtUp, r.Error, r.Key, r.At.UTC(), r.Order); err != nil {
 		return fmt.Errorf("store: recording a lead sync of site %s: %w", r.SiteID, err)
 	}
 	return nil

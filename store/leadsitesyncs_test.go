@@ -10,29 +10,39 @@ import (
 	"github.com/siteops/siteops/store/storetest"
 )
 
-func TestLeadSiteSyncsCountEachSyncOnce(t *testing.T) {
+func TestLeadSiteSyncsCountEachSyncOnceAndKeepTheLatest(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		ctx := t.Context()
 		if _, err := s.LeadSiteSyncs(ctx, "site_1"); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("LeadSiteSyncs of a site never synced = %v; want ErrNotFound", err)
 		}
 		at := time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)
-		first := store.LeadSiteSync{SiteID: "site_1", Key: "k1", Events: 3, Duplicates: 1, Leads: 7, CaughtUp: true, At: at}
+		// The record counts the site's leads in the store.
+		if _, err := s.UpsertLeads(ctx, "site_1", []agentsite.Lead{{ID: "lead_1", SiteID: "site_1", Raw: []byte(`{"id":"lead_1"}`)}}); err != nil {
+			t.Fatal(err)
+		}
+		first := store.LeadSiteSync{SiteID: "site_1", Key: "k1", Order: 1, Events: 3, Duplicates: 1, CaughtUp: true, At: at}
 		// The second record of k1 is a retried activity's: it counts once.
 		for range 2 {
 			if err := s.RecordLeadSiteSync(ctx, first); err != nil {
 				t.Fatal(err)
 			}
 		}
-		failed := store.LeadSiteSync{SiteID: "site_1", Key: "k2", Events: 2, Leads: 7, Error: "throttled", At: at.Add(time.Minute)}
+		failed := store.LeadSiteSync{SiteID: "site_1", Key: "k2", Order: 3, Events: 2, Error: "throttled", At: at.Add(time.Minute)}
 		if err := s.RecordLeadSiteSync(ctx, failed); err != nil {
+			t.Fatal(err)
+		}
+		// An attempt of a sync scheduled before k2 that records late (it
+		// outlived its timeout) changes nothing.
+		late := store.LeadSiteSync{SiteID: "site_1", Key: "k1b", Order: 2, Events: 9, CaughtUp: true, At: at.Add(2 * time.Minute)}
+		if err := s.RecordLeadSiteSync(ctx, late); err != nil {
 			t.Fatal(err)
 		}
 		got, err := s.LeadSiteSyncs(ctx, "site_1")
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := store.LeadSiteSyncs{Events: 5, Duplicates: 1, Syncs: 1, Leads: 7, LastError: "throttled", LastSyncAt: at.Add(time.Minute)}
+		want := store.LeadSiteSyncs{Events: 5, Duplicates: 1, Syncs: 1, Leads: 1, LastError: "throttled", LastSyncAt: at.Add(time.Minute)}
 		if got != want {
 			t.Errorf("LeadSiteSyncs = %+v; want %+v", got, want)
 		}

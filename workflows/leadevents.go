@@ -37,6 +37,14 @@ const (
 	// shardRetryMost is the longest a site whose reads fail waits before
 	// it is tried again.
 	shardRetryMost = time.Minute
+	// shardSyncBudget bounds one SyncSiteLeads with its retries. The
+	// relay signals a shard at most once a coalescing interval (1 s), so
+	// the history grows by a few thousand events at most while it runs.
+	shardSyncBudget = 30 * time.Minute
+	// ShardEventsKept is how many of the latest lead.created event ids a
+	// shard remembers, carried across continue-as-new, to count a
+	// redelivered event once: its sites share them.
+	ShardEventsKept = 5_000
 )
 
 // LeadShardKey is the shard of a site among shards (the key of its
@@ -83,7 +91,7 @@ type PendingSite struct {
 // LeadEventsStatus answers QueryLeadEvents.
 type LeadEventsStatus struct {
 	// Events counts distinct lead.created events; DuplicateEvents the
-	// deliveries of events already counted (the last RecentEventsKept).
+	// deliveries of events already counted (the last ShardEventsKept).
 	Events          int `json:"events"`
 	DuplicateEvents int `json:"duplicate_events"`
 	// Syncs counts SyncSiteLeads runs, SiteSyncs the sites they read to
@@ -139,8 +147,12 @@ func LeadEvents(ctx workflow.Context, in LeadEventsInput) error {
 		StartToCloseTimeout: leadSyncActivityBudget,
 		HeartbeatTimeout:    leadSyncHeartbeat,
 		// The activity fails only when the store cannot be reached: retry
-		// it for as long as that lasts, from each site's stored position.
-		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute},
+		// it, from each site's stored position, for at most
+		// shardSyncBudget; then its sites wait with backoff, and the run
+		// may continue as new: the signals that came meanwhile bound its
+		// history.
+		ScheduleToCloseTimeout: shardSyncBudget,
+		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute},
 	})
 	for n := 0; ; n++ {
 		s.drain()
@@ -177,17 +189,27 @@ type shard struct {
 func (s *shard) remember(id string) {
 	s.seen[id] = true
 	s.recent = append(s.recent, id)
-	if len(s.recent) > RecentEventsKept {
+	if len(s.recent) > ShardEventsKept {
 		delete(s.seen, s.recent[0])
 		s.recent = s.recent[1:]
 	}
 }
 
-// add puts a site in pending, or merges it into the entry it has there.
+// add puts a site in pending, or merges it into the entry it has there,
+// keeping the later retry time and the longer run of failures: a site
+// that keeps failing waits out its backoff however many events come.
 func (s *shard) add(p PendingSite) {
 	if i, ok := s.index[p.SiteID]; ok {
-		s.pending[i].Events += p.Events
-		s.pending[i].Duplicates += p.Duplicates
+		q := &s.pending[i]
+		q.Events += p.Events
+		q.Duplicates += p.Duplicates
+		q.Failures = max(q.Failures, p.Failures)
+		if p.NotBefore.After(q.NotBefore) {
+			q.NotBefore = p.NotBefore
+		}
+		if !p.FailingSince.IsZero() && (q.FailingSince.IsZero() || p.FailingSince.Before(q.FailingSince)) {
+			q.FailingSince = p.FailingSince
+		}
 		return
 	}
 	s.index[p.SiteID] = len(s.pending)
@@ -277,6 +299,7 @@ func (s *shard) sync(ctx, actx workflow.Context, n int, batch []PendingSite) err
 	info := workflow.GetInfo(ctx)
 	in := activities.SyncSiteLeadsInput{
 		Key:   Key(info.WorkflowExecution.ID, info.WorkflowExecution.RunID, "sync", strconv.Itoa(n)),
+		Order: workflow.Now(ctx).UnixMilli(),
 		Sites: make([]activities.SiteLeadEvents, len(batch)),
 		Limit: DefaultPageLimit, MaxPages: shardPagesPerSite,
 	}

@@ -99,7 +99,14 @@ func LeadSweep(ctx workflow.Context, in LeadSweepInput) (LeadSweepStatus, error)
 		}
 		for i, f := range s.futures {
 			sites := s.sitesOf(i)
-			if err := f.Get(ctx, nil); err != nil {
+			err := f.Get(ctx, nil)
+			if err != nil && i >= len(s.sites) {
+				// The shard is not running (cancelled, or shards turned
+				// off): ask the sites' own lead syncs, if they run.
+				sites, err = s.askLeadSyncs(ctx, sites)
+				st.Signalled += len(s.byShard[i-len(s.sites)]) - len(sites)
+			}
+			if err != nil {
 				st.NotRunning += len(sites)
 				workflow.GetLogger(ctx).Warn("lead sweep: sites miss leads and have no running lead sync to sync them", "site_ids", sites, "error", err)
 				continue
@@ -153,6 +160,23 @@ func (s *sweepSignals) toShard(shard, site string) {
 	}
 	s.shardKeys = append(s.shardKeys, shard)
 	s.byShard = append(s.byShard, []string{site})
+}
+
+// askLeadSyncs signals sync to the lead syncs of sites and returns those
+// that have none running, with the last error.
+func (s *sweepSignals) askLeadSyncs(ctx workflow.Context, sites []string) ([]string, error) {
+	fs := make([]workflow.Future, len(sites))
+	for i, site := range sites {
+		fs[i] = workflow.SignalExternalWorkflow(ctx, LeadSyncID(site), "", SignalSync, SyncRequest{})
+	}
+	var missed []string
+	var last error
+	for i, f := range fs {
+		if err := f.Get(ctx, nil); err != nil {
+			missed, last = append(missed, sites[i]), err
+		}
+	}
+	return missed, last
 }
 
 // sitesOf names the sites the i-th signal asks to sync.

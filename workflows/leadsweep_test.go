@@ -146,7 +146,7 @@ func TestLeadSweepSignalsOnlyTheSitesMissingLeads(t *testing.T) {
 	f := newFixture(t)
 	ctx := t.Context()
 	var sites []string
-	for i := range 4 {
+	for i := range 5 {
 		cs, err := f.api.CreateSite(ctx, "setup-"+string(rune('a'+i)), agentsite.NewSite{Title: "Site", Slug: "site-" + string(rune('a'+i)), Type: "business", Template: "minimal"})
 		if err != nil {
 			t.Fatal(err)
@@ -164,13 +164,18 @@ func TestLeadSweepSignalsOnlyTheSitesMissingLeads(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	current, missed, gone, syncing := sites[0], sites[1], sites[2], sites[3]
+	current, missed, gone, syncing, stalled := sites[0], sites[1], sites[2], sites[3], sites[4]
 	for _, site := range []string{missed, gone} {
 		if _, err := f.sim.CreateLeads(site, 2); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := f.store.UpsertLeadsAt(ctx, syncing, "sync-"+syncing, nil, store.LeadSyncPosition{Pages: 1}); err != nil {
+	if _, err := f.store.UpsertLeadsAt(ctx, syncing, "sync-"+syncing, nil, store.LeadSyncPosition{Pages: 1, LastPageAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	// A sync that stopped short and stored nothing for longer than the
+	// stall timeout has ended: the sweep counts its site as missed.
+	if _, err := f.store.UpsertLeadsAt(ctx, stalled, "sync-"+stalled, nil, store.LeadSyncPosition{Pages: 1, LastPageAt: time.Now().Add(-2 * activities.DefaultStallTimeout)}); err != nil {
 		t.Fatal(err)
 	}
 	seen, err := f.store.LeadSyncLastSeen(ctx, current)
@@ -180,12 +185,13 @@ func TestLeadSweepSignalsOnlyTheSitesMissingLeads(t *testing.T) {
 	time.Sleep(10 * time.Millisecond) // so that the check's time is later
 	f.env.OnSignalExternalWorkflow(mock.Anything, workflows.LeadSyncID(missed), "", workflows.SignalSync, mock.Anything).Return(nil).Once()
 	f.env.OnSignalExternalWorkflow(mock.Anything, workflows.LeadSyncID(gone), "", workflows.SignalSync, mock.Anything).Return(errUnknownWorkflow).Once()
+	f.env.OnSignalExternalWorkflow(mock.Anything, workflows.LeadSyncID(stalled), "", workflows.SignalSync, mock.Anything).Return(nil).Once()
 	f.env.ExecuteWorkflow(workflows.LeadSweepWorkflowName, workflows.LeadSweepInput{})
 	var st workflows.LeadSweepStatus
 	if err := f.env.GetWorkflowResult(&st); err != nil {
 		t.Fatal(err)
 	}
-	want := workflows.LeadSweepStatus{Done: true, Checked: 1, Syncing: 1, Missed: 2, Signalled: 1, NotRunning: 1}
+	want := workflows.LeadSweepStatus{Done: true, Checked: 1, Syncing: 1, Missed: 3, Signalled: 2, NotRunning: 1}
 	if st != want {
 		t.Errorf("sweep = %+v; want %+v", st, want)
 	}
@@ -195,5 +201,57 @@ func TestLeadSweepSignalsOnlyTheSitesMissingLeads(t *testing.T) {
 	}
 	if checked, err := f.store.LeadSyncLastSeen(ctx, current); err != nil || !checked.After(seen) {
 		t.Errorf("the current site was last seen %s (%v); want the sweep's check after %s", checked, err, seen)
+	}
+}
+
+// TestLeadSweepAsksTheShardThatSyncedASite: a missed site that a lead
+// event shard synced last is asked through that shard, one signal for
+// its sites; when the shard does not run, the site's own lead sync is
+// asked instead.
+func TestLeadSweepAsksTheShardThatSyncedASite(t *testing.T) {
+	f := newFixture(t)
+	ctx := t.Context()
+	var sites []string
+	for i := range 3 {
+		cs, err := f.api.CreateSite(ctx, "shard-setup-"+string(rune('a'+i)), agentsite.NewSite{Title: "Site", Slug: "shard-site-" + string(rune('a'+i)), Type: "business", Template: "minimal"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.sim.CreateLeads(cs.Site.ID, 3); err != nil {
+			t.Fatal(err)
+		}
+		sites = append(sites, cs.Site.ID)
+	}
+	// Shard 0 synced the first two, shard 1 the third; then each got a
+	// lead whose delivery never came.
+	shardOf := []string{"0", "0", "1"}
+	for i, site := range sites {
+		env := f.suite.NewTestActivityEnvironment()
+		env.RegisterActivity(f.acts)
+		key := workflows.Key(workflows.LeadEventsKind.ID(shardOf[i]), "run", "sync", "1", site)
+		if _, err := env.ExecuteActivity(f.acts.SyncLeads, activities.SyncLeadsInput{SiteID: site, Limit: workflows.DefaultPageLimit, SyncKey: key}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.sim.CreateLeads(site, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var toShard0 workflows.SiteLeadsSignal
+	f.env.OnSignalExternalWorkflow(mock.Anything, workflows.LeadEventsKind.ID("0"), "", workflows.SignalSiteLeads, mock.Anything).
+		Run(func(args mock.Arguments) { toShard0 = args.Get(4).(workflows.SiteLeadsSignal) }).Return(nil).Once()
+	f.env.OnSignalExternalWorkflow(mock.Anything, workflows.LeadEventsKind.ID("1"), "", workflows.SignalSiteLeads, mock.Anything).Return(errUnknownWorkflow).Once()
+	f.env.OnSignalExternalWorkflow(mock.Anything, workflows.LeadSyncID(sites[2]), "", workflows.SignalSync, mock.Anything).Return(nil).Once()
+	f.env.ExecuteWorkflow(workflows.LeadSweepWorkflowName, workflows.LeadSweepInput{})
+	var st workflows.LeadSweepStatus
+	if err := f.env.GetWorkflowResult(&st); err != nil {
+		t.Fatal(err)
+	}
+	want := workflows.LeadSweepStatus{Done: true, Missed: 3, Signalled: 3}
+	if st != want {
+		t.Errorf("sweep = %+v; want %+v", st, want)
+	}
+	f.env.AssertExpectations(t)
+	if len(toShard0.Sites) != 2 || toShard0.Sites[0].SiteID != sites[0] || toShard0.Sites[1].SiteID != sites[1] {
+		t.Errorf("shard 0 was asked for %+v; want the first two sites in one signal", toShard0.Sites)
 	}
 }
