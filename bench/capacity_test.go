@@ -209,6 +209,7 @@ type capacityRig struct {
 	specs         []starter.Spec
 	run           string
 	sites         atomic.Int64
+	events        atomic.Int64 // lead.created delivered, for unique event ids
 	// adminTx counts the rig's own queries in the store's database, left
 	// out of the commits.
 	adminTx atomic.Int64
@@ -219,12 +220,18 @@ type capacityRig struct {
 	// lead (by lead id), for the time from acceptance to the store.
 	acceptedMu sync.Mutex
 	accepted   map[string]time.Time
+	// shards is the ingress's SITEOPS_LEAD_SHARDS
+	// (SITEOPS_BENCH_CAP_LEAD_SHARDS; 0: a lead sync per site).
+	shards int
 }
 
 func newCapacityRig(b *testing.B) *capacityRig {
 	b.Helper()
 	const apiKey = "svc_live_bench"
 	r := &capacityRig{b: b, run: fmt.Sprintf("%d", time.Now().UnixNano()%1e9)}
+	if os.Getenv("SITEOPS_BENCH_CAP_LEAD_SHARDS") != "" {
+		r.shards = capSize(b, "SITEOPS_BENCH_CAP_LEAD_SHARDS", workflows.MaxLeadShards, 0)
+	}
 	bin, err := siteopstest.Build(b.TempDir())
 	if err != nil {
 		b.Fatal(err)
@@ -315,7 +322,7 @@ func newCapacityRig(b *testing.B) *capacityRig {
 		"TEMPORAL_ADDRESS="+temporalAddress, "TEMPORAL_NAMESPACE=default", "SITEOPS_TASK_QUEUE="+r.queue,
 		"SITEOPS_INGRESS_ADDR="+addr, "SITEOPS_INGRESS_ADMIN_ADDR=", "SITEOPS_WEBHOOK_SECRETS="+secret,
 		"SITEOPS_DATABASE_URL="+withApp(r.ingApp), "SITEOPS_SECRET_KEY="+base64.StdEncoding.EncodeToString(storetest.TestKey),
-		"SITEOPS_LOG_LEVEL=warn")
+		"SITEOPS_LOG_LEVEL=warn", fmt.Sprintf("SITEOPS_LEAD_SHARDS=%d", r.shards))
 	var ingLogs bytes.Buffer
 	ing.Stdout, ing.Stderr = &ingLogs, &ingLogs
 	ing.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -480,8 +487,9 @@ func (r *capacityRig) sendLeadEventsFor(b *testing.B, sites []*capSite, n, rate 
 		}
 		site.leads.Add(1)
 		sent++
+		seq := r.events.Add(1)
 		wg.Go(func() {
-			id := fmt.Sprintf("evt_cap%s_%s_%d", r.run, site.id, i)
+			id := fmt.Sprintf("evt_cap%s_%s_%d", r.run, site.id, seq)
 			body := fmt.Sprintf(`{"id":%q,"type":"lead.created","created_at":"2026-11-25T09:00:00.000Z","data":{"site_id":%q,"lead_id":%q}}`, id, site.id, ids[0])
 			resp, err := hc.Do(signedDelivery(r.ingress, secret, id, webhook.LeadCreated, body))
 			if err != nil {
@@ -746,6 +754,9 @@ func (r *capacityRig) measureOnboardings(b *testing.B, n int) unitCost {
 func (r *capacityRig) measureLeadEvents(b *testing.B, nSites, n, rate int) unitCost {
 	b.Helper()
 	sites := r.newSites(b, nSites)
+	if r.shards > 0 {
+		return r.measureShardedLeadEvents(b, sites, n, rate)
+	}
 	r.startLeadSyncs(b, sites, 0)
 	defer r.terminate(sites)
 	marks := r.historyMarks(b, sites)
@@ -762,6 +773,74 @@ func (r *capacityRig) measureLeadEvents(b *testing.B, nSites, n, rate int) unitC
 
 	logTables(b, before, after, sent)
 	return costLess(before, after, sent, r.historiesSince(b, sites, marks), r.base)
+}
+
+// measureShardedLeadEvents is measureLeadEvents with lead shards: the
+// sites have no lead sync of their own; one event each first brings
+// their prefilled leads in (and starts the shards), then n events are
+// measured, their actions counted in the shards' histories.
+func (r *capacityRig) measureShardedLeadEvents(b *testing.B, sites []*capSite, n, rate int) unitCost {
+	b.Helper()
+	if prefill := capPrefill(b); prefill > 0 {
+		for _, s := range sites {
+			if _, err := r.sim.CreateLeads(s.id, prefill); err != nil {
+				b.Fatal(err)
+			}
+			s.leads.Add(int64(prefill))
+		}
+	}
+	r.sendLeadEvents(b, sites, len(sites), rate)
+	r.waitLeads(b, sites)
+	time.Sleep(2 * time.Second) // the shards' workflow tasks after their syncs
+	marks := r.shardMarks(b)
+	before := r.read(b)
+	b.ResetTimer()
+	r.acceptedMu.Lock()
+	r.accepted = map[string]time.Time{}
+	r.acceptedMu.Unlock()
+	sent := r.sendLeadEvents(b, sites, n, rate)
+	r.waitLeads(b, sites)
+	b.StopTimer()
+	after := r.read(b)
+	r.reportStoredAfterAccepted(b)
+	h := r.shardsSince(b, marks)
+	b.ReportMetric(float64(r.shards), "shards")
+	logTables(b, before, after, sent)
+	return costLess(before, after, sent, h, r.base)
+}
+
+// shardMarks is where each running lead event shard's history stood.
+func (r *capacityRig) shardMarks(b *testing.B) map[string]historyCount {
+	b.Helper()
+	marks := map[string]historyCount{}
+	for k := range r.shards {
+		id := workflows.LeadEventsKind.ID(fmt.Sprint(k))
+		d, err := r.c.DescribeWorkflowExecution(b.Context(), id, "")
+		if err != nil {
+			continue // no site of the run fell in it
+		}
+		marks[id] = historyCount{lastEvent: d.GetWorkflowExecutionInfo().GetHistoryLength(), runID: d.GetWorkflowExecutionInfo().GetExecution().GetRunId()}
+	}
+	if len(marks) == 0 {
+		b.Fatal("no lead event shard runs")
+	}
+	return marks
+}
+
+// shardsSince counts the shards' histories since marks, across the runs
+// they continued as new into meanwhile.
+func (r *capacityRig) shardsSince(b *testing.B, marks map[string]historyCount) historyCount {
+	b.Helper()
+	var h historyCount
+	for id, m := range marks {
+		run, since := m.runID, m.lastEvent
+		for run != "" {
+			g, next := historyOfRun(b, r.c, id, run, since)
+			h.add(g)
+			run, since = next, 0
+		}
+	}
+	return h
 }
 
 // measureIdle starts n lead syncs of empty sites polling every poll and
@@ -954,8 +1033,15 @@ func (h *historyCount) add(g historyCount) {
 // Queries are actions too; none is made here.
 func historyActions(b *testing.B, c client.Client, id string, since int64) historyCount {
 	b.Helper()
-	it := c.GetWorkflowHistory(b.Context(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	var h historyCount
+	h, _ := historyOfRun(b, c, id, "", since)
+	return h
+}
+
+// historyOfRun is historyActions of one run (the latest when runID is
+// empty); next is the run it continued as new into, if it did.
+func historyOfRun(b *testing.B, c client.Client, id, runID string, since int64) (h historyCount, next string) {
+	b.Helper()
+	it := c.GetWorkflowHistory(b.Context(), id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	scheduled := map[int64]string{} // activity type by scheduled event id
 	laTasks := map[int64]bool{}
 	for it.HasNext() {
@@ -978,9 +1064,10 @@ func historyActions(b *testing.B, c client.Client, id string, since int64) histo
 			h.timersFired++
 		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
 			h.continuedAsNew++
+			next = ev.GetWorkflowExecutionContinuedAsNewEventAttributes().GetNewExecutionRunId()
 		}
 	}
-	return h
+	return h, next
 }
 
 // heartbeatsSent is how many activity heartbeats the worker whose metrics
