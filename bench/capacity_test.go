@@ -918,6 +918,10 @@ func (r *capacityRig) measureMixed(b *testing.B, onb, lead unitCost, nSites, onb
 	r.startLeadSyncs(b, sites, 0)
 	defer r.terminate(sites)
 	marks := r.historyMarks(b, sites)
+	var shardMarks map[string]historyCount
+	if r.shards > 0 {
+		shardMarks = r.shardMarks(b)
+	}
 	before := r.read(b)
 	b.ResetTimer()
 	var wg sync.WaitGroup
@@ -981,6 +985,10 @@ func (r *capacityRig) measureMixed(b *testing.B, onb, lead unitCost, nSites, onb
 	// onboardings' histories whole, the lead syncs' since the marks, and
 	// the heartbeats the worker sent meanwhile.
 	h := r.historiesSince(b, sites, marks)
+	if r.shards > 0 {
+		// The events went to the shards: their histories, across runs.
+		h.add(r.shardsSince(b, shardMarks))
+	}
 	for i := range int(nOnb) {
 		h.add(historyActions(b, r.c, r.onboardingID(fmt.Sprintf("m%04d", i)), 0))
 	}
