@@ -2,12 +2,16 @@ package workflows_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/siteops/siteops/activities"
 
 	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/simulator"
@@ -157,5 +161,37 @@ func TestLeadEventsKeepsAFailingSiteFromTheOthers(t *testing.T) {
 	rec, err := f.store.LeadSiteSyncs(t.Context(), a)
 	if err != nil || rec.Events != 2 || rec.LastError != "" || !rec.CaughtUp {
 		t.Errorf("the store's record of site a = %+v, %v; want both events counted once, caught up", rec, err)
+	}
+}
+
+// TestLeadEventsContinuesAsNewWithWhatItHasNotSynced: a shard whose
+// history passes its bound continues as new carrying its status, the
+// event ids it remembers and the sites it has yet to sync; a run started
+// with pending sites (continued) syncs them first.
+func TestLeadEventsContinuesAsNewWithWhatItHasNotSynced(t *testing.T) {
+	f := newFixture(t)
+	a, b := f.siteNamed(t, "acme-can-a", 2), f.siteNamed(t, "acme-can-b", 3)
+	f.env.RegisterDelayedCallback(func() {
+		f.env.SetCurrentHistoryLength(workflows.MaxHistoryEvents + 1)
+		f.env.SignalWorkflow(workflows.SignalSiteLeads, workflows.SiteLeadsSignal{Sites: []workflows.SiteEvents{{SiteID: b, EventIDs: []string{"evt_b"}}}})
+	}, time.Minute)
+	f.env.ExecuteWorkflow(workflows.LeadEventsWorkflowName, workflows.LeadEventsInput{Shard: "0",
+		Pending: []workflows.PendingSite{{SiteLeadEvents: activities.SiteLeadEvents{SiteID: a, Events: 1}}}})
+	var can *workflow.ContinueAsNewError
+	if !errors.As(f.env.GetWorkflowError(), &can) {
+		t.Fatalf("the shard ended with %v; want it continued as new", f.env.GetWorkflowError())
+	}
+	var next workflows.LeadEventsInput
+	if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
+		t.Fatal(err)
+	}
+	if len(next.Pending) != 1 || next.Pending[0].SiteID != b || next.Pending[0].Events != 1 {
+		t.Errorf("the next run's pending sites = %+v; want %s with its event", next.Pending, b)
+	}
+	if next.Status.Runs != 1 || next.Status.Syncs != 1 || next.Status.Events != 1 || len(next.RecentEvents) != 1 || next.RecentEvents[0] != "evt_b" {
+		t.Errorf("the next run's input carries status %+v and event ids %v; want this run's one sync and evt_b", next.Status, next.RecentEvents)
+	}
+	if n, _ := f.store.CountLeads(t.Context(), a); n != 2 {
+		t.Errorf("the pending site of the input holds %d leads; want 2", n)
 	}
 }
