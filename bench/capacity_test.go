@@ -423,13 +423,8 @@ func (r *capacityRig) newSites(b *testing.B, n int) []*capSite {
 // zero for the default) and waits until each has synced once and idles.
 func (r *capacityRig) startLeadSyncs(b *testing.B, sites []*capSite, poll time.Duration) {
 	b.Helper()
-	if prefill := capPrefill(b); prefill > 0 && poll == 0 {
-		for _, s := range sites {
-			if _, err := r.sim.CreateLeads(s.id, prefill); err != nil {
-				b.Fatal(err)
-			}
-			s.leads.Add(int64(prefill))
-		}
+	if poll == 0 {
+		r.prefill(b, sites)
 	}
 	before := r.sim.RequestStats().Requests
 	parallel(b, len(sites), 16, func(i int) error {
@@ -447,6 +442,21 @@ func (r *capacityRig) startLeadSyncs(b *testing.B, sites []*capSite, poll time.D
 		time.Sleep(100 * time.Millisecond)
 	}
 	time.Sleep(2 * time.Second) // their workflow tasks after the sync
+}
+
+// prefill gives each site capPrefill leads before its first sync.
+func (r *capacityRig) prefill(b *testing.B, sites []*capSite) {
+	b.Helper()
+	prefill := capPrefill(b)
+	if prefill == 0 {
+		return
+	}
+	for _, s := range sites {
+		if _, err := r.sim.CreateLeads(s.id, prefill); err != nil {
+			b.Fatal(err)
+		}
+		s.leads.Add(int64(prefill))
+	}
 }
 
 // terminate ends the sites' lead syncs, so that their poll timers do not
@@ -760,19 +770,27 @@ func (r *capacityRig) measureLeadEvents(b *testing.B, nSites, n, rate int) unitC
 	r.startLeadSyncs(b, sites, 0)
 	defer r.terminate(sites)
 	marks := r.historyMarks(b, sites)
-	before := r.read(b)
+	before, after, sent := r.deliverMeasured(b, sites, n, rate)
+	return costLess(before, after, sent, r.historiesSince(b, sites, marks), r.base)
+}
+
+// deliverMeasured delivers n lead.created events at rate per second over
+// sites between two readings, waits until every lead is in the store,
+// and reports the time from each 2xx to its lead in the store.
+func (r *capacityRig) deliverMeasured(b *testing.B, sites []*capSite, n, rate int) (before, after capReading, sent int) {
+	b.Helper()
+	before = r.read(b)
 	b.ResetTimer()
 	r.acceptedMu.Lock()
 	r.accepted = map[string]time.Time{}
 	r.acceptedMu.Unlock()
-	sent := r.sendLeadEvents(b, sites, n, rate)
+	sent = r.sendLeadEvents(b, sites, n, rate)
 	r.waitLeads(b, sites)
 	b.StopTimer()
-	after := r.read(b)
+	after = r.read(b)
 	r.reportStoredAfterAccepted(b) // after the reading: its queries are not the units'
-
 	logTables(b, before, after, sent)
-	return costLess(before, after, sent, r.historiesSince(b, sites, marks), r.base)
+	return before, after, sent
 }
 
 // measureShardedLeadEvents is measureLeadEvents with lead shards: the
@@ -781,32 +799,14 @@ func (r *capacityRig) measureLeadEvents(b *testing.B, nSites, n, rate int) unitC
 // measured, their actions counted in the shards' histories.
 func (r *capacityRig) measureShardedLeadEvents(b *testing.B, sites []*capSite, n, rate int) unitCost {
 	b.Helper()
-	if prefill := capPrefill(b); prefill > 0 {
-		for _, s := range sites {
-			if _, err := r.sim.CreateLeads(s.id, prefill); err != nil {
-				b.Fatal(err)
-			}
-			s.leads.Add(int64(prefill))
-		}
-	}
+	r.prefill(b, sites)
 	r.sendLeadEvents(b, sites, len(sites), rate)
 	r.waitLeads(b, sites)
 	time.Sleep(2 * time.Second) // the shards' workflow tasks after their syncs
 	marks := r.shardMarks(b)
-	before := r.read(b)
-	b.ResetTimer()
-	r.acceptedMu.Lock()
-	r.accepted = map[string]time.Time{}
-	r.acceptedMu.Unlock()
-	sent := r.sendLeadEvents(b, sites, n, rate)
-	r.waitLeads(b, sites)
-	b.StopTimer()
-	after := r.read(b)
-	r.reportStoredAfterAccepted(b)
-	h := r.shardsSince(b, marks)
+	before, after, sent := r.deliverMeasured(b, sites, n, rate)
 	b.ReportMetric(float64(r.shards), "shards")
-	logTables(b, before, after, sent)
-	return costLess(before, after, sent, h, r.base)
+	return costLess(before, after, sent, r.shardsSince(b, marks), r.base)
 }
 
 // shardMarks is where each running lead event shard's history stood.

@@ -13,7 +13,6 @@ import (
 
 	"github.com/siteops/siteops/activities"
 
-	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/workflows"
 )
@@ -21,15 +20,7 @@ import (
 // shardStatus queries the lead event shard under test.
 func (f *fixture) shardStatus(t *testing.T) workflows.LeadEventsStatus {
 	t.Helper()
-	v, err := f.env.QueryWorkflow(workflows.QueryLeadEvents)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var s workflows.LeadEventsStatus
-	if err := v.Get(&s); err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return queried[workflows.LeadEventsStatus](t, f, workflows.QueryLeadEvents)
 }
 
 // TestLeadEventsSyncsManySitesWithOneActivity: one signal carrying the
@@ -86,19 +77,6 @@ func TestLeadEventsSyncsManySitesWithOneActivity(t *testing.T) {
 	if rec.Events != 2 || rec.Duplicates != 1 || rec.Syncs != 2 || rec.Leads != 252 || !rec.CaughtUp {
 		t.Errorf("the store's record of site b = %+v; want 2 events, 1 duplicate, 2 syncs, 252 leads, caught up", rec)
 	}
-}
-
-// siteNamed creates a site with the slug and n leads.
-func (f *fixture) siteNamed(t *testing.T, slug string, n int) string {
-	t.Helper()
-	cs, err := f.api.CreateSite(t.Context(), "setup-"+slug, agentsite.NewSite{Title: "Acme", Slug: slug, Type: "business", Template: "minimal"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.sim.CreateLeads(cs.Site.ID, n); n > 0 && err != nil {
-		t.Fatal(err)
-	}
-	return cs.Site.ID
 }
 
 // countSyncSiteLeads counts the SyncSiteLeads attempts started.

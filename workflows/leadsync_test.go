@@ -27,7 +27,17 @@ import (
 
 func (f *fixture) siteWithLeads(t *testing.T, n int) string {
 	t.Helper()
-	cs, err := f.api.CreateSite(t.Context(), "setup-site", agentsite.NewSite{Title: "Acme", Slug: "acme", Type: "business", Template: "minimal"})
+	return f.siteNamed(t, "acme", n)
+}
+
+// siteNamed creates a site with the slug and n leads.
+func (f *fixture) siteNamed(t *testing.T, slug string, n int) string {
+	t.Helper()
+	setup := "setup-" + slug
+	if slug == "acme" {
+		setup = "setup-site" // the key the tests before siteNamed used
+	}
+	cs, err := f.api.CreateSite(t.Context(), setup, agentsite.NewSite{Title: "Acme", Slug: slug, Type: "business", Template: "minimal"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,17 +49,23 @@ func (f *fixture) siteWithLeads(t *testing.T, n int) string {
 	return cs.Site.ID
 }
 
-func (f *fixture) progress(t *testing.T) workflows.LeadSyncProgress {
+// queried answers the query name of the workflow under test.
+func queried[T any](t *testing.T, f *fixture, name string) T {
 	t.Helper()
-	v, err := f.env.QueryWorkflow(workflows.QueryProgress)
+	var out T
+	v, err := f.env.QueryWorkflow(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var p workflows.LeadSyncProgress
-	if err := v.Get(&p); err != nil {
+	if err := v.Get(&out); err != nil {
 		t.Fatal(err)
 	}
-	return p
+	return out
+}
+
+func (f *fixture) progress(t *testing.T) workflows.LeadSyncProgress {
+	t.Helper()
+	return queried[workflows.LeadSyncProgress](t, f, workflows.QueryProgress)
 }
 
 func TestLeadSyncCatchesUpAndFollowsEvents(t *testing.T) {
