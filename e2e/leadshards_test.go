@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 
 	"github.com/siteops/siteops/e2e/testenv"
+	"github.com/siteops/siteops/nexus/api"
 	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/store"
@@ -53,6 +54,16 @@ func TestLeadShardsSyncTheEventsOfManySites(t *testing.T) {
 		if _, err := e.Client.DescribeWorkflowExecution(t.Context(), workflows.LeadSyncID(site), ""); !errors.As(err, &nf) {
 			t.Errorf("site %s has a lead sync of its own (%v); with shards its events go to its shard alone", site, err)
 		}
+	}
+	// The Nexus operation answers the same for a site without a lead sync
+	// of its own.
+	endpointName, _ := createEndpoint(t, e.Address, e.Namespace)
+	var viaNexus api.LeadSyncProgress
+	if err := newCaller(t, e.Address).call(t, endpointName, api.LeadSyncStatusName, api.LeadSyncStatusInput{SiteID: ids[1]}, &viaNexus); err != nil {
+		t.Fatalf("lead-sync-status of %s: %v", ids[1], err)
+	}
+	if want := len(e.Sim.LeadIDs(ids[1])); viaNexus.Events != want || viaNexus.Leads != want || !viaNexus.CaughtUp {
+		t.Errorf("lead-sync-status of %s = %+v; want its %d events and leads, caught up", ids[1], viaNexus, want)
 	}
 	// No more workflows than shards carried every site's events.
 	for k := range shards {
