@@ -9,8 +9,8 @@ import (
 	"go.temporal.io/api/serviceerror"
 
 	"github.com/siteops/siteops/e2e/testenv"
-	"github.com/siteops/siteops/nexus/api"
 	"github.com/siteops/siteops/internal/siteopstest"
+	"github.com/siteops/siteops/nexus/api"
 	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/workflows"
