@@ -131,11 +131,8 @@ func (s *LeadEventsStatus) Summary() []string {
 // The shard runs until cancelled, continuing as new before its history
 // grows large.
 func LeadEvents(ctx workflow.Context, in LeadEventsInput) error {
-	s := &shard{in: in, st: in.Status, seen: map[string]bool{}, index: map[string]int{}}
+	s := &shard{in: in, st: in.Status, recent: newRecentIDs(ShardEventsKept, in.RecentEvents), index: map[string]int{}}
 	s.st.Runs++
-	for _, id := range in.RecentEvents {
-		s.remember(id)
-	}
 	for _, p := range in.Pending {
 		s.add(p)
 	}
@@ -176,23 +173,13 @@ func LeadEvents(ctx workflow.Context, in LeadEventsInput) error {
 type shard struct {
 	in      LeadEventsInput
 	st      LeadEventsStatus
-	seen    map[string]bool
-	recent  []string
+	recent  *recentIDs
 	pending []PendingSite
 	index   map[string]int // site → its place in pending
 	ch      workflow.ReceiveChannel
 	// timer wakes the shard for the earliest site to retry; kept until
 	// it fires, so that waiting costs no timer per signal.
 	timer workflow.Future
-}
-
-func (s *shard) remember(id string) {
-	s.seen[id] = true
-	s.recent = append(s.recent, id)
-	if len(s.recent) > ShardEventsKept {
-		delete(s.seen, s.recent[0])
-		s.recent = s.recent[1:]
-	}
 }
 
 // add puts a site in pending, or merges it into the entry it has there,
@@ -223,11 +210,11 @@ func (s *shard) onSignal(sig SiteLeadsSignal) {
 		}
 		p := PendingSite{SiteLeadEvents: activities.SiteLeadEvents{SiteID: site.SiteID}}
 		for _, id := range site.EventIDs {
-			if s.seen[id] {
+			if s.recent.has(id) {
 				p.Duplicates++
 				continue
 			}
-			s.remember(id)
+			s.recent.remember(id)
 			p.Events++
 		}
 		s.st.Events += p.Events
@@ -242,6 +229,15 @@ func (s *shard) drain() {
 		s.onSignal(sig)
 		sig = SiteLeadsSignal{}
 	}
+}
+
+// addSignal adds the shard's signal channel to sel.
+func (s *shard) addSignal(ctx workflow.Context, sel workflow.Selector) {
+	sel.AddReceive(s.ch, func(c workflow.ReceiveChannel, _ bool) {
+		var sig SiteLeadsSignal
+		c.Receive(ctx, &sig)
+		s.onSignal(sig)
+	})
 }
 
 // ready takes out of pending the sites to sync now, in the order they
@@ -281,11 +277,7 @@ func (s *shard) wait(ctx workflow.Context) {
 		}
 	}
 	sel := workflow.NewSelector(ctx)
-	sel.AddReceive(s.ch, func(c workflow.ReceiveChannel, _ bool) {
-		var sig SiteLeadsSignal
-		c.Receive(ctx, &sig)
-		s.onSignal(sig)
-	})
+	s.addSignal(ctx, sel)
 	if s.timer != nil {
 		sel.AddFuture(s.timer, func(workflow.Future) { s.timer = nil })
 	}
@@ -312,11 +304,7 @@ func (s *shard) sync(ctx, actx workflow.Context, n int, batch []PendingSite) err
 	for !f.IsReady() {
 		sel := workflow.NewSelector(ctx)
 		sel.AddFuture(f, func(workflow.Future) {})
-		sel.AddReceive(s.ch, func(c workflow.ReceiveChannel, _ bool) {
-			var sig SiteLeadsSignal
-			c.Receive(ctx, &sig)
-			s.onSignal(sig)
-		})
+		s.addSignal(ctx, sel)
 		sel.Select(ctx)
 	}
 	s.st.Syncing = false
@@ -380,6 +368,6 @@ func (s *shard) historyFull(ctx workflow.Context) bool {
 }
 
 func (s *shard) continueAsNew(ctx workflow.Context) error {
-	next := LeadEventsInput{Shard: s.in.Shard, Pending: s.pending, RecentEvents: append([]string(nil), s.recent...), Status: s.status()}
+	next := LeadEventsInput{Shard: s.in.Shard, Pending: s.pending, RecentEvents: s.recent.ids(), Status: s.status()}
 	return workflow.NewContinueAsNewError(ctx, LeadEventsWorkflowName, next)
 }

@@ -240,7 +240,7 @@ type LeadSyncProgress struct {
 // polls. It runs until cancelled, continuing as new before its history grows
 // large.
 func LeadSync(ctx workflow.Context, in LeadSyncInput) error {
-	s := &leadSync{in: in, seen: map[string]bool{}}
+	s := &leadSync{in: in}
 	if err := s.setup(ctx); err != nil {
 		return err
 	}
@@ -250,8 +250,7 @@ func LeadSync(ctx workflow.Context, in LeadSyncInput) error {
 type leadSync struct {
 	in       LeadSyncInput
 	p        LeadSyncProgress
-	seen     map[string]bool
-	recent   []string
+	recent   *recentIDs
 	pending  bool // a trigger arrived since the last sync
 	fullNext bool
 	bounded  bool // versionBoundedHistory
@@ -285,9 +284,7 @@ func (s *leadSync) setup(ctx workflow.Context) error {
 	}
 	s.p = s.in.Progress
 	s.p.Runs++
-	for _, id := range s.in.RecentEvents {
-		s.remember(id)
-	}
+	s.recent = newRecentIDs(RecentEventsKept, s.in.RecentEvents)
 	s.fullNext = s.in.Full
 	s.leadCh = workflow.GetSignalChannel(ctx, SignalLeadCreated)
 	s.leadsCh = workflow.GetSignalChannel(ctx, SignalLeadsCreated)
@@ -295,25 +292,16 @@ func (s *leadSync) setup(ctx workflow.Context) error {
 	return workflow.SetQueryHandler(ctx, QueryProgress, func() (LeadSyncProgress, error) { return s.p, nil })
 }
 
-func (s *leadSync) remember(id string) {
-	s.seen[id] = true
-	s.recent = append(s.recent, id)
-	if len(s.recent) > RecentEventsKept {
-		delete(s.seen, s.recent[0])
-		s.recent = s.recent[1:]
-	}
-}
-
 // onEvent counts one lead.created event once, however often it is
 // delivered, and wakes the sync.
 func (s *leadSync) onEvent(eventID string) {
-	if eventID != "" && s.seen[eventID] {
+	if eventID != "" && s.recent.has(eventID) {
 		s.p.DuplicateEvents++
 		return
 	}
 	s.p.Events++
 	if eventID != "" {
-		s.remember(eventID)
+		s.recent.remember(eventID)
 	}
 	s.pending = true
 }
@@ -629,7 +617,7 @@ func (s *leadSync) continueAsNew(ctx workflow.Context) error {
 	next := s.in
 	next.Full = s.fullNext
 	next.Progress = s.p
-	next.RecentEvents = append([]string(nil), s.recent...)
+	next.RecentEvents = s.recent.ids()
 	workflow.GetLogger(ctx).Info("lead sync continuing as new", "site_id", s.in.SiteID, "leads", s.p.Leads, "pending", s.pending)
 	return workflow.NewContinueAsNewError(ctx, LeadSyncWorkflowName, next)
 }
