@@ -138,7 +138,9 @@ const (
 )
 
 // noopOnboarding runs 3 + Content no-op activities in an onboarding's
-// shape, with the onboarding's activity optionoopSteps.
+// shape, with the onboarding's activity options. It is started without a
+// priority; an onboarding started directly carries its class and no
+// fairness key, so on a queue of one class both are dispatched in order.
 func noopOnboarding(ctx workflow.Context, in noopShape) error {
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 20 * time.Second,

@@ -29,6 +29,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/codec"
 	"github.com/siteops/siteops/e2e/testenv"
 	"github.com/siteops/siteops/internal/devserver"
@@ -244,6 +245,11 @@ func TestNexusOnboardingFromAnotherNamespace(t *testing.T) {
 		t.Fatalf("%s: %v, %v", id, d.GetWorkflowExecutionInfo().GetStatus(), err)
 	}
 	firstRun := d.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+	// A partner's onboardings take their turns under who the server says
+	// called (here no endpoint is named: the shared key), not by slug.
+	if pr := d.GetWorkflowExecutionInfo().GetPriority(); pr.GetPriorityKey() != int32(agentsite.ClassOnboarding) || pr.GetFairnessKey() != "nexus:unidentified" {
+		t.Errorf("the onboarding's priority = %v; want priority key %d and fairness key nexus:unidentified", pr, agentsite.ClassOnboarding)
+	}
 	in := onboardingInput(t, e, id)
 	if len(in.Knowledge) != 2 || in.Knowledge[0].Text != "" || in.Knowledge[1].TextHash != store.KnowledgeHash(text) || in.Knowledge[1].Chars != 150_000 {
 		t.Errorf("the onboarding's input = %+v, want two sources by hash", in.Knowledge)

@@ -14,6 +14,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/agentsite/webhook"
 	"github.com/siteops/siteops/internal/siteopstest"
 	"github.com/siteops/siteops/simulator"
@@ -54,6 +55,13 @@ func TestOnboardingReachesPublished(t *testing.T) {
 			}
 			if wf, err := e.Store.SiteWorkflow(t.Context(), res.SiteID); err != nil || wf != "onboarding/acme-anvils" {
 				t.Errorf("site → workflow = %q, %v", wf, err)
+			}
+			// Started directly: the onboarding class, and no fairness key
+			// of its own, so that its parallel uploads are dispatched
+			// together (direct starts take their turns as one caller).
+			info, err := e.Client.DescribeWorkflowExecution(t.Context(), "onboarding/acme-anvils", "")
+			if pr := info.GetWorkflowExecutionInfo().GetPriority(); err != nil || pr.GetPriorityKey() != int32(agentsite.ClassOnboarding) || pr.GetFairnessKey() != "" {
+				t.Errorf("the onboarding's priority = %v, %v; want priority key %d and no fairness key", pr, err, agentsite.ClassOnboarding)
 			}
 			if d == store.SQLite {
 				recordHistory(t, e, "onboarding/acme-anvils", "onboarding")
