@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/siteops/siteops/relay"
@@ -113,6 +114,9 @@ func replayNote(r store.Replayed) string {
 // its route's Memory.
 func rememberedBy(r store.Replayed) string {
 	rt, ok := relay.RouteOf(store.InboxEvent{Kind: r.Kind, EventType: r.EventType})
+	if ok && strings.HasPrefix(r.WorkflowID, relay.LeadEventsRoute.Target.Prefix) {
+		rt = relay.LeadEventsRoute // the event went to its site's shard
+	}
 	if !ok || !rt.Routed() {
 		return "it deduplicates by its own rules"
 	}

@@ -131,6 +131,8 @@ func TestReplayNotes(t *testing.T) {
 	}{
 		{"a lead reached its sync", store.Replayed{EventRecord: store.EventRecord{EventType: "lead.created", Outcome: store.OutcomeSignalled}, WorkflowID: "lead-sync/s"},
 			"had reached lead-sync/s, which deduplicates by event id: a lead sync remembers the last 1,000"},
+		{"a lead reached its shard", store.Replayed{EventRecord: store.EventRecord{EventType: "lead.created", Outcome: store.OutcomeSignalled}, WorkflowID: "lead-events/3"},
+			"had reached lead-events/3, which deduplicates by event id: a lead event shard (SITEOPS_LEAD_SHARDS) remembers the last 5,000 lead.created ids it counted, over all its sites"},
 		{"a verified delivery reached its rotation", store.Replayed{EventRecord: store.EventRecord{Kind: store.KindEndpointVerified, Outcome: store.OutcomeSignalled}, WorkflowID: "secret-rotation/we_1"},
 			"a secret rotation acts on its first verified delivery only"},
 		{"a dead letter", store.Replayed{EventRecord: store.EventRecord{Outcome: store.OutcomeDead, Failures: 20, LastError: "signalling x:\n\nunavailable"}},

@@ -202,16 +202,20 @@ func (rt Route) Memory() string {
 	case RemembersFirst:
 		return who + " acts on its first " + eventNoun(rt.Type) + " only"
 	}
-	return fmt.Sprintf("%s remembers the last %s %s ids it counted", who, thousands(rt.Remembers), rt.Type)
+	memory := fmt.Sprintf("%s remembers the last %s %s ids it counted", who, thousands(rt.Remembers), rt.Type)
+	if rt.Via == ViaShard {
+		memory += ", over all its sites"
+	}
+	return memory
 }
 
 // Memories is what each target of the route table remembers (Memory),
 // once per target kind, in the table's order: the rows of Routes, then
-// VerifiedRoute.
+// LeadEventsRoute and VerifiedRoute.
 func Memories() []string {
 	var out []string
 	seen := map[string]bool{}
-	for _, rt := range append(Routes[:len(Routes):len(Routes)], VerifiedRoute) {
+	for _, rt := range append(Routes[:len(Routes):len(Routes)], LeadEventsRoute, VerifiedRoute) {
 		if !rt.Routed() || seen[rt.Target.Name] {
 			continue
 		}
@@ -224,6 +228,9 @@ func Memories() []string {
 // kindNoun names a workflow kind for people by its ID prefix
 // ("lead-sync/" is a lead sync).
 func kindNoun(k workflows.Kind) string {
+	if k.Name == workflows.LeadEventsKind.Name {
+		return "lead event shard (SITEOPS_LEAD_SHARDS)"
+	}
 	return strings.ReplaceAll(strings.TrimSuffix(k.Prefix, "/"), "-", " ")
 }
 

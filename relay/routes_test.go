@@ -167,16 +167,22 @@ func TestRelayRoutesByTheTable(t *testing.T) {
 }
 
 // TestWhatTargetsRememberComesFromWorkflows checks that what the route
-// table tells of a lead sync's memory (Memories, for siteops events
-// replay's help) is workflows.RecentEventsKept.
+// table tells of a lead sync's and a lead event shard's memory (Memories,
+// for siteops events replay's help) is workflows.RecentEventsKept and
+// workflows.ShardEventsKept.
 func TestWhatTargetsRememberComesFromWorkflows(t *testing.T) {
 	rt, ok := RouteFor(string(webhook.LeadCreated))
 	if !ok || rt.Remembers != workflows.RecentEventsKept {
 		t.Fatalf("lead.created's row remembers %d, want workflows.RecentEventsKept (%d)", rt.Remembers, workflows.RecentEventsKept)
 	}
-	want := fmt.Sprintf("a lead sync remembers the last %s lead.created ids", thousands(workflows.RecentEventsKept))
-	if ms := Memories(); !slices.ContainsFunc(ms, func(m string) bool { return strings.HasPrefix(m, want) }) {
-		t.Errorf("Memories() = %q, want one starting %q", ms, want)
+	ms := Memories()
+	for _, want := range []string{
+		fmt.Sprintf("a lead sync remembers the last %s lead.created ids", thousands(workflows.RecentEventsKept)),
+		fmt.Sprintf("a lead event shard (SITEOPS_LEAD_SHARDS) remembers the last %s lead.created ids it counted, over all its sites", thousands(workflows.ShardEventsKept)),
+	} {
+		if !slices.ContainsFunc(ms, func(m string) bool { return strings.HasPrefix(m, want) }) {
+			t.Errorf("Memories() = %q, want one starting %q", ms, want)
+		}
 	}
 	for _, tc := range []struct {
 		n    int
