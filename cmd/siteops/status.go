@@ -1,8 +1,11 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -36,7 +39,7 @@ unavailable it retries until --timeout, then exits 5.`,
 			return c.withTemporal(cmd, &tf, false, limit, func(s *starter.Starter) error {
 				st, err := s.Status(cmd.Context(), args[0])
 				if err != nil {
-					return err
+					return shardHint(err, args[0], os.Getenv("SITEOPS_LEAD_SHARDS"))
 				}
 				return c.show(cmd, st, func(w io.Writer) error { writeStatus(w, st); return nil })
 			})
@@ -85,4 +88,19 @@ func writeStatus(w io.Writer, st starter.Status) {
 			_, _ = fmt.Fprintf(w, "  last failure: %s\n", p.LastFailure)
 		}
 	}
+}
+
+// shardHint adds to a lead sync that is not found where the site's events
+// go when the ingress runs with lead event shards: to the site's shard,
+// which this command's SITEOPS_LEAD_SHARDS, when set, names.
+func shardHint(err error, id, shards string) error {
+	site, ok := strings.CutPrefix(id, workflows.LeadSyncKind.Prefix)
+	if !ok || !errors.Is(err, starter.ErrNotFound) {
+		return err
+	}
+	shard := workflows.LeadEventsKind.Prefix + "<k>"
+	if n, perr := strconv.Atoi(shards); perr == nil && n > 0 && n <= workflows.MaxLeadShards {
+		shard = workflows.LeadEventsKind.ID(workflows.LeadShardKey(site, n))
+	}
+	return notFoundError{fmt.Sprintf("%v; with lead event shards (SITEOPS_LEAD_SHARDS on the ingress) a site's lead.created events go to its shard instead: siteops status %s", err, shard)}
 }
