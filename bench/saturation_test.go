@@ -39,6 +39,10 @@ const (
 	satEvery       = 8 * time.Second // between two incidents
 )
 
+// satShard is the lead event shard that syncs the lead sites with
+// SITEOPS_BENCH_SAT_SHARDS=1.
+var satShard = workflows.LeadEventsKind.ID("0")
+
 // BenchmarkEmbedOffUnderSaturation runs on-call's `siteops embed off` as a
 // whole process (the built binary, timed from exec to exit, which is once
 // the service acknowledged the PATCH) while bulk work saturates the
@@ -52,7 +56,9 @@ const (
 // 1.5 s), the 429s the incidents' PATCHes got (goal: none), the bulk
 // calls the service accepted per second over the incidents' window in each
 // run and their ratio (goal: within 10 %), and the time until all the bulk
-// work was done in each run. Use -benchtime 1x.
+// work was done in each run. With SITEOPS_BENCH_SAT_SHARDS=1 the leads are
+// read by one lead event shard (SITEOPS_LEAD_SHARDS) instead of a lead
+// sync per site. Use -benchtime 1x.
 func BenchmarkEmbedOffUnderSaturation(b *testing.B) {
 	scenario(b)
 	bin, err := siteopstest.Build(b.TempDir())
@@ -60,9 +66,10 @@ func BenchmarkEmbedOffUnderSaturation(b *testing.B) {
 		b.Fatal(err)
 	}
 	onboardings := benchSize(b, "SITEOPS_BENCH_SAT_ONBOARDINGS", satOnboardings)
+	shards := os.Getenv("SITEOPS_BENCH_SAT_SHARDS") == "1"
 	for range b.N {
-		with := saturationRun(b, bin, onboardings, satIncidents)
-		without := saturationRun(b, bin, onboardings, 0)
+		with := saturationRun(b, bin, onboardings, satIncidents, shards)
+		without := saturationRun(b, bin, onboardings, 0, shards)
 		b.ReportMetric(ms(slices.Max(with.incidents)), "embed-off-max-ms")
 		b.ReportMetric(ms(p50(with.incidents)), "embed-off-p50-ms")
 		b.ReportMetric(float64(with.patch429), "incident-429s")
@@ -88,7 +95,7 @@ type saturation struct {
 	throttled int           // 429s of the run
 }
 
-func saturationRun(b *testing.B, bin string, onboardings, incidents int) saturation {
+func saturationRun(b *testing.B, bin string, onboardings, incidents int, shards bool) saturation {
 	b.Helper()
 	const apiKey = "svc_live_bench"
 	run := time.Now().UnixNano()
@@ -164,14 +171,29 @@ func saturationRun(b *testing.B, bin string, onboardings, incidents int) saturat
 			}
 		})
 	}
-	for _, site := range leadSites {
-		id := workflows.LeadSyncID(site)
-		if _, err := e.Client.ExecuteWorkflow(ctx, e.Starter.StartOptions(workflows.LeadSyncKind, id), workflows.LeadSyncWorkflowName,
-			workflows.LeadSyncInput{SiteID: site, PageLimit: satPageLimit}); err != nil {
+	if shards {
+		// With lead event shards: one shard asked to sync every lead
+		// site, as the relay's signal would (its own page size, up to 10
+		// pages a site per sync, 8 sites at once).
+		var sig workflows.SiteLeadsSignal
+		for _, site := range leadSites {
+			sig.Sites = append(sig.Sites, workflows.SiteEvents{SiteID: site})
+		}
+		if _, err := e.Client.SignalWithStartWorkflow(ctx, satShard, workflows.SignalSiteLeads, sig,
+			e.Starter.StartOptions(workflows.LeadEventsKind, satShard), workflows.LeadEventsWorkflowName, workflows.LeadEventsInput{Shard: "0"}); err != nil {
 			b.Fatal(err)
 		}
+	}
+	for _, site := range leadSites {
+		id := workflows.LeadSyncID(site)
+		if !shards {
+			if _, err := e.Client.ExecuteWorkflow(ctx, e.Starter.StartOptions(workflows.LeadSyncKind, id), workflows.LeadSyncWorkflowName,
+				workflows.LeadSyncInput{SiteID: site, PageLimit: satPageLimit}); err != nil {
+				b.Fatal(err)
+			}
+		}
 		wg.Go(func() {
-			siteopstest.EventuallyNil(b, 15*time.Minute, "lead sync "+id+" caught up", func() error {
+			siteopstest.EventuallyNil(b, 15*time.Minute, "the leads of "+site+" caught up", func() error {
 				p, err := e.Starter.LeadProgress(ctx, site)
 				if err != nil || !p.CaughtUp || p.Leads != satLeads {
 					return fmt.Errorf("progress %+v: %w", p, err)
@@ -227,6 +249,9 @@ func saturationRun(b *testing.B, bin string, onboardings, incidents int) saturat
 	// the dev server's task queues for the next.
 	for _, site := range leadSites {
 		_ = e.Client.TerminateWorkflow(context.WithoutCancel(ctx), workflows.LeadSyncID(site), "", "benchmark over")
+	}
+	if shards {
+		_ = e.Client.TerminateWorkflow(context.WithoutCancel(ctx), satShard, "", "benchmark over")
 	}
 	for _, site := range incidentSites[:incidents] {
 		_ = e.Client.TerminateWorkflow(context.WithoutCancel(ctx), workflows.EmbedIncidentID(site), "", "benchmark over")
