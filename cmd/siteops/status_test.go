@@ -31,7 +31,7 @@ func TestStatusOfAShardedSiteNamesItsShard(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			got := shardHint(tc.err, tc.id, tc.shards)
 			if tc.want == "" {
-				if got != tc.err {
+				if !errors.Is(got, tc.err) || got.Error() != tc.err.Error() {
 					t.Errorf("shardHint = %v, want the error unchanged", got)
 				}
 				return
