@@ -3,7 +3,6 @@ package activities
 import (
 	"context"
 	"errors"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -28,20 +27,7 @@ import (
 // created endpoint without its secret is agentsite's
 // TestTwoHundredsThatBreakTheContract.)
 func TestBrokenContractFailsAtTheFirstAttempt(t *testing.T) {
-	sim, err := simulator.New(simulator.Config{Keys: map[string][]string{testAPIKey: {simulator.ScopeAll}}, TimeScale: 1, Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(sim.Handler())
-	t.Cleanup(func() { srv.Close(); sim.Close() })
-	api, err := agentsite.NewClient(srv.URL, testAPIKey, agentsite.WithTimeout(5*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	site, err := api.CreateSite(t.Context(), "setup-site", agentsite.NewSite{Title: "Acme", Slug: "acme", Type: "business", Template: "minimal"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sim, api, site := simSite(t, 0)
 	if err := sim.SetFaults(simulator.Faults{BrokenAnswerRate: 1}); err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +39,7 @@ func TestBrokenContractFailsAtTheFirstAttempt(t *testing.T) {
 		path     string
 	}{
 		{"CreateSite", CreateSiteInput{IdempotencyKey: "wf/create-site", WorkflowID: "wf", Site: agentsite.NewSite{Title: "B", Slug: "b", Type: "business", Template: "minimal"}}, "/api/v1/sites"},
-		{"Publish", PublishInput{IdempotencyKey: "wf/publish", SiteID: site.Site.ID, Published: true}, "/api/v1/sites/" + site.Site.ID + "/publish"},
+		{"Publish", PublishInput{IdempotencyKey: "wf/publish", SiteID: site, Published: true}, "/api/v1/sites/" + site + "/publish"},
 		{"FindEndpoint", FindEndpointInput{EndpointID: "we_1"}, "/api/v1/webhook-endpoints"},
 	}
 	for _, tc := range tests {

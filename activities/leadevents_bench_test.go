@@ -3,15 +3,11 @@ package activities
 import (
 	"fmt"
 	"log/slog"
-	"net/http/httptest"
 	"testing"
-	"time"
 
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
 
-	"github.com/siteops/siteops/agentsite"
-	"github.com/siteops/siteops/simulator"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/store/storetest"
 )
@@ -22,24 +18,7 @@ import (
 // the position, the site's record. The simulator runs in this process:
 // read a CPU profile by function (-cpuprofile).
 func BenchmarkSyncSite(b *testing.B) {
-	sim, err := simulator.New(simulator.Config{Keys: map[string][]string{testAPIKey: {simulator.ScopeAll}}, TimeScale: 1, Seed: 1})
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv := httptest.NewServer(sim.Handler())
-	b.Cleanup(func() { srv.Close(); sim.Close() })
-	api, err := agentsite.NewClient(srv.URL, testAPIKey, agentsite.WithTimeout(5*time.Second))
-	if err != nil {
-		b.Fatal(err)
-	}
-	cs, err := api.CreateSite(b.Context(), "setup-site", agentsite.NewSite{Title: "Acme", Slug: "acme", Type: "business", Template: "minimal"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	site := cs.Site.ID
-	if _, err := sim.CreateLeads(site, 100); err != nil {
-		b.Fatal(err)
-	}
+	sim, api, site := simSite(b, 100)
 	acts := New(Options{API: api, Store: storetest.Open(b, store.Postgres)})
 	var s testsuite.WorkflowTestSuite
 	s.SetLogger(log.NewStructuredLogger(slog.New(slog.DiscardHandler)))

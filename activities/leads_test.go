@@ -35,25 +35,35 @@ type leadsFixture struct {
 	background context.Context
 }
 
-func newLeadsFixture(t *testing.T, n int) *leadsFixture {
-	t.Helper()
+// simSite is a simulator over HTTP holding one site with n leads (none
+// for 0), an API client of it, and the site's id.
+func simSite(tb testing.TB, n int) (*simulator.Simulator, *agentsite.Client, string) {
+	tb.Helper()
 	sim, err := simulator.New(simulator.Config{Keys: map[string][]string{testAPIKey: {simulator.ScopeAll}}, TimeScale: 1, Seed: 1})
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	srv := httptest.NewServer(sim.Handler())
-	t.Cleanup(func() { srv.Close(); sim.Close() })
+	tb.Cleanup(func() { srv.Close(); sim.Close() })
 	api, err := agentsite.NewClient(srv.URL, testAPIKey, agentsite.WithTimeout(5*time.Second))
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	cs, err := api.CreateSite(t.Context(), "setup-site", agentsite.NewSite{Title: "Acme", Slug: "acme", Type: "business", Template: "minimal"})
+	cs, err := api.CreateSite(tb.Context(), "setup-site", agentsite.NewSite{Title: "Acme", Slug: "acme", Type: "business", Template: "minimal"})
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	if _, err := sim.CreateLeads(cs.Site.ID, n); err != nil {
-		t.Fatal(err)
+	if n > 0 {
+		if _, err := sim.CreateLeads(cs.Site.ID, n); err != nil {
+			tb.Fatal(err)
+		}
 	}
+	return sim, api, cs.Site.ID
+}
+
+func newLeadsFixture(t *testing.T, n int) *leadsFixture {
+	t.Helper()
+	_, api, site := simSite(t, n)
 	reader := sdkmetric.NewManualReader()
 	m := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("test")
 	stored, _ := m.Int64Counter("siteops.leads.stored")
@@ -61,7 +71,7 @@ func newLeadsFixture(t *testing.T, n int) *leadsFixture {
 	st := storetest.Open(t, store.SQLite)
 	acts := New(Options{API: api, Store: st})
 	acts.leadsStored, acts.pagesRead = stored, pages
-	return &leadsFixture{site: cs.Site.ID, api: api, store: st, acts: acts, reader: reader}
+	return &leadsFixture{site: site, api: api, store: st, acts: acts, reader: reader}
 }
 
 // sum reads a counter's total.

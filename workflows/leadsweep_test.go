@@ -9,7 +9,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/siteops/siteops/activities"
-	"github.com/siteops/siteops/agentsite"
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/workflows"
 )
@@ -147,22 +146,11 @@ func TestLeadSweepSignalsOnlyTheSitesMissingLeads(t *testing.T) {
 	ctx := t.Context()
 	var sites []string
 	for i := range 5 {
-		cs, err := f.api.CreateSite(ctx, "setup-"+string(rune('a'+i)), agentsite.NewSite{Title: "Site", Slug: "site-" + string(rune('a'+i)), Type: "business", Template: "minimal"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := f.sim.CreateLeads(cs.Site.ID, 3); err != nil {
-			t.Fatal(err)
-		}
-		sites = append(sites, cs.Site.ID)
+		sites = append(sites, f.siteNamed(t, "site-"+string(rune('a'+i)), 3))
 	}
 	// Each site's lead sync caught up once (its position in the store).
 	for _, site := range sites {
-		env := f.suite.NewTestActivityEnvironment()
-		env.RegisterActivity(f.acts)
-		if _, err := env.ExecuteActivity(f.acts.SyncLeads, activities.SyncLeadsInput{SiteID: site, Limit: workflows.DefaultPageLimit, SyncKey: "sync-" + site}); err != nil {
-			t.Fatal(err)
-		}
+		f.syncLeads(t, site, "sync-"+site)
 	}
 	current, missed, gone, syncing, stalled := sites[0], sites[1], sites[2], sites[3], sites[4]
 	for _, site := range []string{missed, gone} {
@@ -210,28 +198,15 @@ func TestLeadSweepSignalsOnlyTheSitesMissingLeads(t *testing.T) {
 // asked instead.
 func TestLeadSweepAsksTheShardThatSyncedASite(t *testing.T) {
 	f := newFixture(t)
-	ctx := t.Context()
 	var sites []string
 	for i := range 3 {
-		cs, err := f.api.CreateSite(ctx, "shard-setup-"+string(rune('a'+i)), agentsite.NewSite{Title: "Site", Slug: "shard-site-" + string(rune('a'+i)), Type: "business", Template: "minimal"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := f.sim.CreateLeads(cs.Site.ID, 3); err != nil {
-			t.Fatal(err)
-		}
-		sites = append(sites, cs.Site.ID)
+		sites = append(sites, f.siteNamed(t, "shard-site-"+string(rune('a'+i)), 3))
 	}
 	// Shard 0 synced the first two, shard 1 the third; then each got a
 	// lead whose delivery never came.
 	shardOf := []string{"0", "0", "1"}
 	for i, site := range sites {
-		env := f.suite.NewTestActivityEnvironment()
-		env.RegisterActivity(f.acts)
-		key := workflows.Key(workflows.LeadEventsKind.ID(shardOf[i]), "run", "sync", "1", site)
-		if _, err := env.ExecuteActivity(f.acts.SyncLeads, activities.SyncLeadsInput{SiteID: site, Limit: workflows.DefaultPageLimit, SyncKey: key}); err != nil {
-			t.Fatal(err)
-		}
+		f.syncLeads(t, site, workflows.Key(workflows.LeadEventsKind.ID(shardOf[i]), "run", "sync", "1", site))
 		if _, err := f.sim.CreateLeads(site, 1); err != nil {
 			t.Fatal(err)
 		}
@@ -253,5 +228,16 @@ func TestLeadSweepAsksTheShardThatSyncedASite(t *testing.T) {
 	f.env.AssertExpectations(t)
 	if len(toShard0.Sites) != 2 || toShard0.Sites[0].SiteID != sites[0] || toShard0.Sites[1].SiteID != sites[1] {
 		t.Errorf("shard 0 was asked for %+v; want the first two sites in one signal", toShard0.Sites)
+	}
+}
+
+// syncLeads runs one SyncLeads of site to the end under key, as a lead
+// sync (or a shard, by its key) would.
+func (f *fixture) syncLeads(t *testing.T, site, key string) {
+	t.Helper()
+	env := f.suite.NewTestActivityEnvironment()
+	env.RegisterActivity(f.acts)
+	if _, err := env.ExecuteActivity(f.acts.SyncLeads, activities.SyncLeadsInput{SiteID: site, Limit: workflows.DefaultPageLimit, SyncKey: key}); err != nil {
+		t.Fatal(err)
 	}
 }
