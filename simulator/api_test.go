@@ -3,6 +3,7 @@ package simulator
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -155,6 +156,45 @@ func TestIdempotency(t *testing.T) {
 		mu.Unlock()
 		if r := h.do(t, "POST", "/api/v1/sites", keyAll, "old", body); r.Status != 201 {
 			t.Fatalf("after the retention = %d %s, want 201", r.Status, r.Body)
+		}
+	})
+
+	t.Run("a create forgets the expired keys and keeps the rest", func(t *testing.T) {
+		var mu sync.Mutex
+		now := time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)
+		advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+		cfg := testConfig()
+		cfg.IdempotencyRetention = time.Hour
+		cfg.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+		h := newHarness(t, cfg)
+		held := func() (int, int) {
+			h.sim.mu.Lock()
+			defer h.sim.mu.Unlock()
+			return len(h.sim.idem), len(h.sim.idemOrder)
+		}
+		for i := range 3 {
+			h.do(t, "POST", "/api/v1/sites/site_9/publish", keyAll, fmt.Sprintf("old-%d", i), `{"published":true}`) // 404, kept
+		}
+		advance(30 * time.Minute)
+		h.do(t, "POST", "/api/v1/sites/site_9/publish", keyAll, "newer", `{"published":true}`)
+		advance(31 * time.Minute) // the old keys' hour is up, not the newer one's
+		// An expired key claimed again is a new claim, and is kept.
+		h.do(t, "POST", "/api/v1/sites/site_9/publish", keyAll, "old-0", `{"published":true}`)
+		if r := h.do(t, "POST", "/api/v1/sites", keyAll, "create", body); r.Status != 201 {
+			t.Fatalf("create = %d %s", r.Status, r.Body)
+		}
+		if keys, claims := held(); keys != 3 || claims != 3 {
+			t.Errorf("after the create: %d keys and %d claims held, want 3 and 3 (newer, old-0 again, create)", keys, claims)
+		}
+		if r := h.do(t, "POST", "/api/v1/sites/site_9/publish", keyAll, "newer", `{"published":false}`); r.Status != 422 {
+			t.Errorf("the newer key with another payload = %d, want 422: it is within its retention", r.Status)
+		}
+		advance(2 * time.Hour)
+		if r := h.do(t, "POST", "/api/v1/sites", keyAll, "create-2", strings.Replace(body, "acme", "acme-2", 1)); r.Status != 201 {
+			t.Fatalf("second create = %d %s", r.Status, r.Body)
+		}
+		if keys, claims := held(); keys != 1 || claims != 1 {
+			t.Errorf("two hours on: %d keys and %d claims held, want 1 and 1 (the create's own)", keys, claims)
 		}
 	})
 

@@ -7,6 +7,13 @@ import (
 
 type idemKey struct{ apiKey, key string }
 
+// idemClaim is a claimed key in the order the keys were claimed, which is
+// the order they expire in.
+type idemClaim struct {
+	key idemKey
+	rec *idemRecord
+}
+
 type idemRecord struct {
 	fingerprint [32]byte
 	inFlight    bool
@@ -28,7 +35,9 @@ func (s *Simulator) claim(k idemKey, fp [32]byte) (stored *idemRecord, claimed b
 		}
 		delete(s.idem, k)
 	}
-	s.idem[k] = &idemRecord{fingerprint: fp, inFlight: true, at: now}
+	rec := &idemRecord{fingerprint: fp, inFlight: true, at: now}
+	s.idem[k] = rec
+	s.idemOrder = append(s.idemOrder, idemClaim{key: k, rec: rec})
 	return nil, true
 }
 
@@ -47,12 +56,21 @@ func (s *Simulator) settle(k idemKey, resp response) {
 	}
 }
 
-// expireIdempotency drops keys older than the retention; run on every
-// create so that memory stays bounded by the retention.
+// expireIdempotencyLocked drops keys older than the retention; run on
+// every create so that memory stays bounded by the retention. Keys are
+// claimed in time order, so it reads only the oldest claims, and stops at
+// the first that is still kept (its own time not up yet, or its request
+// still in flight): the work is the keys that expire, not every key held.
 func (s *Simulator) expireIdempotencyLocked(now time.Time) {
-	for k, rec := range s.idem {
-		if !rec.inFlight && now.Sub(rec.at) >= s.cfg.IdempotencyRetention {
-			delete(s.idem, k)
+	for len(s.idemOrder) > 0 {
+		c := s.idemOrder[0]
+		if s.idem[c.key] == c.rec { // not forgotten or claimed again since
+			if c.rec.inFlight || now.Sub(c.rec.at) < s.cfg.IdempotencyRetention {
+				return
+			}
+			delete(s.idem, c.key)
 		}
+		s.idemOrder[0] = idemClaim{}
+		s.idemOrder = s.idemOrder[1:]
 	}
 }

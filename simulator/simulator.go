@@ -102,6 +102,7 @@ type Simulator struct {
 	slugs      map[string]string // slug -> site id
 	endpoints  map[string]*endpoint
 	idem       map[idemKey]*idemRecord
+	idemOrder  []idemClaim // the claims of idem, oldest first
 	events     []eventRecord
 	deliveries []DeliveryRecord
 	requests   []RequestRecord
