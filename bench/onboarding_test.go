@@ -104,11 +104,12 @@ func (t batchTimes) perWorkflow(d time.Duration) float64 { return ms(d) / float6
 
 // steps sums the time a workflow's tasks waited in their task queue
 // (scheduled to started, workflow and activity tasks) and the time its
-// activities ran (started to completed), and counts its history events;
-// span is from its start to its end as the server recorded them.
+// activities ran (started to completed), and counts its history events
+// and its workflow tasks; span is from its start to its end as the server
+// recorded them.
 type steps struct {
 	queued, ran, span time.Duration
-	events            int
+	events, tasks     int
 }
 
 // medianSteps is the median of each field over ss.
@@ -437,6 +438,9 @@ func historySteps(b *testing.B, c client.Client, id string) steps {
 		}
 		if a := ev.GetActivityTaskCompletedEventAttributes(); a != nil {
 			s.ran += t.Sub(at[a.GetStartedEventId()])
+		}
+		if ev.GetWorkflowTaskCompletedEventAttributes() != nil {
+			s.tasks++
 		}
 	}
 	return s
