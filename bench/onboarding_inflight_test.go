@@ -44,44 +44,12 @@ func BenchmarkOnboardingInFlight(b *testing.B) {
 	rounds := benchCount(b, "SITEOPS_BENCH_ROUNDS", 4)
 	for range b.N {
 		r := newOnboardingRig(b)
-		var onbRates, noopRates, ratios []float64
-		var onbCPU, noopCPU segmentCPU
-		segments := 0
 		b.ResetTimer()
-		for round := range rounds {
-			prefix := fmt.Sprintf("f%d", round)
-			onb := func() float64 {
-				rate, cpu := inFlightRate(b, n, func(ctx context.Context, i int) error { return r.onboard(ctx, i, "onb-"+prefix) })
-				onbCPU = onbCPU.add(cpu)
-				return rate
-			}
-			noop := func() float64 {
-				rate, cpu := inFlightRate(b, n, func(ctx context.Context, i int) error { return r.noop(ctx, i, prefix) })
-				noopCPU = noopCPU.add(cpu)
-				return rate
-			}
-			var o, p float64
-			if round%2 == 0 {
-				o, p = onb(), noop()
-			} else {
-				p, o = noop(), onb()
-			}
-			onbRates, noopRates, ratios = append(onbRates, o), append(noopRates, p), append(ratios, o/p)
-			segments++
-			b.Logf("round %d: %.2f onboardings/s, %.2f no-ops/s, ratio %.2f", round, o, p, o/p)
-		}
+		pr := alternate(b, rounds, n, "onboardings", func(ctx context.Context, i int, round string) error { return r.onboard(ctx, i, "onb-"+round) },
+			func(ctx context.Context, i int, round string) error { return r.noop(ctx, i, round) })
 		b.StopTimer()
-		b.ReportMetric(medianOf(onbRates), "onboardings/s")
-		b.ReportMetric(medianOf(noopRates), "noop-workflows/s")
-		b.ReportMetric(medianOf(ratios), "throughput-ratio")
-		// The worst pair too: the goal holds for every run, not for a
-		// median that hides one.
-		b.ReportMetric(slices.Min(ratios), "throughput-ratio-min")
-		b.ReportMetric(ms(onbCPU.server)/float64(segments*n), "server-cpu-ms/wf")
-		b.ReportMetric(ms(noopCPU.server)/float64(segments*n), "noop-server-cpu-ms/wf")
-		b.ReportMetric(ms(onbCPU.self)/float64(segments*n), "process-cpu-ms/wf")
-		b.ReportMetric(ms(noopCPU.self)/float64(segments*n), "noop-process-cpu-ms/wf")
-		b.ReportMetric(ms(time.Duration(r.storingTexts.Load()))/float64(segments*n), "storing-texts-ms/wf")
+		pr.report(b, n, "onboardings/s", "throughput-ratio")
+		b.ReportMetric(ms(time.Duration(r.storingTexts.Load()))/float64(pr.pairs*n), "storing-texts-ms/wf")
 		// Where a workflow's time went, from the histories of the last
 		// round: its span on the server, the time its tasks waited in the
 		// task queues, the time its activities ran, its events.
@@ -108,6 +76,59 @@ func BenchmarkOnboardingInFlight(b *testing.B) {
 		b.ReportMetric(ms(p50(r.onbStarts)), "start-p50-ms")
 		b.ReportMetric(ms(p50(r.noopStarts)), "noop-start-p50-ms")
 	}
+}
+
+// pairs is what alternate measured: each pair's rates and ratio, and the
+// CPU time of each kind's segments.
+type pairs struct {
+	rates, baseRates, ratios []float64
+	cpu, baseCPU             segmentCPU
+	pairs                    int
+}
+
+// alternate runs rounds pairs of segments of n workflows each, kept
+// onboardingsInFlight in flight (inFlightRate): f's and the baseline's,
+// in the order f, baseline, baseline, f, ... so that a drift of the
+// machine weighs on both alike. f and baseline are given the workflow's
+// number and the round's name, fN. name says what f runs, in the log.
+func alternate(b *testing.B, rounds, n int, name string, f, baseline func(ctx context.Context, i int, round string) error) pairs {
+	b.Helper()
+	var p pairs
+	for round := range rounds {
+		tag := fmt.Sprintf("f%d", round)
+		run := func(g func(ctx context.Context, i int, round string) error, cpu *segmentCPU) float64 {
+			rate, used := inFlightRate(b, n, func(ctx context.Context, i int) error { return g(ctx, i, tag) })
+			*cpu = cpu.add(used)
+			return rate
+		}
+		var o, q float64
+		if round%2 == 0 {
+			o, q = run(f, &p.cpu), run(baseline, &p.baseCPU)
+		} else {
+			q, o = run(baseline, &p.baseCPU), run(f, &p.cpu)
+		}
+		p.rates, p.baseRates, p.ratios = append(p.rates, o), append(p.baseRates, q), append(p.ratios, o/q)
+		p.pairs++
+		b.Logf("round %d: %.2f %s/s, %.2f no-ops/s, ratio %.2f", round, o, name, q, o/q)
+	}
+	return p
+}
+
+// report reports the median rate of each kind (f's as unit), the median
+// of the pairs' ratios (as ratio) and the worst pair's (ratio-min): the
+// goal holds for every run, not for a median that hides one. And the CPU
+// time per workflow of each kind, the server's and this process's, for
+// segments of n workflows.
+func (p pairs) report(b *testing.B, n int, unit, ratio string) {
+	b.ReportMetric(medianOf(p.rates), unit)
+	b.ReportMetric(medianOf(p.baseRates), "noop-workflows/s")
+	b.ReportMetric(medianOf(p.ratios), ratio)
+	b.ReportMetric(slices.Min(p.ratios), ratio+"-min")
+	per := func(d time.Duration) float64 { return ms(d) / float64(p.pairs*n) }
+	b.ReportMetric(per(p.cpu.server), "server-cpu-ms/wf")
+	b.ReportMetric(per(p.baseCPU.server), "noop-server-cpu-ms/wf")
+	b.ReportMetric(per(p.cpu.self), "process-cpu-ms/wf")
+	b.ReportMetric(per(p.baseCPU.self), "noop-process-cpu-ms/wf")
 }
 
 // segmentCPU is the CPU time the Temporal server (the dev server, or the

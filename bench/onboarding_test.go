@@ -185,7 +185,9 @@ type onboardingRig struct {
 	queue        string
 	noopQueue    string
 	storingTexts atomic.Int64
-	mu           sync.Mutex
+	// texts is the store the siteops worker reads the texts from.
+	texts starter.TextStore
+	mu    sync.Mutex
 	// onbStarts and noopStarts are how long each start took: until the
 	// workflow was started.
 	onbStarts, noopStarts []time.Duration
@@ -214,6 +216,7 @@ func newOnboardingRig(b *testing.B) *onboardingRig {
 		}
 		b.Cleanup(nw.Stop)
 	}
+	r.texts = e.Store
 	r.s = starter.New(starter.Options{Client: r.c, Texts: timedTexts{TextStore: e.Store, spent: &r.storingTexts}, TaskQueue: r.queue})
 
 	r.specs = make([]starter.Spec, len(examples.Specs))
