@@ -37,11 +37,7 @@ const onboardingsInFlight = 12
 // spent storing texts per onboarding. Use -benchtime 1x.
 func BenchmarkOnboardingInFlight(b *testing.B) {
 	scenario(b)
-	n := benchSize(b, "SITEOPS_BENCH_SEGMENT", inFlightSegment)
-	if n <= onboardingsInFlight+1 {
-		b.Fatalf("SITEOPS_BENCH_SEGMENT=%d: want more than %d, the workflows in flight", n, onboardingsInFlight+1)
-	}
-	rounds := benchCount(b, "SITEOPS_BENCH_ROUNDS", 4)
+	n, rounds := inFlightSegments(b)
 	for range b.N {
 		r := newOnboardingRig(b)
 		b.ResetTimer()
@@ -129,6 +125,18 @@ func (p pairs) report(b *testing.B, n int, unit, ratio string) {
 	b.ReportMetric(per(p.baseCPU.server), "noop-server-cpu-ms/wf")
 	b.ReportMetric(per(p.cpu.self), "process-cpu-ms/wf")
 	b.ReportMetric(per(p.baseCPU.self), "noop-process-cpu-ms/wf")
+}
+
+// inFlightSegments is the size of a segment (SITEOPS_BENCH_SEGMENT, at most
+// and by default inFlightSegment) and the number of pairs of segments
+// (SITEOPS_BENCH_ROUNDS, default 4) of the in-flight benchmarks.
+func inFlightSegments(b *testing.B) (n, rounds int) {
+	b.Helper()
+	n = benchSize(b, "SITEOPS_BENCH_SEGMENT", inFlightSegment)
+	if n <= onboardingsInFlight+1 {
+		b.Fatalf("SITEOPS_BENCH_SEGMENT=%d: want more than %d, the workflows in flight", n, onboardingsInFlight+1)
+	}
+	return n, benchCount(b, "SITEOPS_BENCH_ROUNDS", 4)
 }
 
 // segmentCPU is the CPU time the Temporal server (the dev server, or the

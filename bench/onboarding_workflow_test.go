@@ -25,11 +25,7 @@ import (
 // the simulator, in this process) and the store cost. Use -benchtime 1x.
 func BenchmarkOnboardingWorkflowInFlight(b *testing.B) {
 	scenario(b)
-	n := benchSize(b, "SITEOPS_BENCH_SEGMENT", inFlightSegment)
-	if n <= onboardingsInFlight+1 {
-		b.Fatalf("SITEOPS_BENCH_SEGMENT=%d: want more than %d, the workflows in flight", n, onboardingsInFlight+1)
-	}
-	rounds := benchCount(b, "SITEOPS_BENCH_ROUNDS", 4)
+	n, rounds := inFlightSegments(b)
 	if err := sameActivities(&answeringActivities{}, &activities.Activities{}); err != nil {
 		b.Fatal(err)
 	}
