@@ -24,6 +24,14 @@ const (
 	DefaultUserAgent = "siteops-agentsite/1"
 	// RequestIDHeader carries the server's id for a request.
 	RequestIDHeader = "X-Request-Id"
+	// MaxIdleConns is how many connections to the API a client keeps open
+	// between calls. Go's default keeps two per host, so of a burst of
+	// concurrent calls (an onboarding's parallel uploads, several
+	// onboardings', lead syncs') all but two connections were closed as
+	// the calls ended and opened again, with a TLS handshake each, for the
+	// next burst. Idle connections are still closed after the transport's
+	// IdleConnTimeout (90 s).
+	MaxIdleConns = 100
 
 	apiPrefix       = "/api/v1"
 	maxErrorBody    = 64 << 10
@@ -198,7 +206,9 @@ func NewClient(baseURL, apiKey string, opts ...Option) (*Client, error) {
 	}
 	transport := hc.Transport
 	if transport == nil {
-		transport = http.DefaultTransport.(*http.Transport).Clone()
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConns, t.MaxIdleConnsPerHost = MaxIdleConns, MaxIdleConns
+		transport = t
 	}
 	hc.Transport = otelhttp.NewTransport(routeTagger{transport},
 		otelhttp.WithTracerProvider(cfg.tracer),
