@@ -31,10 +31,10 @@ const onboardingsInFlight = 12
 // the completions while 12 were in flight (from the first completion to
 // the one after which fewer were left), so that neither ramp weighs. It
 // reports the median rate of each kind, the median of the paired segments'
-// ratios (goal: ≥ 0.9), the CPU time per workflow of the server and of
-// this process (worker, starter, simulator), the median time a start took
-// (starter.Onboard: validation, the texts stored, the start) and the time
-// spent storing texts per onboarding. Use -benchtime 1x.
+// ratios (goal: ≥ 0.9), the CPU time per workflow of the server, of this
+// process (worker, starter, simulator) and of PostgreSQL, the median time
+// a start took (starter.Onboard: validation, the texts stored, the start)
+// and the time spent storing texts per onboarding. Use -benchtime 1x.
 func BenchmarkOnboardingInFlight(b *testing.B) {
 	scenario(b)
 	n, rounds := inFlightSegments(b)
@@ -125,6 +125,8 @@ func (p pairs) report(b *testing.B, n int, unit, ratio string) {
 	b.ReportMetric(per(p.baseCPU.server), "noop-server-cpu-ms/wf")
 	b.ReportMetric(per(p.cpu.self), "process-cpu-ms/wf")
 	b.ReportMetric(per(p.baseCPU.self), "noop-process-cpu-ms/wf")
+	b.ReportMetric(per(p.cpu.postgres), "pg-cpu-ms/wf")
+	b.ReportMetric(per(p.baseCPU.postgres), "noop-pg-cpu-ms/wf")
 }
 
 // inFlightSegments is the size of a segment (SITEOPS_BENCH_SEGMENT, at most
@@ -140,11 +142,13 @@ func inFlightSegments(b *testing.B) (n, rounds int) {
 }
 
 // segmentCPU is the CPU time the Temporal server (the dev server, or the
-// cluster's services) and this process (worker, starter, simulator) used.
-type segmentCPU struct{ server, self time.Duration }
+// cluster's services), this process (worker, starter, simulator) and
+// PostgreSQL (postgresCPU: the store's work; on the cluster, Temporal's
+// persistence too) used.
+type segmentCPU struct{ server, self, postgres time.Duration }
 
 func (c segmentCPU) add(u segmentCPU) segmentCPU {
-	return segmentCPU{server: c.server + u.server, self: c.self + u.self}
+	return segmentCPU{server: c.server + u.server, self: c.self + u.self, postgres: c.postgres + u.postgres}
 }
 
 // inFlightRate runs f for 0..n-1 keeping onboardingsInFlight calls in
@@ -154,7 +158,7 @@ func (c segmentCPU) add(u segmentCPU) segmentCPU {
 func inFlightRate(b *testing.B, n int, f func(ctx context.Context, i int) error) (float64, segmentCPU) {
 	b.Helper()
 	pids := serverPIDs
-	server0, self0 := procsCPU(b, pids), procCPU(b, os.Getpid())
+	server0, self0, pg0 := procsCPU(b, pids), procCPU(b, os.Getpid()), postgresCPU()
 	var (
 		next atomic.Int64
 		mu   sync.Mutex
@@ -182,7 +186,7 @@ func inFlightRate(b *testing.B, n int, f func(ctx context.Context, i int) error)
 	if b.Failed() {
 		b.FailNow()
 	}
-	cpu := segmentCPU{server: procsCPU(b, pids) - server0, self: procCPU(b, os.Getpid()) - self0}
+	cpu := segmentCPU{server: procsCPU(b, pids) - server0, self: procCPU(b, os.Getpid()) - self0, postgres: postgresCPU() - pg0}
 	slices.SortFunc(done, func(a, b time.Time) int { return a.Compare(b) })
 	// After completion n-inFlight, no workflow was left to start: the
 	// loop ran down.
