@@ -113,8 +113,8 @@ func alternate(b *testing.B, rounds, n int, name string, f, baseline func(ctx co
 // report reports the median rate of each kind (f's as unit), the median
 // of the pairs' ratios (as ratio) and the worst pair's (ratio-min): the
 // goal holds for every run, not for a median that hides one. And the CPU
-// time per workflow of each kind, the server's and this process's, for
-// segments of n workflows.
+// time per workflow of each kind, the server's, this process's and
+// PostgreSQL's, for segments of n workflows.
 func (p pairs) report(b *testing.B, n int, unit, ratio string) {
 	b.ReportMetric(medianOf(p.rates), unit)
 	b.ReportMetric(medianOf(p.baseRates), "noop-workflows/s")
