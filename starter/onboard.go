@@ -119,16 +119,6 @@ func (s *Starter) Onboard(ctx context.Context, p Prepared) (Onboarding, error) {
 // the ID with in.
 func (s *Starter) startOnboarding(ctx context.Context, id string, in workflows.OnboardingInput) (Onboarding, error) {
 	opts := s.options(workflows.OnboardingKind, id)
-	// Onboardings started directly take their turns in the task queue as
-	// one caller (no fairness key: Temporal's default one), beside each
-	// partner of the Nexus service. Under a key of its own (its slug,
-	// before), an onboarding's parallel uploads were dispatched one turn
-	// at a time among every other onboarding in flight, and their
-	// completions came one by one, a workflow task each. In the API's
-	// rate they still take turns one onboarding at a time
-	// (activities.calling keys a call without fairness key by its
-	// workflow).
-	opts.Priority = workflows.OnboardingKind.Priority("")
 	opts.WorkflowExecutionErrorWhenAlreadyStarted = true
 	run, err := s.o.Client.ExecuteWorkflow(ctx, opts, workflows.OnboardingWorkflowName, in)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted

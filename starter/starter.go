@@ -102,20 +102,25 @@ func (s *Starter) DataConverter() converter.DataConverter { return s.o.DataConve
 
 // StartOptions are the options every start of a workflow of kind k with
 // ID id uses: the task queue, the kind's ID policies, and its priority,
-// whose fairness key is what the ID is about (a site, an endpoint, a
-// slug). A caller that starts on behalf of someone (a partner) sets the
-// fairness key to them.
+// whose fairness key is what the ID is about (a site, an endpoint), or
+// none for a kind whose runs share by caller (Kind.CallerFairness: an
+// onboarding). A caller that starts on behalf of someone (a partner) sets
+// the fairness key to them.
 func (s *Starter) StartOptions(k workflows.Kind, id string) client.StartWorkflowOptions {
 	return s.options(k, id)
 }
 
 func (s *Starter) options(k workflows.Kind, id string) client.StartWorkflowOptions {
+	key := strings.TrimPrefix(id, k.Prefix)
+	if k.CallerFairness {
+		key = ""
+	}
 	return client.StartWorkflowOptions{
 		ID:                       id,
 		TaskQueue:                s.o.TaskQueue,
 		WorkflowIDReusePolicy:    k.Policy.Reuse,
 		WorkflowIDConflictPolicy: k.Policy.Conflict,
-		Priority:                 k.Priority(strings.TrimPrefix(id, k.Prefix)),
+		Priority:                 k.Priority(key),
 	}
 }
 

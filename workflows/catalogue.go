@@ -43,6 +43,11 @@ type Kind struct {
 	// key, their activities inherit it, and their calls to the API wait
 	// in the same class (agentsite.Class).
 	Class agentsite.Class
+	// CallerFairness says that a run's fairness key is who asked for it,
+	// not what its ID is about: runs started directly take their turns as
+	// one caller (Temporal's default, empty key), and a start on someone's
+	// behalf (a partner of the Nexus service) sets the key to them.
+	CallerFairness bool
 }
 
 // Priority is the Temporal priority a run of this kind starts with: the
@@ -89,6 +94,13 @@ var (
 		Policy:      IDPolicy{enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY, enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL},
 		StatusQuery: QueryStatus, NewStatus: func() Status { return &OnboardingStatus{} },
 		Versioning: workflow.VersioningBehaviorPinned, Class: agentsite.ClassOnboarding,
+		// Under a key of its own (its slug), an onboarding's parallel
+		// uploads were dispatched one turn at a time among every other
+		// onboarding in flight, and their completions came one by one, a
+		// workflow task each. In the API's rate onboardings still take
+		// turns one at a time (activities.calling keys a call without
+		// fairness key by its workflow).
+		CallerFairness: true,
 	}
 	// One lead sync per site; starting it again joins the running one.
 	LeadSyncKind = Kind{
