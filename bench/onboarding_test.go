@@ -382,10 +382,10 @@ type timedTexts struct {
 	spent *atomic.Int64
 }
 
-func (t timedTexts) PutKnowledgeText(ctx context.Context, text string) (string, error) {
+func (t timedTexts) PutKnowledgeTexts(ctx context.Context, texts []string) ([]string, error) {
 	start := time.Now()
 	defer func() { t.spent.Add(int64(time.Since(start))) }()
-	return t.TextStore.PutKnowledgeText(ctx, text)
+	return t.TextStore.PutKnowledgeTexts(ctx, texts)
 }
 
 // procsCPU is the CPU time the processes pids have used together.

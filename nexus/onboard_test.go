@@ -24,6 +24,14 @@ func (m texts) PutKnowledgeText(_ context.Context, text string) (string, error) 
 	return h, nil
 }
 
+func (m texts) PutKnowledgeTexts(ctx context.Context, all []string) ([]string, error) {
+	hashes := make([]string, len(all))
+	for i, text := range all {
+		hashes[i], _ = m.PutKnowledgeText(ctx, text)
+	}
+	return hashes, nil
+}
+
 func (m texts) PutKnowledgeTextAs(ctx context.Context, _, text string, _ store.TextQuota) (string, error) {
 	return m.PutKnowledgeText(ctx, text)
 }

@@ -44,7 +44,7 @@ import (
 
 // TextStore keeps knowledge texts by hash: *store.Store.
 type TextStore interface {
-	PutKnowledgeText(ctx context.Context, text string) (string, error)
+	starter.TextStore
 	PutKnowledgeTextAs(ctx context.Context, owner, text string, q store.TextQuota) (string, error)
 	KnowledgeText(ctx context.Context, hash string) (string, error)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -94,14 +95,8 @@ func (s *Starter) Onboard(ctx context.Context, p Prepared) (Onboarding, error) {
 	if s.o.Texts == nil && len(p.Texts) > 0 {
 		return Onboarding{}, errors.New("starter: onboarding with knowledge texts needs the store (SITEOPS_DATABASE_URL)")
 	}
-	for hash, text := range p.Texts {
-		got, err := s.o.Texts.PutKnowledgeText(ctx, text)
-		if err != nil {
-			return Onboarding{}, err
-		}
-		if got != hash {
-			return Onboarding{}, fmt.Errorf("starter: stored text hash %s differs from %s", got, hash)
-		}
+	if err := s.storeTexts(ctx, p.Texts); err != nil {
+		return Onboarding{}, err
 	}
 	id := workflows.OnboardingID(p.Input.Site.Slug)
 	var o Onboarding
@@ -113,6 +108,32 @@ func (s *Starter) Onboard(ctx context.Context, p Prepared) (Onboarding, error) {
 		return err
 	})
 	return o, err
+}
+
+// storeTexts stores the texts of an onboarding, keyed by their hashes, in
+// one call to the store.
+func (s *Starter) storeTexts(ctx context.Context, texts map[string]string) error {
+	if len(texts) == 0 {
+		return nil
+	}
+	want := slices.Sorted(maps.Keys(texts))
+	all := make([]string, len(want))
+	for i, hash := range want {
+		all[i] = texts[hash]
+	}
+	got, err := s.o.Texts.PutKnowledgeTexts(ctx, all)
+	if err != nil {
+		return err
+	}
+	if len(got) != len(want) {
+		return fmt.Errorf("starter: the store returned %d hashes for %d texts", len(got), len(want))
+	}
+	for i, hash := range want {
+		if got[i] != hash {
+			return fmt.Errorf("starter: stored text hash %s differs from %s", got[i], hash)
+		}
+	}
+	return nil
 }
 
 // startOnboarding starts id, or compares the input of the run that holds

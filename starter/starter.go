@@ -25,7 +25,8 @@ import (
 
 // TextStore keeps knowledge texts by hash.
 type TextStore interface {
-	PutKnowledgeText(ctx context.Context, text string) (string, error)
+	// PutKnowledgeTexts stores texts and returns their hashes, in order.
+	PutKnowledgeTexts(ctx context.Context, texts []string) ([]string, error)
 }
 
 // LeadSyncReader reads what the lead event shards did for a site (the

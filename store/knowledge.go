@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -33,34 +34,84 @@ type TextQuota struct {
 // again: reads stay reads, and the retention is counted to within it.
 const usedEvery = time.Hour
 
-// PutKnowledgeText stores a text under its hash and returns the hash.
-// Storing the same text again changes nothing but a stale used_at. The
-// texts it stores have no owner and count against no quota: the starter
-// stores the operators' texts with it.
-//
-// A text stored and used within usedEvery is only read: every onboarding
-// of a spec stores its texts again, and an upsert that rewrote used_at each
-// time made concurrent starts of specs sharing a text wait on that row's
-// lock, one commit after another (41–56 ms of a start's 44–64 ms with 12
-// in flight, BenchmarkOnboardingInFlight).
+// PutKnowledgeText stores a text under its hash and returns the hash, as
+// PutKnowledgeTexts does for one text.
 func (s *Store) PutKnowledgeText(ctx context.Context, text string) (string, error) {
-	hash := KnowledgeHash(text)
-	now := s.now().UTC()
-	var usedAt sql.NullTime
-	err := s.db.QueryRowContext(ctx, `SELECT used_at FROM knowledge_texts WHERE hash = $1`, hash).Scan(&usedAt)
-	switch {
-	case err == nil && usedAt.Valid && !usedAt.Time.Before(now.Add(-usedEvery)):
-		return hash, nil
-	case err != nil && !errors.Is(err, sql.ErrNoRows):
-		return "", fmt.Errorf("store: storing a knowledge text: %w", err)
-	}
-	_, err = s.db.ExecContext(ctx, `INSERT INTO knowledge_texts (hash, text, created_at, bytes, used_at) VALUES ($1, $2, $3, $4, $5)
-		ON CONFLICT (hash) DO UPDATE SET used_at = excluded.used_at`,
-		hash, text, now, len(text), now)
+	hashes, err := s.PutKnowledgeTexts(ctx, []string{text})
 	if err != nil {
-		return "", fmt.Errorf("store: storing a knowledge text: %w", err)
+		return "", err
 	}
-	return hash, nil
+	return hashes[0], nil
+}
+
+// textsPerRead is how many hashes one read of PutKnowledgeTexts looks up,
+// well under SQLite's and PostgreSQL's limits on bound arguments.
+const textsPerRead = 500
+
+// PutKnowledgeTexts stores texts under their hashes and returns the hashes
+// in the order of texts. Storing a text again changes nothing but a stale
+// used_at. The texts it stores have no owner and count against no quota:
+// the starter stores the operators' texts with it.
+//
+// A text stored and used within usedEvery is only read, and one read looks
+// up every text (up to textsPerRead): every onboarding of a spec stores its
+// texts again, an upsert that rewrote used_at each time made concurrent
+// starts of specs sharing a text wait on that row's lock, one commit after
+// another (41–56 ms of a start's 44–64 ms with 12 in flight,
+// BenchmarkOnboardingInFlight), and a read per text made a spec of 500
+// sources 500 round trips before its start.
+func (s *Store) PutKnowledgeTexts(ctx context.Context, texts []string) ([]string, error) {
+	hashes := make([]string, len(texts))
+	byHash := make(map[string]string, len(texts))
+	for i, text := range texts {
+		hashes[i] = KnowledgeHash(text)
+		byHash[hashes[i]] = text
+	}
+	now := s.now().UTC()
+	unique := make([]string, 0, len(byHash))
+	for hash := range byHash {
+		unique = append(unique, hash)
+	}
+	slices.Sort(unique) // the upserts below lock rows in one order
+	fresh := make(map[string]bool, len(unique))
+	for chunk := range slices.Chunk(unique, textsPerRead) {
+		args := []any{now.Add(-usedEvery)}
+		for _, h := range chunk {
+			args = append(args, h)
+		}
+		// Only placeholders are concatenated; every value is a bound argument.
+		q := `SELECT hash FROM knowledge_texts WHERE used_at >= $1 AND hash IN (` + placeholdersFrom(2, len(chunk)) + `)` //nolint:gosec // see above
+		rows, err := s.db.QueryContext(ctx, q, args...)
+		if err != nil {
+			return nil, fmt.Errorf("store: storing knowledge texts: %w", err)
+		}
+		for rows.Next() {
+			var h string
+			if err := rows.Scan(&h); err != nil {
+				_ = rows.Close()
+				return nil, fmt.Errorf("store: storing knowledge texts: %w", err)
+			}
+			fresh[h] = true
+		}
+		if err := rows.Close(); err != nil {
+			return nil, fmt.Errorf("store: storing knowledge texts: %w", err)
+		}
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("store: storing knowledge texts: %w", err)
+		}
+	}
+	for _, hash := range unique {
+		if fresh[hash] {
+			continue
+		}
+		text := byHash[hash]
+		if _, err := s.db.ExecContext(ctx, `INSERT INTO knowledge_texts (hash, text, created_at, bytes, used_at) VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (hash) DO UPDATE SET used_at = excluded.used_at`,
+			hash, text, now, len(text), now); err != nil {
+			return nil, fmt.Errorf("store: storing a knowledge text: %w", err)
+		}
+	}
+	return hashes, nil
 }
 
 // PutKnowledgeTextAs stores a text for owner, within q: a new text that
@@ -100,19 +151,31 @@ func (s *Store) PutKnowledgeTextAs(ctx context.Context, owner, text string, q Te
 }
 
 // KnowledgeText returns the text stored under hash and marks it used, so
-// that the purge keeps a text that onboardings still read.
+// that the purge keeps a text that onboardings still read. As
+// PutKnowledgeText, it reads first and writes only a used_at staler than
+// usedEvery: an onboarding's read of a text is one round trip, not an
+// update that found nothing to change and then the read (two statements
+// of the seven an onboarding made, BenchmarkOnboardingInFlight).
 func (s *Store) KnowledgeText(ctx context.Context, hash string) (string, error) {
 	now := s.now().UTC()
+	var (
+		text   string
+		usedAt sql.NullTime
+	)
+	err := s.db.QueryRowContext(ctx, `SELECT text, used_at FROM knowledge_texts WHERE hash = $1`, hash).Scan(&text, &usedAt)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return "", fmt.Errorf("%w: knowledge text %s; the starter stores texts before it starts the workflow, and texts unused for the retention period (SITEOPS_KNOWLEDGE_RETENTION) are purged: store it again", ErrNotFound, hash)
+	case err != nil:
+		return "", fmt.Errorf("store: reading knowledge text %s: %w", hash, err)
+	case usedAt.Valid && !usedAt.Time.Before(now.Add(-usedEvery)):
+		return text, nil
+	}
 	if _, err := s.db.ExecContext(ctx, `UPDATE knowledge_texts SET used_at = $2 WHERE hash = $1 AND (used_at IS NULL OR used_at < $3)`,
 		hash, now, now.Add(-usedEvery)); err != nil {
-		return "", fmt.Errorf("store: reading knowledge text %s: %w", hash, err)
+		return "", fmt.Errorf("store: marking knowledge text %s used: %w", hash, err)
 	}
-	var text string
-	err := s.db.QueryRowContext(ctx, `SELECT text FROM knowledge_texts WHERE hash = $1`, hash).Scan(&text)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", fmt.Errorf("%w: knowledge text %s; the starter stores texts before it starts the workflow, and texts unused for the retention period (SITEOPS_KNOWLEDGE_RETENTION) are purged: store it again", ErrNotFound, hash)
-	}
-	return text, err
+	return text, nil
 }
 
 // PurgeKnowledgeTexts deletes the texts that nothing stored, referenced or
