@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 )
@@ -68,35 +69,10 @@ func (s *Store) PutKnowledgeTexts(ctx context.Context, texts []string) ([]string
 		byHash[hashes[i]] = text
 	}
 	now := s.now().UTC()
-	unique := make([]string, 0, len(byHash))
-	for hash := range byHash {
-		unique = append(unique, hash)
-	}
-	slices.Sort(unique) // the upserts below lock rows in one order
+	unique := slices.Sorted(maps.Keys(byHash)) // the upserts below lock rows in one order
 	fresh := make(map[string]bool, len(unique))
 	for chunk := range slices.Chunk(unique, textsPerRead) {
-		args := []any{now.Add(-usedEvery)}
-		for _, h := range chunk {
-			args = append(args, h)
-		}
-		// Only placeholders are concatenated; every value is a bound argument.
-		q := `SELECT hash FROM knowledge_texts WHERE used_at >= $1 AND hash IN (` + placeholdersFrom(2, len(chunk)) + `)` //nolint:gosec // see above
-		rows, err := s.db.QueryContext(ctx, q, args...)
-		if err != nil {
-			return nil, fmt.Errorf("store: storing knowledge texts: %w", err)
-		}
-		for rows.Next() {
-			var h string
-			if err := rows.Scan(&h); err != nil {
-				_ = rows.Close()
-				return nil, fmt.Errorf("store: storing knowledge texts: %w", err)
-			}
-			fresh[h] = true
-		}
-		if err := rows.Close(); err != nil {
-			return nil, fmt.Errorf("store: storing knowledge texts: %w", err)
-		}
-		if err := rows.Err(); err != nil {
+		if err := s.freshTexts(ctx, chunk, now.Add(-usedEvery), fresh); err != nil {
 			return nil, fmt.Errorf("store: storing knowledge texts: %w", err)
 		}
 	}
@@ -112,6 +88,30 @@ func (s *Store) PutKnowledgeTexts(ctx context.Context, texts []string) ([]string
 		}
 	}
 	return hashes, nil
+}
+
+// freshTexts adds to fresh the hashes of those stored whose used_at is
+// since, in one read.
+func (s *Store) freshTexts(ctx context.Context, hashes []string, since time.Time, fresh map[string]bool) error {
+	args := []any{since}
+	for _, h := range hashes {
+		args = append(args, h)
+	}
+	// Only placeholders are concatenated; every value is a bound argument.
+	q := `SELECT hash FROM knowledge_texts WHERE used_at >= $1 AND hash IN (` + placeholdersFrom(2, len(hashes)) + `)` //nolint:gosec // see above
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var h string
+		if err := rows.Scan(&h); err != nil {
+			return err
+		}
+		fresh[h] = true
+	}
+	return rows.Err()
 }
 
 // PutKnowledgeTextAs stores a text for owner, within q: a new text that
