@@ -103,7 +103,7 @@ func (s *Store) freshTexts(ctx context.Context, hashes []string, since time.Time
 	if err != nil {
 		return err
 	}
-	defer rows.Close()
+	defer func() { _ = rows.Close() }()
 	for rows.Next() {
 		var h string
 		if err := rows.Scan(&h); err != nil {
