@@ -67,6 +67,11 @@ type Options struct {
 	// allows nowhere, so a worker registers or rotates no endpoint until
 	// it is told the deployment's public URLs.
 	Receivers ReceiverPolicy
+	// Classes gives each workflow type its class (workflows.ClassOf):
+	// an activity's API calls wait in the rate limiter by the type of the
+	// workflow that runs it (callClass), never by the priority key its run
+	// was started with. Nil lists no type, and every call waits as bulk.
+	Classes ClassOf
 }
 
 // withDefaults returns o with the clock filled in.
@@ -83,6 +88,7 @@ type Activities struct {
 	store     Store
 	now       func() time.Time
 	receivers ReceiverPolicy
+	classOf   ClassOf
 
 	// leadsStored counts distinct leads stored for the first time;
 	// pagesRead counts pages of leads read (a re-read page counts again).
@@ -99,7 +105,7 @@ func New(o Options) *Activities {
 		metric.WithDescription("Distinct leads stored for the first time by lead syncs."))
 	pages, _ := m.Int64Counter("siteops.lead.pages.read",
 		metric.WithDescription("Pages of leads read from the API (a page read again counts again)."))
-	return &Activities{api: o.API, store: o.Store, now: o.Now, receivers: o.Receivers, leadsStored: stored, pagesRead: pages}
+	return &Activities{api: o.API, store: o.Store, now: o.Now, receivers: o.Receivers, classOf: o.Classes, leadsStored: stored, pagesRead: pages}
 }
 
 // countPage counts a page read and the new leads it stored.

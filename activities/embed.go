@@ -24,7 +24,7 @@ func (a *Activities) SetEmbed(ctx context.Context, in SetEmbedInput) error {
 	if len(in.AllowedOrigins) > 0 {
 		u.AllowedOrigins = in.AllowedOrigins
 	}
-	if _, err := a.api.UpdateAgent(calling(ctx, agentsite.ClassPlaybook), in.IdempotencyKey, in.SiteID, u); err != nil {
+	if _, err := a.api.UpdateAgent(a.calling(ctx, agentsite.ClassPlaybook), in.IdempotencyKey, in.SiteID, u); err != nil {
 		return classify(err)
 	}
 	activity.GetLogger(ctx).Info("embed switched", "site_id", in.SiteID, "enabled", in.Enabled)

@@ -174,7 +174,7 @@ func (a *Activities) SyncLeads(ctx context.Context, in SyncLeadsInput) (SyncLead
 // pages since the sync began. On an error it returns the progress of the
 // last page stored.
 func (a *Activities) readPages(ctx context.Context, in SyncLeadsInput, p syncProgress, stored func(syncProgress)) (_ syncProgress, done bool, _ error) {
-	for page, err := range a.api.LeadPages(calling(ctx, agentsite.ClassBulk), in.SiteID, agentsite.ListLeadsOptions{Limit: in.Limit, Cursor: p.Next}) {
+	for page, err := range a.api.LeadPages(a.calling(ctx, agentsite.ClassBulk), in.SiteID, agentsite.ListLeadsOptions{Limit: in.Limit, Cursor: p.Next}) {
 		if err != nil {
 			return p, false, err
 		}

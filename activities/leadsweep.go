@@ -161,7 +161,7 @@ func (a *Activities) sweepSite(ctx context.Context, site store.LeadSweepSite, li
 	}
 	var page *agentsite.LeadPage
 	var err error
-	for p, e := range a.api.LeadPages(calling(ctx, agentsite.ClassBulk), site.SiteID, agentsite.ListLeadsOptions{Limit: limit, Cursor: site.Position.Resume}) {
+	for p, e := range a.api.LeadPages(a.calling(ctx, agentsite.ClassBulk), site.SiteID, agentsite.ListLeadsOptions{Limit: limit, Cursor: site.Position.Resume}) {
 		page, err = p, e
 		break
 	}

@@ -26,7 +26,7 @@ type CreateSiteResult struct {
 // CreateSite creates the site, then records site → workflow so that the
 // relay can route the site's webhooks to its onboarding workflow.
 func (a *Activities) CreateSite(ctx context.Context, in CreateSiteInput) (CreateSiteResult, error) {
-	created, err := a.api.CreateSite(calling(ctx, agentsite.ClassOnboarding), in.IdempotencyKey, in.Site)
+	created, err := a.api.CreateSite(a.calling(ctx, agentsite.ClassOnboarding), in.IdempotencyKey, in.Site)
 	if err != nil {
 		return CreateSiteResult{}, classify(err)
 	}
@@ -47,7 +47,7 @@ type UpdateAgentInput struct {
 // UpdateAgent configures the agent: name, persona, instructions, languages,
 // embed switch and allowed origins, whichever are set.
 func (a *Activities) UpdateAgent(ctx context.Context, in UpdateAgentInput) error {
-	_, err := a.api.UpdateAgent(calling(ctx, agentsite.ClassOnboarding), in.IdempotencyKey, in.SiteID, in.Update)
+	_, err := a.api.UpdateAgent(a.calling(ctx, agentsite.ClassOnboarding), in.IdempotencyKey, in.SiteID, in.Update)
 	return classify(err)
 }
 
@@ -76,7 +76,7 @@ func (a *Activities) AddKnowledge(ctx context.Context, in AddKnowledgeInput) (Ad
 			return AddKnowledgeResult{}, nonRetryable(ErrTypeMissingText, fmt.Errorf("knowledge source %q: %w", in.Name, err))
 		}
 	}
-	k, err := a.api.AddKnowledge(calling(ctx, agentsite.ClassBulk), in.IdempotencyKey, in.SiteID, agentsite.KnowledgeSource{Name: in.Name, Text: text})
+	k, err := a.api.AddKnowledge(a.calling(ctx, agentsite.ClassBulk), in.IdempotencyKey, in.SiteID, agentsite.KnowledgeSource{Name: in.Name, Text: text})
 	if err != nil {
 		return AddKnowledgeResult{}, classify(err)
 	}
@@ -97,7 +97,7 @@ type AddFAQResult struct {
 
 // AddFAQ adds one FAQ to the site.
 func (a *Activities) AddFAQ(ctx context.Context, in AddFAQInput) (AddFAQResult, error) {
-	f, err := a.api.AddFAQ(calling(ctx, agentsite.ClassBulk), in.IdempotencyKey, in.SiteID, in.FAQ)
+	f, err := a.api.AddFAQ(a.calling(ctx, agentsite.ClassBulk), in.IdempotencyKey, in.SiteID, in.FAQ)
 	if err != nil {
 		return AddFAQResult{}, classify(err)
 	}
@@ -121,7 +121,7 @@ type PublishResult struct {
 
 // Publish sets the site's published state.
 func (a *Activities) Publish(ctx context.Context, in PublishInput) (PublishResult, error) {
-	res, err := a.api.Publish(calling(ctx, agentsite.ClassOnboarding), in.IdempotencyKey, in.SiteID, in.Published)
+	res, err := a.api.Publish(a.calling(ctx, agentsite.ClassOnboarding), in.IdempotencyKey, in.SiteID, in.Published)
 	if err != nil {
 		return PublishResult{}, classify(err)
 	}

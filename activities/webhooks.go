@@ -36,7 +36,7 @@ type EndpointInfo struct {
 // FindEndpoint reads an endpoint's URL and events from the endpoint list,
 // and whether the store holds its secret.
 func (a *Activities) FindEndpoint(ctx context.Context, in FindEndpointInput) (EndpointInfo, error) {
-	eps, err := a.api.ListWebhookEndpoints(calling(ctx, agentsite.ClassOnboarding))
+	eps, err := a.api.ListWebhookEndpoints(a.calling(ctx, agentsite.ClassOnboarding))
 	if err != nil {
 		return EndpointInfo{}, classify(err)
 	}
@@ -121,7 +121,7 @@ func (a *Activities) CreateEndpoint(ctx context.Context, in CreateEndpointInput)
 }
 
 func (a *Activities) createEndpoint(ctx context.Context, in CreateEndpointInput) (CreatedEndpoint, error) {
-	created, err := a.api.CreateWebhookEndpoint(calling(ctx, agentsite.ClassOnboarding), in.IdempotencyKey, agentsite.NewWebhookEndpoint{URL: in.URL, Events: in.Events})
+	created, err := a.api.CreateWebhookEndpoint(a.calling(ctx, agentsite.ClassOnboarding), in.IdempotencyKey, agentsite.NewWebhookEndpoint{URL: in.URL, Events: in.Events})
 	if err != nil {
 		return CreatedEndpoint{}, classify(err)
 	}
@@ -150,7 +150,7 @@ type DeleteEndpointInput struct {
 // DeleteEndpoint deletes the endpoint; one that is already gone counts as
 // deleted.
 func (a *Activities) DeleteEndpoint(ctx context.Context, in DeleteEndpointInput) error {
-	err := a.api.DeleteWebhookEndpoint(calling(ctx, agentsite.ClassOnboarding), in.IdempotencyKey, in.EndpointID)
+	err := a.api.DeleteWebhookEndpoint(a.calling(ctx, agentsite.ClassOnboarding), in.IdempotencyKey, in.EndpointID)
 	var apiErr *agentsite.APIError
 	if errors.As(err, &apiErr) && apiErr.Status == http.StatusNotFound {
 		return nil
@@ -237,7 +237,7 @@ func (a *Activities) FindCreatedEndpoint(ctx context.Context, in FindCreatedInpu
 	if len(mine) == 0 {
 		return out, nil
 	}
-	eps, err := a.api.ListWebhookEndpoints(calling(ctx, agentsite.ClassOnboarding))
+	eps, err := a.api.ListWebhookEndpoints(a.calling(ctx, agentsite.ClassOnboarding))
 	if err != nil {
 		return out, classify(err)
 	}
@@ -323,7 +323,7 @@ func (a *Activities) ReconcileSecrets(ctx context.Context) (ReconcileSecretsResu
 	}
 	out.Checked = len(stored)
 	if len(stored) > 0 {
-		eps, err := a.api.ListWebhookEndpoints(calling(ctx, agentsite.ClassBulk))
+		eps, err := a.api.ListWebhookEndpoints(a.calling(ctx, agentsite.ClassBulk))
 		if err != nil {
 			return out, classify(err)
 		}

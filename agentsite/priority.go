@@ -10,8 +10,8 @@ import (
 // values are Temporal priority keys (1 is first, 5 last, 3 the default),
 // so that a workflow's priority and its calls' class are one number: the
 // catalogue of package workflows starts each kind of workflow with its
-// class as priority key, and the activities carry the same class to the
-// client.
+// class as priority key, and the activities carry the kind's class to the
+// client, read by workflow type.
 type Class int
 
 // The classes siteops uses, first to last.

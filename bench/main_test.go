@@ -19,6 +19,7 @@ import (
 	"github.com/siteops/siteops/internal/cluster"
 	"github.com/siteops/siteops/internal/devserver"
 	"github.com/siteops/siteops/worker"
+	"github.com/siteops/siteops/workflows"
 )
 
 // ClusterEnv names the directory of a running cluster of `localcluster up`
@@ -140,7 +141,7 @@ func scenario(b *testing.B) {
 func siteopsWorker(b *testing.B, c client.Client, queue string, api activities.API, st activities.Store, extra func(sdkworker.Worker)) {
 	b.Helper()
 	w := sdkworker.New(c, queue, sdkworker.Options{})
-	worker.Register(w, activities.New(activities.Options{API: api, Store: st}))
+	worker.Register(w, activities.New(activities.Options{API: api, Store: st, Classes: workflows.ClassOf}))
 	if extra != nil {
 		extra(w)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/siteops/siteops/store"
 	"github.com/siteops/siteops/wiring"
 	"github.com/siteops/siteops/worker"
+	"github.com/siteops/siteops/workflows"
 )
 
 // TestWorkerKilledMidEmbedPatch kills the siteops worker process while the
@@ -165,7 +166,7 @@ func TestEmbedRestoreRefusedByTheAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := sdkworker.New(e.Client, taskQueue, sdkworker.Options{})
-	worker.Register(w, activities.New(activities.Options{API: failingRestore{client}, Store: e.Store}))
+	worker.Register(w, activities.New(activities.Options{API: failingRestore{client}, Store: e.Store, Classes: workflows.ClassOf}))
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -64,7 +64,7 @@ func TestPlaybooksAreDispatchedAheadOfABacklog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	acts := activities.New(activities.Options{API: api, Store: e.Store})
+	acts := activities.New(activities.Options{API: api, Store: e.Store, Classes: workflows.ClassOf})
 	// Workflow tasks first, two at a time; activities stay in the queue.
 	wfw := sdkworker.New(e.Client, e.TaskQueue, sdkworker.Options{
 		MaxConcurrentWorkflowTaskExecutionSize: 2, LocalActivityWorkerOnly: true, DisableEagerActivities: true,

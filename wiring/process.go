@@ -118,7 +118,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, logger *slog.Logger, tel *
 	); err != nil {
 		return err
 	}
-	acts := activities.New(activities.Options{API: api, Store: st, Receivers: receivers})
+	acts := activities.New(activities.Options{API: api, Store: st, Receivers: receivers, Classes: workflows.ClassOf})
 	logger.Info("webhook endpoints may be registered and rotated under", "public_urls", receivers.String(), "loopback", receivers.AllowLoopback)
 	go purgeKnowledgeTexts(ctx, st, cfg.KnowledgeRetention, logger)
 	failed, started := startPatiently(cfg.TaskQueue, logger, checks)

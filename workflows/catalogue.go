@@ -40,8 +40,9 @@ type Kind struct {
 	Versioning workflow.VersioningBehavior
 	// Class is how urgent the kind's work is when the task queue or the
 	// API's rate runs short: its runs start with it as Temporal priority
-	// key, their activities inherit it, and their calls to the API wait
-	// in the same class (agentsite.Class).
+	// key, and its activities' calls to the API wait in it, read by
+	// workflow type (ClassOf), whatever priority key a run was started
+	// with (agentsite.Class).
 	Class agentsite.Class
 	// CallerFairness says that a run's fairness key is who asked for it,
 	// not what its ID is about: runs started directly take their turns as
@@ -98,7 +99,7 @@ var (
 		// uploads were dispatched one turn at a time among every other
 		// onboarding in flight, and their completions came one by one, a
 		// workflow task each. In the API's rate onboardings still take
-		// turns one at a time (activities.calling keys a call without
+		// turns one at a time (the activities key a call without
 		// fairness key by its workflow).
 		CallerFairness: true,
 	}
@@ -196,6 +197,14 @@ func KindNamed(name string) (Kind, bool) {
 		}
 	}
 	return Kind{}, false
+}
+
+// ClassOf is the class of the kind whose workflow type is name, and
+// whether the catalogue lists it: what the activities' calls to the API
+// wait as (activities.Options.Classes).
+func ClassOf(name string) (agentsite.Class, bool) {
+	k, ok := KindNamed(name)
+	return k.Class, ok
 }
 
 // IDForms lists the ID forms of the catalogue, for messages.

@@ -61,7 +61,7 @@ func newFixtureWith(t *testing.T, tune func(st *store.Store, o *activities.Optio
 		t.Fatal(err)
 	}
 	st := storetest.Open(t, store.SQLite)
-	o := activities.Options{API: api, Store: st, Receivers: loopback}
+	o := activities.Options{API: api, Store: st, Receivers: loopback, Classes: workflows.ClassOf}
 	if tune != nil {
 		tune(st, &o)
 	}

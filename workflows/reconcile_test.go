@@ -71,7 +71,7 @@ func (f *fixture) reconcileThrough(t *testing.T, api activities.API) workflows.S
 	t.Helper()
 	env := f.suite.NewTestWorkflowEnvironment()
 	env.SetTestTimeout(30 * time.Second)
-	worker.Register(env, activities.New(activities.Options{API: api, Store: f.store, Receivers: loopback}))
+	worker.Register(env, activities.New(activities.Options{API: api, Store: f.store, Receivers: loopback, Classes: workflows.ClassOf}))
 	env.ExecuteWorkflow(workflows.SecretReconcileWorkflowName, workflows.SecretReconcileInput{})
 	var st workflows.SecretReconcileStatus
 	if err := env.GetWorkflowResult(&st); err != nil {
