@@ -237,36 +237,100 @@ func parseURL(raw string) (Dialect, string, error) {
 // when the URL does not set application_name.
 const ApplicationName = "siteops"
 
-// Redact hides a password in a database URL, for logs and messages: the
-// userinfo's, and a password given as a query parameter (PostgreSQL reads
-// ?password=, and sslpassword for a client key). A URL that does not parse
-// is hidden whole after its scheme, since it may hold a password anywhere.
+// hiddenValue stands for what Redact hides; url.Redacted hides a
+// userinfo's password with the same.
+const hiddenValue = "xxxxx"
+
+// Redact hides the password in a database URL, for logs, errors and
+// output: the userinfo's, and every query parameter whose name holds
+// "password" (PostgreSQL reads ?password=, and sslpassword for a client
+// key). What it cannot read for sure is hidden whole after the scheme: a
+// string that does not parse as scheme://…, a key=value DSN, an '@'
+// outside the userinfo, "password" left anywhere else. A query piece that
+// is not a plain name=value (a raw '%', a ';', no '=') and a fragment are
+// hidden on their own.
 func Redact(raw string) string {
 	u, err := url.Parse(raw)
-	if err != nil {
-		scheme, _, found := strings.Cut(raw, "://")
-		if !found {
-			return "xxxxx"
-		}
-		return scheme + "://xxxxx"
+	if err != nil || u.Scheme == "" || u.Opaque != "" {
+		return redactAll(raw)
+	}
+	ats := strings.Count(raw, "@")
+	if (u.User == nil && ats > 0) || (u.User != nil && ats > 1) || secretParam(u.Path) {
+		// A password with '@', '/', '?' or '#' in it that the parse split
+		// elsewhere.
+		return redactAll(raw)
 	}
 	if u.RawQuery != "" {
-		q := u.Query()
-		changed := false
-		for name := range q {
-			if secretParam(name) {
-				q.Set(name, "xxxxx")
-				changed = true
+		u.RawQuery = redactQuery(u.RawQuery)
+	}
+	if u.Fragment != "" || u.RawFragment != "" {
+		u.Fragment, u.RawFragment = hiddenValue, ""
+	}
+	out := u.String()
+	if u.User != nil {
+		out = u.Redacted()
+	}
+	if showsPassword(out) {
+		return redactAll(raw)
+	}
+	return out
+}
+
+// showsPassword reports whether "password" appears in s, plain or
+// escaped, other than as a parameter's hidden name.
+func showsPassword(s string) bool {
+	texts := []string{strings.ToLower(s)}
+	if u, err := url.QueryUnescape(s); err == nil {
+		texts = append(texts, strings.ToLower(u))
+	}
+	for _, t := range texts {
+		for {
+			i := strings.Index(t, "password")
+			if i < 0 {
+				break
+			}
+			t = t[i+len("password"):]
+			if !strings.HasPrefix(t, "="+hiddenValue) {
+				return true
 			}
 		}
-		if changed {
-			u.RawQuery = q.Encode()
+	}
+	return false
+}
+
+// redactAll is raw hidden after its scheme, when it has one in form.
+func redactAll(raw string) string {
+	scheme, _, found := strings.Cut(raw, "://")
+	if !found || scheme == "" || strings.IndexFunc(scheme, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '+' || r == '-' || r == '.')
+	}) >= 0 {
+		return hiddenValue
+	}
+	return scheme + "://" + hiddenValue
+}
+
+// redactQuery hides the values of a URL query's secret parameters, and
+// every piece (between '&') that is not a plain name=value: its parts do
+// not unescape, it holds a ';' (which Go's and pgx's parsers refuse, and
+// a reader may take for a separator), or it has no '='; and a value that
+// names a password itself.
+func redactQuery(q string) string {
+	pieces := strings.Split(q, "&")
+	for i, p := range pieces {
+		if p == "" {
+			continue
+		}
+		name, value, ok := strings.Cut(p, "=")
+		n, errName := url.QueryUnescape(name)
+		v, errValue := url.QueryUnescape(value)
+		switch {
+		case !ok || errName != nil || strings.Contains(name, ";"):
+			pieces[i] = hiddenValue
+		case secretParam(n) || errValue != nil || strings.Contains(value, ";") || secretParam(v):
+			pieces[i] = name + "=" + hiddenValue
 		}
 	}
-	if u.User != nil {
-		return u.Redacted()
-	}
-	return u.String()
+	return strings.Join(pieces, "&")
 }
 
 // secretParam reports whether a connection parameter holds a secret.

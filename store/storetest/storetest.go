@@ -60,7 +60,7 @@ func PostgresSchemaURL(t testing.TB) string {
 	defer cancel()
 	if err := db.PingContext(ctx); err != nil {
 		_ = db.Close()
-		msg := fmt.Sprintf("PostgreSQL is not reachable at %s (%v); start it or set SITEOPS_TEST_POSTGRES_URL to run the PostgreSQL variant", redacted(base), err)
+		msg := fmt.Sprintf("PostgreSQL is not reachable at %s (%v); start it or set SITEOPS_TEST_POSTGRES_URL to run the PostgreSQL variant", store.Redact(base), err)
 		if os.Getenv(RequirePostgres) != "" {
 			t.Fatalf("%s is set, and %s", RequirePostgres, msg)
 		}
@@ -82,13 +82,6 @@ func PostgresSchemaURL(t testing.TB) string {
 	q.Set("search_path", schema)
 	u.RawQuery = q.Encode()
 	return u.String()
-}
-
-func redacted(raw string) string {
-	if u, err := url.Parse(raw); err == nil {
-		return u.Redacted()
-	}
-	return raw
 }
 
 // Open opens a migrated store of the given dialect for t, with TestKey,
