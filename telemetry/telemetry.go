@@ -178,13 +178,41 @@ func (t *Telemetry) ServeMetrics(ctx context.Context, ln net.Listener) error {
 // ServeMetricsAndReadiness is ServeMetrics with GET /readyz answered by
 // readyz, when it is not nil.
 func (t *Telemetry) ServeMetricsAndReadiness(ctx context.Context, ln net.Listener, readyz http.Handler) error {
+	return t.serve(ctx, ln, readyz, metricsTimeouts)
+}
+
+// serverTimeouts bound how long a client of the metrics and readiness
+// server may take to send its request's header, the whole request, to
+// read the answer, and how long its connection may idle between requests.
+type serverTimeouts struct {
+	readHeader, read, write, idle time.Duration
+}
+
+// metricsTimeouts are the metrics and readiness server's: a scrape or a
+// probe is a header alone, and its answer a few hundred kilobytes at most;
+// a connection idles for more than one scrape interval of Prometheus's
+// default minute.
+var metricsTimeouts = serverTimeouts{readHeader: 5 * time.Second, read: 10 * time.Second, write: 30 * time.Second, idle: 90 * time.Second}
+
+// maxMetricsHeader bounds a request's header: a scrape's is a few lines.
+const maxMetricsHeader = 16 << 10
+
+// serve is ServeMetricsAndReadiness within to.
+func (t *Telemetry) serve(ctx context.Context, ln net.Listener, readyz http.Handler, to serverTimeouts) error {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", t.Handler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	if readyz != nil {
 		mux.Handle("GET /readyz", readyz)
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: to.readHeader,
+		ReadTimeout:       to.read,
+		WriteTimeout:      to.write,
+		IdleTimeout:       to.idle,
+		MaxHeaderBytes:    maxMetricsHeader,
+	}
 	go func() {
 		<-ctx.Done()
 		// The serving context is done: shutdown gets a fresh deadline.
