@@ -35,7 +35,24 @@ func TestKubernetesManifests(t *testing.T) {
 	}
 	cms, secrets := configMapData(ms), secretKeys(t, ms)
 	roles := rolesEnv(t)
-	checkSecrets(t, ms, func(name string) bool { return envKnown(env, name) || roles[name] })
+	// A key a workload mounts as the file of a setting is that setting's
+	// (TEMPORAL_INGRESS_API_KEY is the ingress's TEMPORAL_API_KEY).
+	mountedAs := map[string]bool{}
+	for _, m := range ms {
+		if !isWorkload(m) {
+			continue
+		}
+		for _, c := range containers(m, false) {
+			for _, sm := range secretMounts(m, c) {
+				for path, key := range sm.itemPath {
+					if envKnown(env, path) {
+						mountedAs[key] = true
+					}
+				}
+			}
+		}
+	}
+	checkSecrets(t, ms, func(name string) bool { return envKnown(env, name) || roles[name] || mountedAs[name] })
 	kinds := map[string]int{}
 	setupJobs, rolesJobs := 0, 0
 	for _, m := range ms {

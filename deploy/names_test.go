@@ -141,10 +141,10 @@ func serverEnv(t *testing.T) map[string]string {
 	if len(out) < 20 {
 		t.Fatalf("found only %d TEMPORAL_SERVER_* variables in cluster.yaml: %v", len(out), out)
 	}
-	// siteops' server build reads its signal-only policy itself.
+	// siteops' server build reads its role policy itself.
 	policy := regexp.MustCompile(`(?m)^\s*\w+Env\s*=\s*"(SITEOPS_TEMPORAL_[A-Z0-9_]+)"`).FindAllStringSubmatch(read(t, filepath.Join("temporal-server", "policy.go")), -1)
-	if len(policy) != 2 {
-		t.Fatalf("found %d SITEOPS_TEMPORAL_* settings in temporal-server/policy.go, want the policy's 2", len(policy))
+	if len(policy) != 5 {
+		t.Fatalf("found %d SITEOPS_TEMPORAL_* settings in temporal-server/policy.go, want the role policy's 5", len(policy))
 	}
 	for _, m := range policy {
 		out[m[1]] = ""
@@ -267,6 +267,22 @@ func TestEveryNameExists(t *testing.T) {
 	}
 	for name := range rolesEnv(t) {
 		known[name] = true
+	}
+	// Secret keys a workload mounts as the file of a known setting (the
+	// ingress's TEMPORAL_INGRESS_API_KEY is its TEMPORAL_API_KEY).
+	for _, m := range kubernetesObjects(t) {
+		if !isWorkload(m) {
+			continue
+		}
+		for _, c := range containers(m, false) {
+			for _, sm := range secretMounts(m, c) {
+				for path, key := range sm.itemPath {
+					if known[path] {
+						known[key] = true
+					}
+				}
+			}
+		}
 	}
 	// The Temporal Web UI's settings that compose.yaml gives it (its
 	// server/config/docker.yaml reads them).

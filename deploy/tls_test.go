@@ -12,7 +12,7 @@ import (
 
 	"github.com/siteops/siteops/internal/devserver"
 	"github.com/siteops/siteops/internal/siteopstest"
-	"github.com/siteops/siteops/relay"
+	"github.com/siteops/siteops/wiring"
 )
 
 // TestKubernetesMutualTLS checks that the self-hosted frontend of
@@ -63,9 +63,12 @@ func TestKubernetesMutualTLS(t *testing.T) {
 	if cm["TEMPORAL_TLS"] != "true" {
 		t.Errorf("the ConfigMap siteops: TEMPORAL_TLS=%q; the frontend serves TLS only", cm["TEMPORAL_TLS"])
 	}
-	// The server lets the ingress start what its relay starts, no more.
-	if got, want := tcm["SITEOPS_TEMPORAL_SIGNAL_START_TYPES"], strings.Join(relay.StartedTypes(), ","); got != want {
-		t.Errorf("the ConfigMap temporal-server lets the ingress start %q with a signal; its relay starts %q", got, want)
+	// The server's role policy is the catalogue's and the relay's, for
+	// siteops' namespace and task queue.
+	for k, want := range wiring.TemporalPolicy(cm["TEMPORAL_NAMESPACE"], cm["SITEOPS_TASK_QUEUE"]) {
+		if got := tcm[k]; got != want {
+			t.Errorf("the ConfigMap temporal-server sets %s=%q; wiring.TemporalPolicy gives %q", k, got, want)
+		}
 	}
 	clientFiles := []string{"TEMPORAL_TLS_CLIENT_CERT_PATH", "TEMPORAL_TLS_CLIENT_KEY_PATH", "TEMPORAL_TLS_SERVER_CA_CERT_PATH"}
 	secrets := secretKeys(t, ms)

@@ -283,3 +283,25 @@ func StartedTypes() []string {
 	slices.Sort(types)
 	return types
 }
+
+// Signal is one signal the relay sends: its name, to the workflows whose
+// IDs start with Prefix.
+type Signal struct{ Prefix, Name string }
+
+// SentSignals are the signals the relay sends, each once, sorted: with
+// StartedTypes, all that the ingress's Temporal identity does (the role
+// policy of siteops' server build lets it send these and no other,
+// SITEOPS_TEMPORAL_RELAY_SIGNALS).
+func SentSignals() []Signal {
+	var out []Signal
+	for _, rt := range append(Routes[:len(Routes):len(Routes)], LeadEventsRoute, VerifiedRoute) {
+		if rt.Target.Name == "" {
+			continue
+		}
+		if s := (Signal{rt.Target.Prefix, rt.Signal}); !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	slices.SortFunc(out, func(a, b Signal) int { return strings.Compare(a.Prefix+":"+a.Name, b.Prefix+":"+b.Name) })
+	return out
+}

@@ -1,12 +1,12 @@
 // Command temporal-server is the pinned Temporal server (go.mod names its
 // version) as siteops runs it: the upstream server, started the way its
-// own command starts it, with one addition, the signal-only policy
-// (policy.go), which keeps the callers whose client certificates name
-// SITEOPS_TEMPORAL_SIGNAL_ONLY to signals. The ingress, the one siteops
-// process that faces the internet, holds such a certificate: code run in
-// it could signal, and could not start an incident or terminate a
-// workflow. Without SITEOPS_TEMPORAL_SIGNAL_ONLY it is the upstream
-// server.
+// own command starts it, with one addition, siteops' role policy
+// (policy.go): default deny, and each client certificate only the calls
+// of the role its subject's OU names (admin, worker, ingress, oncall,
+// partner). The ingress, the one siteops process that faces the
+// internet, holds the ingress role: code run in it could make the relay's
+// signals and starts, and nothing else. Without SITEOPS_TEMPORAL_NAMESPACE
+// it is the upstream server.
 //
 // It takes the upstream command's flags that siteops uses:
 //
@@ -48,7 +48,7 @@ func main() {
 func app() *cli.App {
 	return &cli.App{
 		Name:  "temporal-server",
-		Usage: "the Temporal server " + headers.ServerVersion + " with siteops' signal-only policy (" + SignalOnlyEnv + ")",
+		Usage: "the Temporal server " + headers.ServerVersion + " with siteops' role policy (" + NamespaceEnv + ")",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "root", Aliases: []string{"r"}, Value: ".", Usage: "the directory the configuration directory is in"},
 			&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Value: "config", Usage: "the configuration directory, under --root"},
@@ -143,11 +143,14 @@ func start(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("global.authorization: %w", err)
 	}
-	if policy != nil {
-		authorizer, mapper = policy.Wrap(authorizer, mapper, logger)
-		logger.Info("Signal-only policy: "+policy.String()+".", tag.NewStringTag("setting", SignalOnlyEnv))
-	} else if authorization.IsNoopAuthorizer(authorizer) && !c.Bool("allow-no-auth") {
-		logger.Warn("No authorizer: every caller the frontend admits may make every call. Set " + SignalOnlyEnv + " or global.authorization, or pass --allow-no-auth.")
+	switch {
+	case policy != nil && !authorization.IsNoopAuthorizer(authorizer):
+		return fmt.Errorf("%s turns on siteops' role policy, and global.authorization.authorizer names another (%q): a server has one authorizer; unset one of them", NamespaceEnv, cfg.Global.Authorization.Authorizer)
+	case policy != nil:
+		authorizer, mapper = policy.Wrap(logger)
+		logger.Info("Role policy: "+policy.String()+".", tag.NewStringTag("setting", NamespaceEnv))
+	case authorization.IsNoopAuthorizer(authorizer) && !c.Bool("allow-no-auth"):
+		logger.Warn("No authorizer: every caller the frontend admits may make every call. Set " + NamespaceEnv + " (siteops' role policy) or global.authorization, or pass --allow-no-auth.")
 	}
 	s, err := temporal.NewServer(
 		temporal.ForServices(c.StringSlice("service")),

@@ -22,7 +22,7 @@ import (
 	"github.com/siteops/siteops/e2e/testenv"
 	"github.com/siteops/siteops/internal/cluster"
 	"github.com/siteops/siteops/internal/testcerts"
-	"github.com/siteops/siteops/relay"
+	"github.com/siteops/siteops/wiring"
 )
 
 var (
@@ -47,11 +47,12 @@ func startCluster(ctx context.Context, w *testenv.Shared) error {
 	}
 	start := time.Now()
 	temporal, err = cluster.Start(ctx, cluster.Options{
-		Dir: filepath.Join(w.Dir, "cluster"), Namespaces: []string{namespace},
+		Dir: filepath.Join(w.Dir, "cluster"), Namespaces: append([]string{namespace}, partners...),
 		TLS: &cluster.TLS{CertFile: certs.ServerCert, KeyFile: certs.ServerKey, ClientCAFile: certs.CA},
-		// The ingress's certificate may only make the relay's calls
-		// (signalonly_test.go).
-		SignalOnly: []string{ingressName}, SignalStartTypes: relay.StartedTypes(),
+		// Default deny, each certificate its role's calls (roles_test.go):
+		// the cluster's own certificate is admin, siteops' processes'
+		// (certs.ClientCert) worker.
+		Policy: wiring.TemporalPolicy(namespace, policyQueue),
 	})
 	if err != nil {
 		return fmt.Errorf("starting the cluster: %w", err)

@@ -7,12 +7,13 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/siteops/siteops/internal/cluster"
@@ -24,9 +25,29 @@ import (
 )
 
 // ingressName is the common name of the ingress's client certificate,
-// which the cluster keeps to signals (cluster.Options.SignalOnly), as
+// whose role (ingress) keeps it to the relay's calls, as
 // docs/kubernetes.md has a deployment do.
 const ingressName = "siteops-ingress"
+
+// policyQueue is the task queue the cluster's role policy names as
+// siteops': the relay's and on-call's starts must run on it. No worker
+// polls it here: the workflows started on it only wait.
+const policyQueue = "siteops-policy"
+
+// partners are the namespaces of the partners' certificates (the role
+// partner, named by their common names).
+var partners = []string{"acme", "globex"}
+
+// roleCert makes a client certificate of the cluster's CA for cn with the
+// role (its OU).
+func roleCert(t *testing.T, cn, role string) (cert, key string) {
+	t.Helper()
+	cert, key, err := certs.ClientAs(t.TempDir(), cn, role)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert, key
+}
 
 // tlsAs is the cluster's client TLS configuration with the client
 // certificate cert (key its key) instead of the cluster's own.
@@ -49,7 +70,13 @@ func tlsAs(t *testing.T, cert, key string) *tls.Config {
 // client certificate cert (key its key) instead of the cluster's own.
 func dialAs(t *testing.T, cert, key string) client.Client {
 	t.Helper()
-	o, err := temporal.ClientOptions(namespace)
+	return dialIn(t, namespace, cert, key)
+}
+
+// dialIn is dialAs in the namespace ns.
+func dialIn(t *testing.T, ns, cert, key string) client.Client {
+	t.Helper()
+	o, err := temporal.ClientOptions(ns)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,24 +96,18 @@ func refused(err error) bool {
 	return errors.As(err, &denied)
 }
 
-// TestIngressIdentityMayOnlySignal checks the signal-only policy of
-// siteops' server build on the cluster: the ingress's certificate may
-// make the relay's calls (signal a workflow; start a lead sync with a
-// signal, the one type the relay starts) and nothing else: not start an
-// incident, nor start one with a signal, nor terminate, cancel, update or
-// read a workflow, over gRPC or the HTTP API. The cluster's own
-// certificate, which the worker and on-call hold, still may. Then a siteops ingress holding the ingress's
+// TestIngressIdentityMayOnlySignal checks the role policy of siteops'
+// server build on the cluster for the ingress's certificate: it may make
+// the relay's calls (signal a workflow; start a lead sync with a signal,
+// in the relay's shape) and nothing else: not start an incident, nor
+// start one with a signal, nor terminate, cancel, update or read a
+// workflow, over gRPC or the HTTP API. The cluster's own certificate
+// (admin) still may. Then a siteops ingress holding the ingress's
 // certificate relays a delivery: its identity is enough for its work.
 func TestIngressIdentityMayOnlySignal(t *testing.T) {
 	world.Need(t)
 	requirePolicy(t)
-	if got, want := temporal.SignalOnly(), []string{ingressName}; !slices.Equal(got, want) {
-		t.Fatalf("the cluster keeps %v to signals, want %v", got, want)
-	}
-	cert, key, err := certs.Client(t.TempDir(), ingressName)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cert, key := roleCert(t, ingressName, "ingress")
 	ingress := dialAs(t, cert, key)
 	full, err := temporal.Dial(t.Context(), namespace)
 	if err != nil {
@@ -94,14 +115,15 @@ func TestIngressIdentityMayOnlySignal(t *testing.T) {
 	}
 	defer full.Close()
 	ctx := t.Context()
-	queue := "signal-only" // no worker polls it: the workflows only wait
+	queue := policyQueue
 	site := fmt.Sprintf("site_signal_only_%d", time.Now().UnixNano())
 	sync := workflows.LeadSyncKind.ID(site)
 	leads := workflows.LeadsCreatedSignal{EventIDs: []string{"evt_signal_only_1"}}
 
 	// The relay's calls.
 	if _, err := ingress.SignalWithStartWorkflow(ctx, sync, workflows.SignalLeadsCreated, leads,
-		client.StartWorkflowOptions{ID: sync, TaskQueue: queue}, workflows.LeadSyncKind.Name, workflows.LeadSyncInput{SiteID: site}); err != nil {
+		client.StartWorkflowOptions{ID: sync, TaskQueue: queue, WorkflowIDReusePolicy: workflows.LeadSyncKind.Policy.Reuse, Priority: workflows.LeadSyncKind.Priority(site)},
+		workflows.LeadSyncKind.Name, workflows.LeadSyncInput{SiteID: site}); err != nil {
 		t.Fatalf("the ingress's identity starting a lead sync with a signal, as the relay does: %v", err)
 	}
 	defer func() { _ = full.TerminateWorkflow(ctx, sync, "", "TestIngressIdentityMayOnlySignal is done") }()
@@ -183,7 +205,7 @@ func TestIngressIdentityMayOnlySignal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(log), "Refused a call of a signal-only caller") || !strings.Contains(string(log), ingressName) {
+	if !strings.Contains(string(log), "Refused a call by siteops' role policy") || !strings.Contains(string(log), ingressName) {
 		t.Errorf("the frontend's log does not name the refused calls of %s", ingressName)
 	}
 
@@ -223,13 +245,178 @@ func TestIngressIdentityMayOnlySignal(t *testing.T) {
 	}
 }
 
-// requirePolicy fails t when the cluster's server build has no
-// signal-only policy: an upstream build would let the ingress's
-// certificate do everything, and this test would say only that.
+// requirePolicy fails t when the cluster's server build has no role
+// policy: an upstream build would let every certificate do everything,
+// and these tests would say only that.
 func requirePolicy(t *testing.T) {
 	t.Helper()
 	out, err := exec.Command(temporal.Server(), "--help").CombinedOutput() //nolint:gosec // the cluster's own server binary
-	if err != nil || !strings.Contains(string(out), "SITEOPS_TEMPORAL_SIGNAL_ONLY") {
-		t.Fatalf("%s is not siteops' server build (no signal-only policy in its --help; %v): make tools builds it from deploy/temporal-server", temporal.Server(), err)
+	if err != nil || !strings.Contains(string(out), "SITEOPS_TEMPORAL_NAMESPACE") {
+		t.Fatalf("%s is not siteops' server build (no role policy in its --help; %v): make tools builds it from deploy/temporal-server", temporal.Server(), err)
 	}
+}
+
+// TestIngressCannotReachAnIncident tries, with the ingress's certificate,
+// each way a SignalWithStart could reach beyond the relay's: one field of
+// the relay's own call changed at a time, against a running incident's ID
+// where the field allows. Each is refused, and after each the incident
+// is still the same running run.
+func TestIngressCannotReachAnIncident(t *testing.T) {
+	world.Need(t)
+	requirePolicy(t)
+	ctx := t.Context()
+	full, err := temporal.Dial(ctx, namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer full.Close()
+	site := fmt.Sprintf("site_incident_%d", time.Now().UnixNano())
+	incident := workflows.EmbedIncidentKind.ID(site)
+	oncallCert, oncallKey := roleCert(t, "alice", "oncall")
+	oncall := dialAs(t, oncallCert, oncallKey)
+	run, err := oncall.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: incident, TaskQueue: policyQueue, Priority: workflows.EmbedIncidentKind.Priority(site)},
+		workflows.EmbedIncidentKind.Name, workflows.EmbedIncidentInput{SiteID: site, Operator: "alice", Reason: "TestIngressCannotReachAnIncident"})
+	if err != nil {
+		t.Fatalf("on-call starting an incident: %v", err)
+	}
+	defer func() { _ = full.TerminateWorkflow(ctx, incident, "", "TestIngressCannotReachAnIncident is done") }()
+
+	cert, key := roleCert(t, ingressName, "ingress")
+	ingress := dialAs(t, cert, key)
+	other := dialIn(t, partners[0], cert, key)
+	leads := workflows.LeadsCreatedSignal{EventIDs: []string{"evt_incident_1"}}
+	// relay is the relay's own call for the lead sync of key, which each
+	// case changes.
+	relay := func(key string) (string, client.StartWorkflowOptions) {
+		id := workflows.LeadSyncKind.ID(key)
+		return id, client.StartWorkflowOptions{ID: id, TaskQueue: policyQueue, WorkflowIDReusePolicy: workflows.LeadSyncKind.Policy.Reuse,
+			Priority: workflows.LeadSyncKind.Priority(key)}
+	}
+	for _, tc := range []struct {
+		field string
+		c     client.Client
+		typ   string
+		opts  func(o *client.StartWorkflowOptions)
+	}{
+		{"the incident's ID, conflict policy TerminateExisting", ingress, workflows.LeadSyncKind.Name, func(o *client.StartWorkflowOptions) {
+			o.ID, o.WorkflowIDConflictPolicy = incident, enumspb.WORKFLOW_ID_CONFLICT_POLICY_TERMINATE_EXISTING
+		}},
+		{"the incident's ID, reuse policy TerminateIfRunning", ingress, workflows.LeadSyncKind.Name, func(o *client.StartWorkflowOptions) {
+			o.ID, o.WorkflowIDReusePolicy = incident, enumspb.WORKFLOW_ID_REUSE_POLICY_TERMINATE_IF_RUNNING
+		}},
+		{"the incident's ID", ingress, workflows.LeadSyncKind.Name, func(o *client.StartWorkflowOptions) { o.ID = incident }},
+		{"the incident's type", ingress, workflows.EmbedIncidentKind.Name, func(o *client.StartWorkflowOptions) {}},
+		{"conflict policy TerminateExisting", ingress, workflows.LeadSyncKind.Name, func(o *client.StartWorkflowOptions) {
+			o.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_TERMINATE_EXISTING
+		}},
+		{"reuse policy TerminateIfRunning", ingress, workflows.LeadSyncKind.Name, func(o *client.StartWorkflowOptions) {
+			o.WorkflowIDReusePolicy = enumspb.WORKFLOW_ID_REUSE_POLICY_TERMINATE_IF_RUNNING
+		}},
+		{"a cron schedule", ingress, workflows.LeadSyncKind.Name, func(o *client.StartWorkflowOptions) { o.CronSchedule = "* * * * *" }},
+		{"a start delay", ingress, workflows.LeadSyncKind.Name, func(o *client.StartWorkflowOptions) { o.StartDelay = time.Hour }},
+		{"an execution timeout", ingress, workflows.LeadSyncKind.Name, func(o *client.StartWorkflowOptions) { o.WorkflowExecutionTimeout = time.Second }},
+		{"the playbook's priority", ingress, workflows.LeadSyncKind.Name, func(o *client.StartWorkflowOptions) { o.Priority.PriorityKey = 1 }},
+		{"another fairness key", ingress, workflows.LeadSyncKind.Name, func(o *client.StartWorkflowOptions) { o.Priority.FairnessKey = "invented" }},
+		{"another task queue", ingress, workflows.LeadSyncKind.Name, func(o *client.StartWorkflowOptions) { o.TaskQueue = "elsewhere" }},
+		{"another namespace", other, workflows.LeadSyncKind.Name, func(o *client.StartWorkflowOptions) {}},
+	} {
+		key := fmt.Sprintf("%s_%d", site, time.Now().UnixNano())
+		id, o := relay(key)
+		tc.opts(&o)
+		if o.ID != id {
+			id = o.ID
+		}
+		_, err := tc.c.SignalWithStartWorkflow(ctx, id, workflows.SignalLeadsCreated, leads, o, tc.typ, workflows.LeadSyncInput{SiteID: key})
+		if !refused(err) {
+			t.Errorf("the ingress's SignalWithStart with %s: %v; want PermissionDenied", tc.field, err)
+			_ = full.TerminateWorkflow(ctx, id, "", "TestIngressCannotReachAnIncident: allowed by mistake")
+		}
+		d, err := full.DescribeWorkflowExecution(ctx, incident, "")
+		if err != nil || d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING || d.GetWorkflowExecutionInfo().GetExecution().GetRunId() != run.GetRunID() {
+			t.Fatalf("after the SignalWithStart with %s, the incident is %v (run %s, want %s running): %v", tc.field,
+				d.GetWorkflowExecutionInfo().GetStatus(), d.GetWorkflowExecutionInfo().GetExecution().GetRunId(), run.GetRunID(), err)
+		}
+	}
+}
+
+// TestRolesOnTheCluster checks each role's door on the cluster: on-call
+// reads and starts its playbooks but ends nothing; a partner runs its own
+// namespace and reads nothing of siteops'; a certificate of the cluster's
+// CA without a role is refused its first call, and the frontend's log
+// names it.
+func TestRolesOnTheCluster(t *testing.T) {
+	world.Need(t)
+	requirePolicy(t)
+	ctx := t.Context()
+	full, err := temporal.Dial(ctx, namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer full.Close()
+	site := fmt.Sprintf("site_roles_%d", time.Now().UnixNano())
+
+	cert, key := roleCert(t, "bob", "oncall")
+	oncall := dialAs(t, cert, key)
+	incident := workflows.EmbedIncidentKind.ID(site)
+	if _, err := oncall.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: incident, TaskQueue: policyQueue, Priority: workflows.EmbedIncidentKind.Priority(site)},
+		workflows.EmbedIncidentKind.Name, workflows.EmbedIncidentInput{SiteID: site, Operator: "bob", Reason: "TestRolesOnTheCluster"}); err != nil {
+		t.Fatalf("on-call starting an incident: %v", err)
+	}
+	defer func() { _ = full.TerminateWorkflow(ctx, incident, "", "TestRolesOnTheCluster is done") }()
+	if _, err := oncall.DescribeWorkflowExecution(ctx, incident, ""); err != nil {
+		t.Errorf("on-call reading its incident: %v", err)
+	}
+	if err := oncall.TerminateWorkflow(ctx, incident, "", "on-call may not"); !refused(err) {
+		t.Errorf("on-call terminating an incident: %v; want PermissionDenied", err)
+	}
+	if _, err := oncall.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "lead-events/0", TaskQueue: policyQueue, Priority: workflows.LeadEventsKind.Priority("0")},
+		workflows.LeadEventsKind.Name, nil); !refused(err) {
+		t.Errorf("on-call starting a lead shard: %v; want PermissionDenied", err)
+	}
+
+	pcert, pkey := roleCert(t, partners[0], "partner")
+	own := dialIn(t, partners[0], pcert, pkey)
+	if _, err := own.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: partners[0]}); err != nil {
+		t.Errorf("partner %s listing its own namespace: %v", partners[0], err)
+	}
+	for _, tc := range []struct {
+		what string
+		err  error
+	}{
+		{"reading siteops' incident", func() error {
+			_, err := dialAs(t, pcert, pkey).DescribeWorkflowExecution(ctx, incident, "")
+			return err
+		}()},
+		{"listing another partner's namespace", func() error {
+			_, err := dialIn(t, partners[1], pcert, pkey).ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: partners[1]})
+			return err
+		}()},
+	} {
+		if !refused(tc.err) {
+			t.Errorf("partner %s %s: %v; want PermissionDenied", partners[0], tc.what, tc.err)
+		}
+	}
+
+	ncert, nkey, err := certs.Client(t.TempDir(), "stray-service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := temporal.ClientOptions(namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.ConnectionOptions.TLS = tlsAs(t, ncert, nkey)
+	if c, err := client.DialContext(ctx, o); err == nil {
+		_, err = c.DescribeWorkflowExecution(ctx, incident, "")
+		c.Close()
+		if !refused(err) {
+			t.Errorf("a certificate without a role reading an incident: %v; want PermissionDenied", err)
+		}
+	} else if !refused(err) {
+		t.Errorf("a certificate without a role dialling: %v; want PermissionDenied", err)
+	}
+	siteopstest.Eventually(t, 10*time.Second, "the frontend's log names the certificate without a role", func() bool {
+		log, err := os.ReadFile(temporal.LogFile(cluster.Frontend))
+		return err == nil && strings.Contains(string(log), "stray-service") && strings.Contains(string(log), "names no role")
+	})
 }

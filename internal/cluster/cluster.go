@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/url"
 	"os"
 	"os/exec"
@@ -78,13 +79,12 @@ type Options struct {
 	// deploy/temporal-schema.sh). Start then neither creates nor sets them
 	// up, the services connect as that role, and Stop leaves them.
 	Databases *Databases
-	// SignalOnly keeps the callers whose client certificates have these
-	// common names to signals, and SignalStartTypes names the workflow
-	// types they may start with a signal: the signal-only policy of
-	// siteops' server build (deploy/temporal-server). It needs TLS with a
-	// ClientCAFile: without client certificates no caller has a name.
-	SignalOnly       []string
-	SignalStartTypes []string
+	// Policy, when set, is the environment of the role policy of siteops'
+	// server build (deploy/temporal-server; wiring.TemporalPolicy makes
+	// it): default deny, each client certificate the calls of the role
+	// its OU names. It needs TLS with a ClientCAFile: without client
+	// certificates no caller has a role.
+	Policy map[string]string
 	// Log receives progress lines of Start and Stop (discarded when nil);
 	// the services write to their own logs in Dir.
 	Log io.Writer
@@ -105,13 +105,6 @@ type Options struct {
 type Databases struct {
 	Temporal, Visibility string
 	User, Password       string
-}
-
-// signalOnly is the signal-only policy the services get
-// (SITEOPS_TEMPORAL_SIGNAL_ONLY and SITEOPS_TEMPORAL_SIGNAL_START_TYPES).
-type signalOnly struct {
-	Callers    []string `json:"callers,omitempty"`
-	StartTypes []string `json:"start_types,omitempty"`
 }
 
 // TLS is the frontend's TLS configuration: paths of PEM files.
@@ -185,7 +178,7 @@ type Cluster struct {
 	ports        map[Service]servicePorts
 	procs        map[Service]*process
 	tls          *TLS
-	signalOnly   signalOnly
+	policy       map[string]string
 	given        bool // Options.Databases: the caller's, kept at Stop
 	server       string
 	configRoot   string
@@ -332,9 +325,9 @@ func newCluster(opts Options) (*Cluster, error) {
 			return nil, err
 		}
 	}
-	c.signalOnly = signalOnly{Callers: opts.SignalOnly, StartTypes: opts.SignalStartTypes}
-	if len(opts.SignalOnly) > 0 && (c.tls == nil || c.tls.ClientCAFile == "") {
-		return nil, errors.New("cluster: SignalOnly needs TLS with a ClientCAFile: without client certificates no caller has a name to keep to signals")
+	c.policy = maps.Clone(opts.Policy)
+	if len(opts.Policy) > 0 && (c.tls == nil || c.tls.ClientCAFile == "") {
+		return nil, errors.New("cluster: Policy needs TLS with a ClientCAFile: without client certificates no caller has a role")
 	}
 	c.Database = newDatabaseName()
 	c.VisibilityDatabase = c.Database + "_vis"
@@ -523,9 +516,9 @@ func (c *Cluster) Dial(ctx context.Context, namespace string) (client.Client, er
 	return client.DialContext(ctx, opts)
 }
 
-// SignalOnly returns the common names of the client certificates the
-// cluster keeps to signals (Options.SignalOnly).
-func (c *Cluster) SignalOnly() []string { return slices.Clone(c.signalOnly.Callers) }
+// Policy returns the environment of the role policy the cluster's
+// services run with (Options.Policy).
+func (c *Cluster) Policy() map[string]string { return maps.Clone(c.policy) }
 
 // Server returns the path of the server binary the cluster runs.
 func (c *Cluster) Server() string { return c.server }

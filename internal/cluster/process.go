@@ -239,21 +239,35 @@ func (c *Cluster) serviceEnv() []string {
 		set["TEMPORAL_SERVER_TLS_INTERNAL_KEY"] = t.ClientKeyFile
 		set["TEMPORAL_SERVER_TLS_SERVER_NAME"] = t.ServerName
 	}
-	set["SITEOPS_TEMPORAL_SIGNAL_ONLY"] = strings.Join(c.signalOnly.Callers, ",")
-	set["SITEOPS_TEMPORAL_SIGNAL_START_TYPES"] = strings.Join(c.signalOnly.StartTypes, ",")
+	for k, v := range c.policy {
+		set[k] = v
+	}
 	return mergeEnv(withoutTemporal(os.Environ()), set)
 }
 
-// withoutTemporal drops every TEMPORAL_* variable from env, and the
-// signal-only policy's SITEOPS_TEMPORAL_SIGNAL_*: the cluster sets its own.
+// withoutTemporal drops every TEMPORAL_* variable from env, and the role
+// policy's SITEOPS_TEMPORAL_* (and the retired signal-only policy's): the
+// cluster sets its own.
 func withoutTemporal(env []string) []string {
 	out := make([]string, 0, len(env))
 	for _, kv := range env {
-		if !strings.HasPrefix(kv, "TEMPORAL_") && !strings.HasPrefix(kv, "SITEOPS_TEMPORAL_SIGNAL_") {
+		if !strings.HasPrefix(kv, "TEMPORAL_") && !policyVariable(kv) {
 			out = append(out, kv)
 		}
 	}
 	return out
+}
+
+// policyVariable reports whether kv sets the role policy of siteops'
+// server build, or the signal-only policy it replaced.
+func policyVariable(kv string) bool {
+	k, _, _ := strings.Cut(kv, "=")
+	switch k {
+	case "SITEOPS_TEMPORAL_NAMESPACE", "SITEOPS_TEMPORAL_TASK_QUEUE", "SITEOPS_TEMPORAL_RELAY_STARTS",
+		"SITEOPS_TEMPORAL_RELAY_SIGNALS", "SITEOPS_TEMPORAL_ONCALL_STARTS":
+		return true
+	}
+	return strings.HasPrefix(k, "SITEOPS_TEMPORAL_SIGNAL_")
 }
 
 // mergeEnv appends set to env in a stable order, skipping empty values.

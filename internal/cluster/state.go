@@ -35,7 +35,7 @@ type state struct {
 	Ports              map[Service]servicePorts `json:"ports"`
 	PIDs               map[Service]int          `json:"pids"`
 	TLS                *TLS                     `json:"tls,omitempty"`
-	SignalOnly         signalOnly               `json:"signal_only"`
+	Policy             map[string]string        `json:"policy,omitempty"`
 	Given              bool                     `json:"given_databases,omitempty"`
 	Server             string                   `json:"server"`
 	ConfigRoot         string                   `json:"config_root"`
@@ -57,7 +57,7 @@ func (c *Cluster) writeState() error {
 		Ports:              c.ports,
 		PIDs:               map[Service]int{},
 		TLS:                c.tls,
-		SignalOnly:         c.signalOnly,
+		Policy:             c.policy,
 		Given:              c.given,
 		Server:             c.server,
 		ConfigRoot:         c.configRoot,
@@ -121,7 +121,7 @@ func Attach(dir, postgresURL string, log io.Writer) (*Cluster, error) {
 		ports:              st.Ports,
 		procs:              map[Service]*process{},
 		tls:                st.TLS,
-		signalOnly:         st.SignalOnly,
+		policy:             st.Policy,
 		given:              st.Given,
 		server:             st.Server,
 		configRoot:         st.ConfigRoot,

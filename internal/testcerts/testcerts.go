@@ -59,10 +59,13 @@ func Write(dir, name string) (Files, error) {
 	if err := writeKey(f.CAKey, caKey); err != nil {
 		return f, err
 	}
-	if err := f.leaf("localhost", x509.ExtKeyUsageServerAuth, f.ServerCert, f.ServerKey); err != nil {
+	// The roles of siteops' server build (deploy/temporal-server): the
+	// server's certificate is Temporal's own, which its services present
+	// to each other; the client's is the worker's.
+	if err := f.leaf("localhost", "admin", x509.ExtKeyUsageServerAuth, f.ServerCert, f.ServerKey); err != nil {
 		return f, err
 	}
-	if err := f.leaf(name+" client", x509.ExtKeyUsageClientAuth, f.ClientCert, f.ClientKey); err != nil {
+	if err := f.leaf(name+" client", "worker", x509.ExtKeyUsageClientAuth, f.ClientCert, f.ClientKey); err != nil {
 		return f, err
 	}
 	return f, nil
@@ -70,21 +73,31 @@ func Write(dir, name string) (Files, error) {
 
 // Client makes another client certificate signed by f's CA, its subject's
 // common name cn, in dir, and returns the paths of the certificate and its
-// key.
+// key. It names no role.
 func (f Files) Client(dir, cn string) (cert, key string, err error) {
+	return f.ClientAs(dir, cn, "")
+}
+
+// ClientAs is Client with the role of siteops' server build in the
+// subject's organizational unit (none when role is empty).
+func (f Files) ClientAs(dir, cn, role string) (cert, key string, err error) {
 	base := filepath.Join(dir, strings.Map(func(r rune) rune {
 		if r == '/' || r == ' ' {
 			return '_'
 		}
 		return r
 	}, cn))
+	if role != "" {
+		base += "-" + role
+	}
 	cert, key = base+"-client.pem", base+"-client-key.pem"
-	return cert, key, f.leaf(cn, x509.ExtKeyUsageClientAuth, cert, key)
+	return cert, key, f.leaf(cn, role, x509.ExtKeyUsageClientAuth, cert, key)
 }
 
-// leaf writes a certificate for cn, signed by f's CA, with the usage (and
-// client authentication), valid for 127.0.0.1, ::1 and localhost.
-func (f Files) leaf(cn string, usage x509.ExtKeyUsage, certPath, keyPath string) error {
+// leaf writes a certificate for cn (with the organizational unit ou, when
+// given), signed by f's CA, with the usage (and client authentication),
+// valid for 127.0.0.1, ::1 and localhost.
+func (f Files) leaf(cn, ou string, usage x509.ExtKeyUsage, certPath, keyPath string) error {
 	ca, caKey, err := f.authority()
 	if err != nil {
 		return err
@@ -99,7 +112,7 @@ func (f Files) leaf(cn string, usage x509.ExtKeyUsage, certPath, keyPath string)
 	}
 	now := time.Now()
 	tmpl := &x509.Certificate{
-		SerialNumber: serial, Subject: pkix.Name{CommonName: cn},
+		SerialNumber: serial, Subject: pkix.Name{CommonName: cn, OrganizationalUnit: nonEmpty(ou)},
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage, x509.ExtKeyUsageClientAuth},
 		DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.IPv6loopback},
@@ -150,4 +163,12 @@ func writeKey(path string, key *ecdsa.PrivateKey) error {
 
 func writePEM(path, typ string, der []byte) error {
 	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600)
+}
+
+// nonEmpty is s as a list: none when s is empty.
+func nonEmpty(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return []string{s}
 }
