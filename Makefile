@@ -168,11 +168,11 @@ cluster-tools: $(TOOLS)/temporal-server $(TOOLS)/temporal-sql-tool
 
 # The server is siteops' build of it (deploy/temporal-server, a module of its
 # own that requires go.temporal.io/server at TEMPORAL_SERVER_VERSION): the
-# upstream server with the signal-only policy that keeps the ingress's
-# certificate to signals. It is rebuilt when its sources change.
+# upstream server with siteops' role policy (default deny, each client
+# certificate its role's calls). It is rebuilt when its sources change.
 TEMPORAL_SERVER_SRC := $(wildcard deploy/temporal-server/*.go) deploy/temporal-server/go.mod deploy/temporal-server/go.sum
 $(TOOLS)/temporal-server: $(TEMPORAL_SERVER_SRC)
-	@echo "building the Temporal server $(TEMPORAL_SERVER_VERSION) with siteops' signal-only policy (deploy/temporal-server; a few minutes, once)"
+	@echo "building the Temporal server $(TEMPORAL_SERVER_VERSION) with siteops' role policy (deploy/temporal-server; a few minutes, once)"
 	@mkdir -p $(TOOLS) && cd deploy/temporal-server && $(GO) build -trimpath -o $@ .
 
 # go install names the binary sql: install into a scratch GOBIN, then rename.

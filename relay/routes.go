@@ -270,9 +270,9 @@ func TypeLabel(ev store.InboxEvent) string {
 
 // StartedTypes are the workflow types the relay starts with a signal
 // (SignalWithStart): those of the routes with a Start, sorted, each once.
-// They are all the ingress's Temporal identity ever starts: the signal-only
+// They are all the ingress's Temporal identity ever starts: the role
 // policy of siteops' server build lets it start these and no other
-// (SITEOPS_TEMPORAL_SIGNAL_START_TYPES, docs/kubernetes.md).
+// (SITEOPS_TEMPORAL_RELAY_STARTS, wiring.TemporalPolicy).
 func StartedTypes() []string {
 	var types []string
 	for _, rt := range append(Routes[:len(Routes):len(Routes)], LeadEventsRoute) {

@@ -241,7 +241,7 @@ func TestOnboardingsReadTheTypesRoutedToThem(t *testing.T) {
 }
 
 // TestStartedTypesAreTheRoutesThatStart checks StartedTypes, which the
-// Temporal server's signal-only policy lets the ingress start: the target
+// Temporal server's role policy lets the ingress start: the target
 // of every route with a Start is in it, every type in it is such a
 // target, and it is sorted, each type once.
 func TestStartedTypesAreTheRoutesThatStart(t *testing.T) {
@@ -262,5 +262,26 @@ func TestStartedTypesAreTheRoutesThatStart(t *testing.T) {
 	}
 	if len(got) == 0 || !slices.IsSorted(got) || len(slices.Compact(slices.Clone(got))) != len(got) {
 		t.Errorf("StartedTypes() = %v; want the started types, sorted, each once", got)
+	}
+}
+
+// TestSentSignalsAreTheRoutesSignals checks SentSignals, which the
+// Temporal server's role policy lets the ingress send: every route with a
+// target has its signal to its target's prefix in it, and nothing else is.
+func TestSentSignalsAreTheRoutesSignals(t *testing.T) {
+	got := SentSignals()
+	want := map[Signal]bool{}
+	for _, rt := range append(Routes[:len(Routes):len(Routes)], LeadEventsRoute, VerifiedRoute) {
+		if rt.Target.Name != "" {
+			want[Signal{rt.Target.Prefix, rt.Signal}] = true
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("SentSignals = %v, want each of %v once", got, want)
+	}
+	for _, s := range got {
+		if !want[s] || s.Prefix == "" || s.Name == "" {
+			t.Errorf("SentSignals holds %v, which no route sends", s)
+		}
 	}
 }
