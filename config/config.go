@@ -130,7 +130,8 @@ type Ingress struct {
 	// RefusedRetention is how long the record of refused deliveries (one
 	// row per receiver, reason and minute; `siteops events list
 	// --refused`) keeps a row, and RefusedMaxRows how many rows it keeps
-	// at most, the oldest pruned first; 0 rows keeps no record.
+	// at most, the oldest pruned first (made-up receiver names' before the
+	// real receivers'); 0 rows keeps no record.
 	RefusedRetention time.Duration `envconfig:"SITEOPS_REFUSED_RETENTION" default:"168h"`
 	RefusedMaxRows   int           `envconfig:"SITEOPS_REFUSED_MAX_ROWS" default:"10000"`
 	// LeadShards is how many lead event shards (LeadEvents workflows) the

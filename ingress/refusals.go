@@ -20,15 +20,18 @@ import (
 // refused delivery whose signature verified.
 //
 // Refusing costs the store nothing on the request's way: the handler only
-// counts the refusal into a map in memory (noteRefusal), bounded to
-// refusedKeys rows and, for receiver names the list of receivers does not
-// hold (anyone can make them up), to RefusedNamesPerMinute names a minute;
-// the rest are counted under OtherReceivers. A loop of the server
-// (recordRefusals) writes what was counted at most once every FlushEvery
-// (a second), as one statement, and prunes the record to its age and size
-// once a minute. So a flood of forged deliveries, however large and
-// whatever names it makes up, costs the store at most one write a second
-// per ingress, of at most refusedKeys rows plus one per reason.
+// counts the refusal into a map in memory (noteRefusal). Receiver names
+// the list of receivers does not hold (anyone can make them up) are kept
+// to RefusedNamesPerMinute names a minute and refusedKeys rows; the rest
+// are counted under OtherReceivers. The listed receivers' rows have a
+// bound of their own (refusedListedKeys), which made-up names cannot
+// fill. A loop of the server (recordRefusals) writes what was counted at
+// most once every FlushEvery (a second), as one statement, and prunes the
+// record to its age and size once a minute, made-up names' rows first
+// (store.PruneRefusals). So a flood of forged deliveries, however large
+// and whatever names it makes up, costs the store at most one write a
+// second per ingress, of at most refusedKeys rows plus one per reason
+// besides the real receivers', and pushes none of theirs out.
 //
 // Never kept: the body, the headers, the client's address (behind the TLS
 // terminator every client is the terminator, and a client's address is
@@ -57,10 +60,16 @@ const (
 	DefaultRefusedFlush = time.Second
 )
 
-// refusedKeys bounds the rows an ingress holds between two writes, and so
-// the rows of one write, besides one row per reason for the rest
-// (OtherReceivers).
+// refusedKeys bounds the rows of unlisted receiver names an ingress holds
+// between two writes, and so such rows of one write, besides one row per
+// reason for the rest (OtherReceivers).
 const refusedKeys = 64
+
+// refusedListedKeys bounds the rows of listed receivers an ingress holds:
+// those of a few minutes of every receiver refused for several reasons,
+// while the store cannot be written; past it they are counted under
+// OtherReceivers too.
+const refusedListedKeys = 1024
 
 // RefusedNamesPerMinute bounds the receiver names that the list of
 // receivers does not hold (names anyone can make up) that an ingress keeps
@@ -128,6 +137,8 @@ type refusalRecord struct {
 
 	mu      sync.Mutex
 	pending map[refusedKey]*store.RefusedDelivery
+	// listedRows counts pending's rows of listed receivers.
+	listedRows int
 	// names are the unlisted receiver names kept in the rows of the
 	// minute nameMinute.
 	names      map[string]bool
@@ -163,13 +174,13 @@ func (rr *refusalRecord) note(receiver string, listed bool, reason string, statu
 	}
 	k := refusedKey{minute: minute.Unix(), receiver: receiver, reason: reason}
 	row, ok := rr.pending[k]
-	if !ok && len(rr.pending) >= refusedKeys {
-		k.receiver = OtherReceivers
+	if !ok && !rr.room(listed) {
+		k.receiver, listed = OtherReceivers, false
 		row, ok = rr.pending[k]
 	}
 	if !ok {
-		row = &store.RefusedDelivery{Minute: minute, Receiver: k.receiver, Reason: reason, Status: status, FirstAt: at, LastAt: at}
-		rr.pending[k] = row
+		row = &store.RefusedDelivery{Minute: minute, Receiver: k.receiver, Reason: reason, Status: status, FirstAt: at, LastAt: at, Listed: listed}
+		rr.add(k, row)
 	}
 	row.Count++
 	row.FirstAt, row.LastAt = minTime(row.FirstAt, at), maxTime(row.LastAt, at)
@@ -178,12 +189,29 @@ func (rr *refusalRecord) note(receiver string, listed bool, reason string, statu
 	}
 }
 
+// room says whether a new row of a listed receiver, or of another, is
+// within its bound.
+func (rr *refusalRecord) room(listed bool) bool {
+	if listed {
+		return rr.listedRows < refusedListedKeys
+	}
+	return len(rr.pending)-rr.listedRows < refusedKeys
+}
+
+// add puts a new row into what is pending.
+func (rr *refusalRecord) add(k refusedKey, row *store.RefusedDelivery) {
+	rr.pending[k] = row
+	if row.Listed {
+		rr.listedRows++
+	}
+}
+
 // take returns what was counted since the last write, and forgets it.
 func (rr *refusalRecord) take() map[refusedKey]*store.RefusedDelivery {
 	rr.mu.Lock()
 	defer rr.mu.Unlock()
 	batch := rr.pending
-	rr.pending = map[refusedKey]*store.RefusedDelivery{}
+	rr.pending, rr.listedRows = map[refusedKey]*store.RefusedDelivery{}, 0
 	return batch
 }
 
@@ -202,8 +230,8 @@ func (rr *refusalRecord) restore(batch map[refusedKey]*store.RefusedDelivery) (l
 			if row.EventID == "" {
 				row.EventID, row.EventType = b.EventID, b.EventType
 			}
-		case len(rr.pending) < refusedKeys:
-			rr.pending[k] = b
+		case rr.room(b.Listed):
+			rr.add(k, b)
 		default:
 			lost += b.Count
 		}
@@ -341,10 +369,16 @@ func (h *Handler) recordRefusals(ctx context.Context) {
 		h.flushRefusals(ctx)
 		if time.Since(pruned) >= refusedPruneEvery {
 			pruned = time.Now()
-			if _, err := o.Store.PruneRefusals(ctx, h.opts.Now().Add(-o.Retention), o.MaxRows); err != nil && ctx.Err() == nil {
-				h.recordFailed(ctx, "pruning the record of refused deliveries failed", err)
-			}
+			h.pruneRefusals(ctx)
 		}
+	}
+}
+
+// pruneRefusals cuts the record to its retention and its size.
+func (h *Handler) pruneRefusals(ctx context.Context) {
+	o := h.refused.opts
+	if _, err := o.Store.PruneRefusals(ctx, h.opts.Now().Add(-o.Retention), o.MaxRows); err != nil && ctx.Err() == nil {
+		h.recordFailed(ctx, "pruning the record of refused deliveries failed", err)
 	}
 }
 

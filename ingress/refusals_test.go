@@ -218,7 +218,9 @@ func TestRefusalFloodWritesAtMostTheCap(t *testing.T) {
 	if writes > limit {
 		t.Errorf("%d forged deliveries in %s made %d writes; want at most %d (one per %s)", forged, took.Round(time.Millisecond), writes, limit, flush)
 	}
-	if bound := int64(refusedKeys + len(refusalReasons)); rows > bound || held.Load() > bound {
+	// The made-up names' rows, one per reason for the rest, and the one
+	// listed receiver's row.
+	if bound := int64(refusedKeys + len(refusalReasons) + 1); rows > bound || held.Load() > bound {
 		t.Errorf("a write carried %d rows and %d were held; want at most %d", rows, held.Load(), bound)
 	}
 	got, err := st.RefusedDeliveries(t.Context(), store.RefusedFilter{Limit: 1000})
@@ -245,6 +247,90 @@ func TestRefusalFloodWritesAtMostTheCap(t *testing.T) {
 	if names != RefusedNamesPerMinute {
 		t.Errorf("the record keeps %d made-up names in one minute; want %d, the rest under %s", names, RefusedNamesPerMinute, OtherReceivers)
 	}
+}
+
+// TestMadeUpNamesCannotPushOutTheRealReceivers floods a handler, on both
+// dialects, with deliveries to made-up receiver names refused for three
+// reasons each, more rows between two writes than refusedKeys and more
+// rows in all than the record's MaxRows, and checks that the real
+// receivers' refusals (a stored receiver's and the default one's) keep
+// rows of their own, under their names, through the writes and prunes.
+func TestMadeUpNamesCannotPushOutTheRealReceivers(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, st *store.Store) {
+		ctx := t.Context()
+		if err := st.PutSecret(ctx, "we_2", "v2", agentsite.NewSigningSecret(storedSecret)); err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		clock := now
+		at := func() time.Time {
+			mu.Lock()
+			defer mu.Unlock()
+			return clock
+		}
+		const maxRows = 40
+		h := NewHandler(Options{Inbox: st, Secrets: st, EnvSecrets: []string{envSecret}, Now: at, Refused: RefusedOptions{Store: st, MaxRows: maxRows}})
+		f := &fixture{h: h, st: st}
+		flood := func() {
+			for i := range 2 * RefusedNamesPerMinute {
+				path := fmt.Sprintf("/webhooks/made-up-%d-%d", at().Unix(), i)
+				for _, d := range []delivery{
+					{path: path, secret: "whsec_forged", at: at()},
+					{path: path, at: at().Add(-time.Hour)},
+					{path: path, sigOver: "garbage", at: at()},
+				} {
+					if code := f.send(t, d).Code; code < 400 {
+						t.Fatalf("a forged delivery to %s = %d; want it refused", path, code)
+					}
+				}
+			}
+		}
+		real := func() {
+			if code := f.send(t, delivery{path: "/webhooks/v2", secret: "whsec_forged", at: at()}).Code; code != http.StatusUnauthorized {
+				t.Fatalf("a forged delivery to v2 = %d, want 401", code)
+			}
+			if code := f.send(t, delivery{at: at().Add(-time.Hour)}).Code; code != http.StatusUnauthorized {
+				t.Fatalf("a stale delivery to the default receiver = %d, want 401", code)
+			}
+		}
+		// Two minutes of made-up names before one write, the real
+		// receivers' refusals last.
+		flood()
+		mu.Lock()
+		clock = clock.Add(time.Minute)
+		mu.Unlock()
+		flood()
+		real()
+		h.flushRefusals(ctx)
+		realMinute := at()
+		// Ten more minutes of them, written and pruned as the loop does.
+		for range 10 {
+			mu.Lock()
+			clock = clock.Add(time.Minute)
+			mu.Unlock()
+			flood()
+			h.flushRefusals(ctx)
+			h.pruneRefusals(ctx)
+		}
+		rows, err := st.RefusedDeliveries(ctx, store.RefusedFilter{Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rows) > maxRows {
+			t.Errorf("the record holds %d rows; want at most %d", len(rows), maxRows)
+		}
+		var kept []string
+		for _, r := range rows {
+			if r.Minute.Equal(realMinute) && (r.Receiver == "v2" || r.Receiver == "") {
+				kept = append(kept, fmt.Sprintf("%q %s %d listed %v", r.Receiver, r.Reason, r.Count, r.Listed))
+			}
+		}
+		slices.Sort(kept)
+		want := []string{`"" timestamp_outside_window 1 listed true`, `"v2" invalid_signature 1 listed true`}
+		if !slices.Equal(kept, want) {
+			t.Errorf("the real receivers' rows after the flood:\n got %v\nwant %v", kept, want)
+		}
+	})
 }
 
 // TestRefusalsOutliveAFailedWrite checks that what a write could not store

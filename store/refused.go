@@ -20,7 +20,9 @@ import (
 // names it, the reason, the status answered, the count, the first and last
 // refusal, and the event id and type of a refused delivery whose signature
 // verified (a store failure after the verification), which are the
-// sender's signed values.
+// sender's signed values. Its size bound prunes the rows of receiver names
+// the ingress's list did not hold (anyone can make them up) before the
+// real receivers' rows.
 
 // DefaultRefusedPage is how many rows RefusedDeliveries returns unless
 // told otherwise.
@@ -47,6 +49,9 @@ type RefusedDelivery struct {
 	// unsigned headers are never taken for them).
 	EventID   string
 	EventType string
+	// Listed says the ingress's list of receivers held the receiver (the
+	// default one always): PruneRefusals keeps such rows over the others.
+	Listed bool
 }
 
 // RefusedFilter selects rows of the record; every field is optional.
@@ -77,7 +82,8 @@ func minuteOf(t time.Time) int64 { return t.Truncate(time.Minute).Unix() }
 
 // RecordRefusals adds rows to the record: a row of the same minute,
 // receiver and reason gets their counts added, the earlier first and the
-// later last refusal, and the row's event when it has one. Every ingress
+// later last refusal, the row's event when it has one, and Listed when
+// either says so. Every ingress
 // calls it with what it refused since its last call (at most once a
 // second), so rows of one key from several replicas merge into one.
 // Rows are written in key order, so that two replicas writing at once
@@ -96,13 +102,13 @@ func (s *Store) RecordRefusals(ctx context.Context, rows []RefusedDelivery) erro
 		}
 		return strings.Compare(a.Reason, b.Reason)
 	})
-	const cols = 9
+	const cols = 10
 	args := make([]any, 0, cols*len(rows))
 	for _, r := range rows {
-		args = append(args, minuteOf(r.Minute), r.Receiver, r.Reason, r.Status, r.Count, r.FirstAt.UnixMilli(), r.LastAt.UnixMilli(), r.EventID, r.EventType)
+		args = append(args, minuteOf(r.Minute), r.Receiver, r.Reason, r.Status, r.Count, r.FirstAt.UnixMilli(), r.LastAt.UnixMilli(), r.EventID, r.EventType, r.Listed)
 	}
 	//nolint:gosec // only placeholders are concatenated; every value is a bound argument
-	q := `INSERT INTO refused_deliveries (minute_unix, receiver, reason, status, count, first_unix_ms, last_unix_ms, event_id, event_type)
+	q := `INSERT INTO refused_deliveries (minute_unix, receiver, reason, status, count, first_unix_ms, last_unix_ms, event_id, event_type, listed)
 		VALUES ` + placeholders(len(rows), cols) + `
 		ON CONFLICT (minute_unix, receiver, reason) DO UPDATE SET
 			count = refused_deliveries.count + excluded.count,
@@ -110,7 +116,8 @@ func (s *Store) RecordRefusals(ctx context.Context, rows []RefusedDelivery) erro
 			first_unix_ms = CASE WHEN excluded.first_unix_ms < refused_deliveries.first_unix_ms THEN excluded.first_unix_ms ELSE refused_deliveries.first_unix_ms END,
 			last_unix_ms = CASE WHEN excluded.last_unix_ms > refused_deliveries.last_unix_ms THEN excluded.last_unix_ms ELSE refused_deliveries.last_unix_ms END,
 			event_id = CASE WHEN excluded.event_id <> '' THEN excluded.event_id ELSE refused_deliveries.event_id END,
-			event_type = CASE WHEN excluded.event_id <> '' THEN excluded.event_type ELSE refused_deliveries.event_type END`
+			event_type = CASE WHEN excluded.event_id <> '' THEN excluded.event_type ELSE refused_deliveries.event_type END,
+			listed = excluded.listed OR refused_deliveries.listed`
 	if _, err := s.db.ExecContext(ctx, q, args...); err != nil {
 		return fmt.Errorf("store: recording refused deliveries: %w", err)
 	}
@@ -118,8 +125,10 @@ func (s *Store) RecordRefusals(ctx context.Context, rows []RefusedDelivery) erro
 }
 
 // PruneRefusals removes the rows of the minutes before before, and then
-// the oldest rows beyond the newest maxRows (none when maxRows <= 0). It
-// returns how many rows it removed.
+// the oldest rows beyond the newest maxRows (none when maxRows <= 0): the
+// rows of receivers the list did not hold first, so that made-up names
+// cannot push the real receivers' rows out, then the oldest listed rows
+// if they alone pass maxRows. It returns how many rows it removed.
 func (s *Store) PruneRefusals(ctx context.Context, before time.Time, maxRows int) (int64, error) {
 	res, err := s.db.ExecContext(ctx, `DELETE FROM refused_deliveries WHERE minute_unix < $1`, minuteOf(before))
 	if err != nil {
@@ -129,19 +138,34 @@ func (s *Store) PruneRefusals(ctx context.Context, before time.Time, maxRows int
 	if maxRows <= 0 {
 		return n, nil
 	}
-	// The rows past the newest maxRows, by the primary key's order.
+	var listed int
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM refused_deliveries WHERE listed`).Scan(&listed); err != nil {
+		return n, fmt.Errorf("store: pruning refused deliveries: %w", err)
+	}
+	m, err := s.pruneRefusalsPast(ctx, false, max(0, maxRows-listed))
+	n += m
+	if err != nil || listed <= maxRows {
+		return n, err
+	}
+	m, err = s.pruneRefusalsPast(ctx, true, maxRows)
+	return n + m, err
+}
+
+// pruneRefusalsPast removes the rows of the listed or the other receivers
+// past the newest keep of them, by the primary key's order.
+func (s *Store) pruneRefusalsPast(ctx context.Context, listed bool, keep int) (int64, error) {
 	all := "LIMIT ALL"
 	if s.dialect == SQLite {
 		all = "LIMIT -1"
 	}
-	res, err = s.db.ExecContext(ctx, `DELETE FROM refused_deliveries WHERE (minute_unix, receiver, reason) IN (
-		SELECT minute_unix, receiver, reason FROM refused_deliveries
-		ORDER BY minute_unix DESC, receiver DESC, reason DESC `+all+` OFFSET $1)`, maxRows)
+	res, err := s.db.ExecContext(ctx, `DELETE FROM refused_deliveries WHERE listed = $1 AND (minute_unix, receiver, reason) IN (
+		SELECT minute_unix, receiver, reason FROM refused_deliveries WHERE listed = $1
+		ORDER BY minute_unix DESC, receiver DESC, reason DESC `+all+` OFFSET $2)`, listed, keep)
 	if err != nil {
-		return n, fmt.Errorf("store: pruning refused deliveries: %w", err)
+		return 0, fmt.Errorf("store: pruning refused deliveries: %w", err)
 	}
 	m, _ := res.RowsAffected()
-	return n + m, nil
+	return m, nil
 }
 
 // refusedWhere turns f into a condition and its arguments.
@@ -183,7 +207,7 @@ func (s *Store) RefusedDeliveries(ctx context.Context, f RefusedFilter) ([]Refus
 	args = append(args, limit)
 	// Only fixed SQL and placeholders are concatenated; every value is a
 	// bound argument.
-	q := `SELECT minute_unix, receiver, reason, status, count, first_unix_ms, last_unix_ms, event_id, event_type FROM refused_deliveries` + cond + //nolint:gosec // see above
+	q := `SELECT minute_unix, receiver, reason, status, count, first_unix_ms, last_unix_ms, event_id, event_type, listed FROM refused_deliveries` + cond + //nolint:gosec // see above
 		` ORDER BY minute_unix DESC, last_unix_ms DESC, receiver, reason LIMIT $` + strconv.Itoa(len(args))
 	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
@@ -194,7 +218,7 @@ func (s *Store) RefusedDeliveries(ctx context.Context, f RefusedFilter) ([]Refus
 	for rows.Next() {
 		var r RefusedDelivery
 		var minute, first, last int64
-		if err := rows.Scan(&minute, &r.Receiver, &r.Reason, &r.Status, &r.Count, &first, &last, &r.EventID, &r.EventType); err != nil {
+		if err := rows.Scan(&minute, &r.Receiver, &r.Reason, &r.Status, &r.Count, &first, &last, &r.EventID, &r.EventType, &r.Listed); err != nil {
 			return nil, err
 		}
 		r.Minute, r.FirstAt, r.LastAt = time.Unix(minute, 0).UTC(), time.UnixMilli(first).UTC(), time.UnixMilli(last).UTC()

@@ -134,3 +134,77 @@ func TestPruneRefusals(t *testing.T) {
 		}
 	})
 }
+
+// TestPruneRefusalsKeepsTheListedReceivers floods the record with newer
+// rows of made-up receiver names, more than its size bound, and checks on
+// both dialects that the size prune removes them first: the listed
+// receivers' older rows stay, and only when they alone pass the bound are
+// the oldest of them pruned. A row written listed by one ingress stays
+// listed when another writes it unlisted.
+func TestPruneRefusalsKeepsTheListedReceivers(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		ctx := t.Context()
+		m0 := time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)
+		row := func(min int, receiver, reason string, listed bool) store.RefusedDelivery {
+			at := m0.Add(time.Duration(min) * time.Minute)
+			return store.RefusedDelivery{Minute: at, Receiver: receiver, Reason: reason, Status: 401, Count: 1, FirstAt: at, LastAt: at, Listed: listed}
+		}
+		real := []store.RefusedDelivery{
+			row(0, "v2", "invalid_signature", true),
+			row(0, "", "timestamp_outside_window", true),
+			row(1, "v2", "invalid_signature", true),
+		}
+		if err := s.RecordRefusals(ctx, real); err != nil {
+			t.Fatal(err)
+		}
+		// The same key from an ingress whose list does not hold v2 yet.
+		if err := s.RecordRefusals(ctx, []store.RefusedDelivery{row(1, "v2", "invalid_signature", false)}); err != nil {
+			t.Fatal(err)
+		}
+		const maxRows = 20
+		var flood []store.RefusedDelivery
+		for min := 2; min < 12; min++ {
+			for i := range 16 {
+				for _, reason := range []string{"unknown_receiver", "timestamp_outside_window"} {
+					flood = append(flood, row(min, fmt.Sprintf("made-up-%02d", i), reason, false))
+				}
+			}
+		}
+		if err := s.RecordRefusals(ctx, flood); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.PruneRefusals(ctx, m0, maxRows); err != nil {
+			t.Fatal(err)
+		}
+		left, err := s.RefusedDeliveries(ctx, store.RefusedFilter{Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(left) != maxRows {
+			t.Errorf("%d rows left; want the bound, %d", len(left), maxRows)
+		}
+		var listed []string
+		for _, r := range left {
+			if r.Listed {
+				listed = append(listed, fmt.Sprintf("%d %q %s count %d", int(r.Minute.Sub(m0).Minutes()), r.Receiver, r.Reason, r.Count))
+			} else if !r.Minute.Equal(m0.Add(11 * time.Minute)) {
+				t.Errorf("a made-up name's row of minute %s stayed; want only the newest made-up rows", r.Minute)
+			}
+		}
+		want := []string{`1 "v2" invalid_signature count 2`, `0 "" timestamp_outside_window count 1`, `0 "v2" invalid_signature count 1`}
+		if fmt.Sprint(listed) != fmt.Sprint(want) {
+			t.Errorf("the listed receivers' rows after the flood:\n got %v\nwant %v", listed, want)
+		}
+		// The listed rows alone past the bound: the oldest go.
+		if _, err := s.PruneRefusals(ctx, m0, 2); err != nil {
+			t.Fatal(err)
+		}
+		left, err = s.RefusedDeliveries(ctx, store.RefusedFilter{Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(left) != 2 || !left[0].Listed || !left[1].Listed || !left[1].Minute.Equal(m0) || left[1].Receiver != "v2" {
+			t.Errorf("a bound of 2 left %+v; want the newest 2 listed rows", left)
+		}
+	})
+}
