@@ -36,6 +36,8 @@ type Store interface {
 	LeadSweepSites(ctx context.Context, after string, limit int) ([]store.LeadSweepSite, error)
 	KnownLeads(ctx context.Context, siteID string, ids []string) (int, error)
 	LeadSyncChecked(ctx context.Context, siteID, syncKey string, at time.Time) error
+	RecordLeadSweepFailure(ctx context.Context, siteID, reason string, at time.Time) error
+	ClearLeadSweepFailure(ctx context.Context, siteID string) error
 	LeadSyncFrom(ctx context.Context, siteID string) (*agentsite.Cursor, error)
 	RecordLeadSiteSync(ctx context.Context, r store.LeadSiteSync) error
 	KnowledgeText(ctx context.Context, hash string) (string, error)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"time"
 
@@ -146,4 +147,31 @@ func nonRetryable(typ string, err error) error {
 
 func retryAfter(err error, d time.Duration) error {
 	return temporal.NewApplicationErrorWithOptions(err.Error(), ErrTypeRetryable, temporal.ApplicationErrorOptions{NextRetryDelay: d, Details: details(err)})
+}
+
+// failureReason is the class of an error of the client or the store as a
+// short token for records and the overview ("http_500", "network",
+// "timeout", ...): never its message, which may quote a body.
+func failureReason(err error) string {
+	var (
+		apiErr  *agentsite.APIError
+		valErr  *agentsite.ValidationError
+		openErr *agentsite.BreakerOpenError
+		netErr  net.Error
+	)
+	switch {
+	case errors.As(err, &apiErr):
+		return fmt.Sprintf("http_%d", apiErr.Status)
+	case errors.As(err, &valErr):
+		return "invalid_input"
+	case errors.Is(err, agentsite.ErrContractViolation):
+		return "contract_violation"
+	case errors.As(err, &openErr):
+		return "breaker_open"
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
+		return "timeout"
+	case errors.As(err, &netErr):
+		return "network"
+	}
+	return "error"
 }

@@ -46,9 +46,11 @@ type SweepLeadsResult struct {
 	// of the end of the collection (it is under way, or its workflow goes
 	// on with it).
 	Syncing int `json:"syncing"`
-	// Failed counts the sites that could not be checked for a reason no
-	// retry fixes (the site is gone, the key lacks leads:read, a position
-	// that does not decode); each is logged with its site id.
+	// Failed counts the sites that could not be checked: their read
+	// failed (the site is gone, the key lacks leads:read, a 5xx, the
+	// network) or their position does not decode. Each is recorded in the
+	// store with the failure's class (store.RecordLeadSweepFailure), which
+	// the overview lists, and logged with its site id.
 	Failed int `json:"failed"`
 	// Next is the last site id handled: the next run starts after it.
 	Next string `json:"next,omitempty"`
@@ -76,10 +78,13 @@ const (
 // (store.LeadSyncChecked). It costs one API read per site and no
 // Temporal action per site: the workflow signals only the missed ones.
 //
-// A transient error (throttling, 5xx, the store) fails the attempt, and
-// Temporal retries it from the last site it handled (heartbeated every few
-// seconds, never for a run that ends sooner); an error no retry fixes
-// fails that site alone.
+// A site whose read fails does not stop the sweep: it is recorded as
+// failing and the sweep goes on with the next. Only what is not the
+// site's fails the attempt: the store, and the API as a whole asking for
+// a delay (the client's circuit breaker open after consecutive failures,
+// the shared limit paused, a 429 or 503). Temporal retries it after that
+// delay from the last site handled, which is heartbeated before the
+// attempt fails (and every few seconds meanwhile).
 func (a *Activities) SweepLeads(ctx context.Context, in SweepLeadsInput) (SweepLeadsResult, error) {
 	most := in.MaxSites
 	if most <= 0 {
@@ -121,6 +126,9 @@ func (a *Activities) SweepLeads(ctx context.Context, in SweepLeadsInput) (SweepL
 		for _, site := range sites {
 			verdict, err := a.sweepSite(ctx, site, in.PageLimit)
 			if err != nil {
+				// The retry goes on after the sites handled, those
+				// recorded as failing among them.
+				activity.RecordHeartbeat(ctx, snapshot())
 				return SweepLeadsResult{}, err
 			}
 			mu.Lock()
@@ -144,13 +152,14 @@ func (a *Activities) SweepLeads(ctx context.Context, in SweepLeadsInput) (SweepL
 }
 
 // sweepSite checks one site. It returns an error only for what a retry
-// of the whole run may fix.
+// of the whole run may fix: the store, or the API as a whole
+// (sweepReadFailure); a site whose read fails is recorded as failing.
 func (a *Activities) sweepSite(ctx context.Context, site store.LeadSweepSite, limit int) (sweepVerdict, error) {
 	log := activity.GetLogger(ctx)
 	switch {
 	case site.Undecodable:
 		log.Warn("lead sweep: the site's stored lead sync position does not decode; the site is not checked", "site_id", site.SiteID)
-		return sweepFailed, nil
+		return a.sweepFailed(ctx, site, "position_undecodable")
 	case !site.Position.Done && (site.Position.LastPageAt.IsZero() || a.now().Sub(site.Position.LastPageAt) < DefaultStallTimeout):
 		return sweepSyncing, nil
 	case !site.Position.Done:
@@ -166,13 +175,17 @@ func (a *Activities) sweepSite(ctx context.Context, site store.LeadSweepSite, li
 		break
 	}
 	if err != nil {
-		err = classify(err)
-		var app *temporal.ApplicationError
-		if errors.As(err, &app) && app.NonRetryable() {
-			log.Warn("lead sweep: the site's leads cannot be read; the site is not checked", "site_id", site.SiteID, "error", err)
-			return sweepFailed, nil
+		if fail := sweepReadFailure(ctx, err); fail != nil {
+			return 0, fail
 		}
-		return 0, err
+		reason := failureReason(err)
+		log.Warn("lead sweep: the site's leads cannot be read; the site is recorded as failing and the sweep goes on", "site_id", site.SiteID, "reason", reason, "error", classify(err))
+		return a.sweepFailed(ctx, site, reason)
+	}
+	if site.Failing {
+		if err := a.store.ClearLeadSweepFailure(ctx, site.SiteID); err != nil {
+			return 0, classify(err)
+		}
 	}
 	if page.Next != nil {
 		return sweepMissed, nil
@@ -192,6 +205,32 @@ func (a *Activities) sweepSite(ctx context.Context, site store.LeadSweepSite, li
 		return 0, classify(err)
 	}
 	return sweepCurrent, nil
+}
+
+// sweepReadFailure is the error that fails a sweep's attempt for a failed
+// read of one site, nil when the failure is the site's alone: a
+// cancellation, and the API as a whole asking for a delay (the breaker
+// open, the shared limit paused, a 429 or 503: classify's ErrTypeRetryable)
+// fail the attempt; every other failure (a 5xx, the network, a timeout,
+// what no retry fixes) is the site's.
+func sweepReadFailure(ctx context.Context, err error) error {
+	if ctx.Err() != nil || errors.Is(err, context.Canceled) {
+		return err
+	}
+	var app *temporal.ApplicationError
+	if c := classify(err); errors.As(c, &app) && app.Type() == ErrTypeRetryable {
+		return c
+	}
+	return nil
+}
+
+// sweepFailed records the site as failing for reason and returns its
+// verdict.
+func (a *Activities) sweepFailed(ctx context.Context, site store.LeadSweepSite, reason string) (sweepVerdict, error) {
+	if err := a.store.RecordLeadSweepFailure(ctx, site.SiteID, reason, a.now()); err != nil {
+		return 0, classify(err)
+	}
+	return sweepFailed, nil
 }
 
 // tick calls f every period until ctx ends or the returned stop is called;

@@ -12,8 +12,9 @@ import (
 )
 
 // LeadSyncs is how the sites' lead syncs stand: how many run, which lag
-// (running, but their last page is older than LagAfter) and which failed
-// in the last day with no run after them.
+// (running, but their last page is older than LagAfter), which failed
+// in the last day with no run after them, and which sites the lead sweep
+// could not read in the last day.
 type LeadSyncs struct {
 	Running int           `json:"running"`
 	Lagging []LeadSyncLag `json:"lagging"`
@@ -22,6 +23,23 @@ type LeadSyncs struct {
 	// in all (running or not).
 	Stale  int              `json:"stale"`
 	Failed []FailedLeadSync `json:"failed"`
+	// SweepFailing are the sites whose leads the lead sweep could not
+	// read (the longest failing first, at most Limit), SweepFailingTotal
+	// how many in all.
+	SweepFailing      []SweepFailure `json:"sweep_failing"`
+	SweepFailingTotal int            `json:"sweep_failing_total"`
+}
+
+// SweepFailure is a site whose leads the lead sweep could not read: the
+// failure's class (an HTTP status, "network", ...), since when, and how
+// many sweeps failed at it.
+type SweepFailure struct {
+	SiteID   string    `json:"site_id"`
+	Reason   string    `json:"reason"`
+	Since    time.Time `json:"since"`
+	LastAt   time.Time `json:"last_at"`
+	Failures int64     `json:"failures"`
+	Next     string    `json:"next"`
 }
 
 // LeadSyncLag is a running lead sync that has not stored a page for a
@@ -52,7 +70,7 @@ const failedWithin = 24 * time.Hour
 // unavailable, beside the rest.
 func LeadSyncStatus(ctx context.Context, o Options) (LeadSyncs, []Unavailable) {
 	o = o.withDefaults()
-	out := LeadSyncs{Lagging: []LeadSyncLag{}, Failed: []FailedLeadSync{}}
+	out := LeadSyncs{Lagging: []LeadSyncLag{}, Failed: []FailedLeadSync{}, SweepFailing: []SweepFailure{}}
 	var missing []Unavailable
 	if o.Temporal != nil {
 		q := "WorkflowType = " + quote(workflows.LeadSyncWorkflowName)
@@ -68,14 +86,35 @@ func LeadSyncStatus(ctx context.Context, o Options) (LeadSyncs, []Unavailable) {
 		out.Failed = failed
 	}
 	if o.Store == nil {
-		return out, append(missing, Unavailable{Part: "lead syncs lagging", Reason: o.NoStore})
+		return out, append(missing, Unavailable{Part: "lead syncs lagging", Reason: o.NoStore}, Unavailable{Part: "lead sweep failures", Reason: o.NoStore})
 	}
-	lagging, stale, err := LaggingLeadSyncs(ctx, o, o.Limit)
-	if err != nil {
-		return out, append(missing, Unavailable{Part: "lead syncs lagging", Reason: oneLine(err)})
+	if lagging, stale, err := LaggingLeadSyncs(ctx, o, o.Limit); err != nil {
+		missing = append(missing, Unavailable{Part: "lead syncs lagging", Reason: oneLine(err)})
+	} else {
+		out.Lagging, out.Stale = lagging, stale
 	}
-	out.Lagging, out.Stale = lagging, stale
+	if failing, total, err := sweepFailures(ctx, o); err != nil {
+		missing = append(missing, Unavailable{Part: "lead sweep failures", Reason: oneLine(err)})
+	} else {
+		out.SweepFailing, out.SweepFailingTotal = failing, total
+	}
 	return out, missing
+}
+
+// sweepFailures lists the sites whose leads the lead sweep could not read
+// in the last day, the longest failing first, at most the options'
+// Limit, and how many there are in all.
+func sweepFailures(ctx context.Context, o Options) ([]SweepFailure, int, error) {
+	rows, total, err := o.Store.LeadSweepFailures(ctx, o.Now().Add(-failedWithin), o.Limit)
+	if err != nil {
+		return nil, 0, fmt.Errorf("reading the lead sweep's failures: %w", err)
+	}
+	out := []SweepFailure{}
+	for _, r := range rows {
+		out = append(out, SweepFailure{SiteID: r.SiteID, Reason: r.Reason, Since: r.Since, LastAt: r.LastAt, Failures: r.Failures,
+			Next: fmt.Sprintf("siteops leads sync --site %s --follow (its error says why the site's leads cannot be read)", r.SiteID)})
+	}
+	return out, total, nil
 }
 
 // LaggingLeadSyncs returns the lead syncs that have not stored a page for

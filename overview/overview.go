@@ -1,9 +1,11 @@
 // Package overview is on-call's view of everything open in siteops at
 // once: the embed incidents and secret rotations in flight, the webhook
 // endpoints that fail or are disabled, the lead syncs that lag or failed,
-// the inbox's dead letters and its oldest pending event, the deliveries
-// the ingress refused in the last hour — each with the command to run next — and the lists behind them (`siteops overview`,
-// `siteops embed list`, `siteops secret list`, `siteops leads list`).
+// the sites the lead sweep cannot read, the inbox's dead letters and its
+// oldest pending event, the deliveries the ingress refused in the last
+// hour — each with the command to run next — and the lists behind them
+// (`siteops overview`, `siteops embed list`, `siteops secret list`,
+// `siteops leads list`).
 //
 // It only reads: Temporal's visibility and the workflows' status queries,
 // the store, and the API's list of endpoints. A part it cannot read
@@ -124,7 +126,7 @@ type Unavailable struct {
 // Clear reports whether nothing is open, failing or unread.
 func (r Report) Clear() bool {
 	return len(r.Incidents) == 0 && len(r.Rotations) == 0 && len(r.Endpoints) == 0 &&
-		len(r.LeadSyncs.Lagging) == 0 && len(r.LeadSyncs.Failed) == 0 && len(r.Refused) == 0 &&
+		len(r.LeadSyncs.Lagging) == 0 && len(r.LeadSyncs.Failed) == 0 && len(r.LeadSyncs.SweepFailing) == 0 && len(r.Refused) == 0 &&
 		(r.Inbox == nil || (r.Inbox.Dead == 0 && !r.Inbox.Behind)) && len(r.Unavailable) == 0
 }
 

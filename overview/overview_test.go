@@ -94,3 +94,34 @@ func TestListSecretsStates(t *testing.T) {
 		}
 	})
 }
+
+// The sites the lead sweep could not read in the last day are listed with
+// their reason and the command to run next, and keep the report from
+// being clear; one whose last failure is older is not.
+func TestGatherShowsTheSitesTheSweepCannotRead(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, st *store.Store) {
+		ctx := t.Context()
+		now := time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)
+		if err := st.RecordLeadSweepFailure(ctx, "site_bad", "http_500", now.Add(-2*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.RecordLeadSweepFailure(ctx, "site_bad", "http_500", now.Add(-time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.RecordLeadSweepFailure(ctx, "site_long_ago", "network", now.Add(-48*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		r := Gather(ctx, Options{Store: st, Now: func() time.Time { return now }})
+		got := r.LeadSyncs.SweepFailing
+		if len(got) != 1 || r.LeadSyncs.SweepFailingTotal != 1 {
+			t.Fatalf("sweep failing = %+v (%d in all); want site_bad alone", got, r.LeadSyncs.SweepFailingTotal)
+		}
+		f := got[0]
+		if f.SiteID != "site_bad" || f.Reason != "http_500" || f.Failures != 2 || !f.Since.Equal(now.Add(-2*time.Hour)) || !strings.Contains(f.Next, "siteops leads sync --site site_bad") {
+			t.Errorf("site_bad = %+v", f)
+		}
+		if r.Clear() {
+			t.Error("a report with a site the sweep cannot read is clear")
+		}
+	})
+}

@@ -74,3 +74,63 @@ func TestLeadSweepReadsPositionsAndRecordsItsChecks(t *testing.T) {
 		}
 	})
 }
+
+// TestLeadSweepFailures: a failing site is recorded with its reason, a
+// second failure keeps its first time and counts, the sweep's listing of
+// sites says which are failing, a successful read clears it, and the
+// overview's read lists the recent ones, the longest failing first.
+func TestLeadSweepFailures(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		ctx := t.Context()
+		t0 := time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)
+		for _, site := range []string{"site_a", "site_b", "site_c"} {
+			if _, err := s.UpsertLeadsAt(ctx, site, "sync-"+site, nil, store.LeadSyncPosition{Done: true, LastPageAt: t0}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, f := range []struct {
+			site, reason string
+			at           time.Time
+		}{
+			{"site_b", "http_500", t0},
+			{"site_c", "network", t0.Add(time.Minute)},
+			{"site_b", "timeout", t0.Add(time.Hour)},
+			{"site_gone", "http_500", t0.Add(-48 * time.Hour)},
+		} {
+			if err := s.RecordLeadSweepFailure(ctx, f.site, f.reason, f.at); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sites, err := s.LeadSweepSites(ctx, "", 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		failing := map[string]bool{}
+		for _, site := range sites {
+			failing[site.SiteID] = site.Failing
+		}
+		if len(sites) != 3 || failing["site_a"] || !failing["site_b"] || !failing["site_c"] {
+			t.Errorf("the sweep's sites say failing %v; want site_b and site_c", failing)
+		}
+		got, total, err := s.LeadSweepFailures(ctx, t0.Add(-24*time.Hour), 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []store.LeadSweepFailure{
+			{SiteID: "site_b", Reason: "timeout", Since: t0, LastAt: t0.Add(time.Hour), Failures: 2},
+			{SiteID: "site_c", Reason: "network", Since: t0.Add(time.Minute), LastAt: t0.Add(time.Minute), Failures: 1},
+		}
+		if total != 2 || len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+			t.Errorf("the recent failures: %+v (%d in all);\nwant %+v (2)", got, total, want)
+		}
+		if got, total, err := s.LeadSweepFailures(ctx, t0.Add(-24*time.Hour), 1); err != nil || total != 2 || len(got) != 1 || got[0].SiteID != "site_b" {
+			t.Errorf("one of them: %+v (%d in all), %v; want site_b of 2", got, total, err)
+		}
+		if err := s.ClearLeadSweepFailure(ctx, "site_b"); err != nil {
+			t.Fatal(err)
+		}
+		if got, total, err := s.LeadSweepFailures(ctx, t0.Add(-24*time.Hour), 10); err != nil || total != 1 || len(got) != 1 || got[0].SiteID != "site_c" {
+			t.Errorf("after site_b read again: %+v (%d in all), %v; want site_c alone", got, total, err)
+		}
+	})
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/siteops/siteops/overview"
 	"github.com/siteops/siteops/starter"
 	"github.com/siteops/siteops/wiring"
+	"github.com/siteops/siteops/workflows"
 )
 
 // The list commands of each kind on-call looks after, in the shape of the
@@ -218,6 +219,9 @@ func leadSyncRows(ls overview.LeadSyncs) []leadSyncRow {
 	}
 	for _, f := range ls.Failed {
 		out = append(out, leadSyncRow{SiteID: f.SiteID, WorkflowID: f.WorkflowID, State: "failed", ClosedAt: f.ClosedAt, Cause: f.Cause, Next: f.Next})
+	}
+	for _, f := range ls.SweepFailing {
+		out = append(out, leadSyncRow{SiteID: f.SiteID, WorkflowID: workflows.LeadSyncID(f.SiteID), State: "sweep_failing", Cause: "the lead sweep cannot read its leads: " + f.Reason, Next: f.Next})
 	}
 	return out
 }

@@ -143,7 +143,7 @@ func writeOverview(w io.Writer, r overview.Report) error {
 		say("")
 	}
 	ls := r.LeadSyncs
-	if len(ls.Lagging) > 0 || len(ls.Failed) > 0 {
+	if len(ls.Lagging) > 0 || len(ls.Failed) > 0 || len(ls.SweepFailing) > 0 {
 		say("LEAD SYNCS LAGGING OR FAILED (of %d running)", ls.Running)
 		say("  SITE\tSTATE\tBEHIND\tNEXT")
 		for _, l := range ls.Lagging {
@@ -155,6 +155,12 @@ func writeOverview(w io.Writer, r overview.Report) error {
 				state += ": " + cut(oneLine(f.Cause), 60)
 			}
 			say("  %s\t%s\t-\t%s", f.SiteID, state, f.Next)
+		}
+		for _, f := range ls.SweepFailing {
+			say("  %s\tthe lead sweep cannot read it (%s, %d sweeps since %s ago)\t-\t%s", f.SiteID, f.Reason, f.Failures, since(r.At, f.Since), f.Next)
+		}
+		if more := ls.SweepFailingTotal - len(ls.SweepFailing); more > 0 {
+			say("  … and %d more sites the lead sweep cannot read", more)
 		}
 		say("")
 	}
