@@ -299,6 +299,27 @@ func TestNexusOnboardingFromAnotherNamespace(t *testing.T) {
 	if err := c.call(t, endpoint, api.OnboardingStatusName, api.OnboardingStatusInput{Slug: "nobody"}, nil); appError(err) == nil || appError(err).Type() != api.ErrTypeNotFound {
 		t.Errorf("onboarding-status of an unknown slug: %v", err)
 	}
+	// An onboarding the service did not start for this caller (one from
+	// the CLI, here started directly where no worker polls) is not found
+	// either: a caller reads its own onboardings only.
+	mine := workflows.OnboardingID("not-the-callers")
+	if _, err := e.Client.ExecuteWorkflow(t.Context(), client.StartWorkflowOptions{ID: mine, TaskQueue: "nobody-polls-" + t.Name()},
+		workflows.OnboardingWorkflowName, onboardingInputFor("not-the-callers")); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = e.Client.TerminateWorkflow(context.Background(), mine, "", "the test is done") }()
+	if err := c.call(t, endpoint, api.OnboardingStatusName, api.OnboardingStatusInput{Slug: "not-the-callers"}, nil); appError(err) == nil || appError(err).Type() != api.ErrTypeNotFound {
+		t.Errorf("onboarding-status of an onboarding the caller did not start: %v; want not found", err)
+	}
+}
+
+// onboardingInputFor is a valid onboarding input for slug.
+func onboardingInputFor(slug string) workflows.OnboardingInput {
+	spec := nexusSpec(slug)
+	var in workflows.OnboardingInput
+	b, _ := json.Marshal(spec)
+	_ = json.Unmarshal(b, &in)
+	return in
 }
 
 // TestNexusThroughTheWorkerProcess reaches the service as it runs in

@@ -276,8 +276,14 @@ func (s *Service) onboardingStatus(ctx context.Context, in api.OnboardingStatusI
 	st := s.starter(ctx)
 	id := workflows.OnboardingID(in.Slug)
 	status, err := st.Status(ctx, id)
+	// A caller reads only the onboardings it started through the service,
+	// as the server names it (its endpoint): another's, or one started
+	// from the CLI, is not found, as if there were none.
+	if err == nil && !startedBy(status, callerOf(ctx, nexusrpc.Header{}, nil, "")) {
+		err = starter.ErrNotFound
+	}
 	if errors.Is(err, starter.ErrNotFound) {
-		return api.Onboarding{}, handlerError(fmt.Errorf("no onboarding of slug %q (%s): %w", in.Slug, id, starter.ErrNotFound))
+		return api.Onboarding{}, handlerError(fmt.Errorf("no onboarding of slug %q (%s) that this caller started: %w", in.Slug, id, starter.ErrNotFound))
 	}
 	if err != nil {
 		return api.Onboarding{}, handlerError(err)
@@ -301,4 +307,11 @@ func (s *Service) onboardingStatus(ctx context.Context, in api.OnboardingStatusI
 		out.Result = &r
 	}
 	return out, nil
+}
+
+// startedBy reports whether the run of status was started through the
+// Nexus service by caller: its memo names the service and the same
+// endpoint (none, for the callers without one, who share it).
+func startedBy(status starter.Status, caller Caller) bool {
+	return status.RequestedBy == "nexus" && status.CallerEndpoint == caller.Endpoint
 }

@@ -43,6 +43,11 @@ type Status struct {
 	Failure *Failure `json:"failure,omitempty"`
 	// Pending are the activities a running workflow waits on.
 	Pending []PendingActivity `json:"pending_activities,omitempty"`
+	// RequestedBy is who the run's memo says started it ("nexus" for the
+	// Nexus service's onboardings), and CallerEndpoint the Nexus endpoint
+	// the request came through, when the server named one.
+	RequestedBy    string `json:"requested_by,omitempty"`
+	CallerEndpoint string `json:"caller_endpoint,omitempty"`
 }
 
 // PendingActivity is an activity a running workflow waits on: its attempt
@@ -98,6 +103,13 @@ func (s *Starter) describe(ctx context.Context, workflowID string) (Status, erro
 	}
 	if info.GetCloseTime() != nil {
 		st.ClosedAt = info.GetCloseTime().AsTime()
+	}
+	// A memo field that does not read as a string is left out: it is
+	// what the run says of itself, never a reason to fail the read.
+	for name, to := range map[string]*string{"requested_by": &st.RequestedBy, "caller_endpoint": &st.CallerEndpoint} {
+		if p := info.GetMemo().GetFields()[name]; p != nil {
+			_ = s.converter().FromPayload(p, to)
+		}
 	}
 	for _, pa := range d.GetPendingActivities() {
 		p := PendingActivity{
