@@ -131,17 +131,17 @@ func TestIngressIdentityMayOnlySignal(t *testing.T) {
 			_, err := ingress.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: sync, UpdateName: "decide", WaitForStage: client.WorkflowUpdateStageAccepted})
 			return err
 		}},
-		{"read a workflow", func() error { _, err := ingress.DescribeWorkflowExecution(ctx, sync, ""); return err }},
+		{"read a workflow", func() error { _, err := ingress.DescribeWorkflow(ctx, sync, ""); return err }},
 	} {
 		if err := tc.call(); !refused(err) {
 			t.Errorf("the ingress's identity may %s: %v; want PermissionDenied", tc.what, err)
 		}
 	}
-	if _, err := full.DescribeWorkflowExecution(ctx, incident, ""); !errors.As(err, new(*serviceerror.NotFound)) {
+	if _, err := full.DescribeWorkflow(ctx, incident, ""); !errors.As(err, new(*serviceerror.NotFound)) {
 		t.Errorf("the refused calls started %s: %v", incident, err)
 	}
 	// The cluster's own certificate keeps every power.
-	if _, err := full.DescribeWorkflowExecution(ctx, sync, ""); err != nil {
+	if _, err := full.DescribeWorkflow(ctx, sync, ""); err != nil {
 		t.Errorf("the cluster's certificate reading the lead sync: %v", err)
 	}
 	// The frontend's HTTP API is the same door, behind the same policy.
@@ -214,7 +214,7 @@ func TestIngressIdentityMayOnlySignal(t *testing.T) {
 		return err == nil && ev.Outcome == store.OutcomeSignalled
 	})
 	started := workflows.LeadSyncKind.ID(relayed)
-	if _, err := full.DescribeWorkflowExecution(ctx, started, ""); err != nil {
+	if _, err := full.DescribeWorkflow(ctx, started, ""); err != nil {
 		t.Errorf("the relayed delivery's lead sync %s: %v\ningress log:\n%s", started, err, in.log.String())
 	}
 	_ = full.TerminateWorkflow(ctx, started, "", "TestIngressIdentityMayOnlySignal is done")
