@@ -25,6 +25,8 @@ TEMPORAL_SERVER_VERSION := v1.32.2
 # machine's Go.
 SERVER_GOTOOLCHAIN := go1.27.3
 SERVER_GO := GOTOOLCHAIN=$(SERVER_GOTOOLCHAIN) $(GO)
+# The linters of the server build's module (make lint), built with that Go.
+SERVER_TOOLS := $(TOOLS)/$(SERVER_GOTOOLCHAIN)
 
 # Fuzz targets as package:target:short-run pairs. make test's short runs are
 # counted in executions (about 10 s each here), not timed: with a timed
@@ -125,14 +127,22 @@ $(TOOLS)/workflowcheck:
 	GOBIN=$(TOOLS) $(GO) install go.temporal.io/sdk/contrib/tools/workflowcheck@$(WORKFLOWCHECK_VERSION)
 
 ## lint: gofmt, go vet, staticcheck, golangci-lint (errcheck, errorlint, gosec, revive) and workflowcheck.
-lint: $(TOOLS)/staticcheck $(TOOLS)/golangci-lint $(TOOLS)/workflowcheck
+lint: $(TOOLS)/staticcheck $(TOOLS)/golangci-lint $(TOOLS)/workflowcheck $(SERVER_TOOLS)/staticcheck $(SERVER_TOOLS)/golangci-lint
 	@test -z "$$(gofmt -l .)" || (gofmt -l .; exit 1)
 	$(GO) vet ./...
 	$(TOOLS)/staticcheck ./...
 	$(TOOLS)/golangci-lint run ./...
 	$(TOOLS)/workflowcheck ./workflows/...
-	# The server build is a module of its own, which ./... leaves out.
-	cd deploy/temporal-server && $(SERVER_GO) vet ./... && GOTOOLCHAIN=$(SERVER_GOTOOLCHAIN) $(TOOLS)/staticcheck ./... && GOTOOLCHAIN=$(SERVER_GOTOOLCHAIN) $(TOOLS)/golangci-lint run ./...
+	# The server build is a module of its own, which ./... leaves out; its
+	# linters are built with its Go (a linter built with Go 1.26 cannot
+	# read Go 1.27's standard library: "file requires newer Go version").
+	cd deploy/temporal-server && $(SERVER_GO) vet ./... && GOTOOLCHAIN=$(SERVER_GOTOOLCHAIN) $(SERVER_TOOLS)/staticcheck ./... && GOTOOLCHAIN=$(SERVER_GOTOOLCHAIN) $(SERVER_TOOLS)/golangci-lint run ./...
+
+$(SERVER_TOOLS)/staticcheck:
+	GOBIN=$(SERVER_TOOLS) $(SERVER_GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+$(SERVER_TOOLS)/golangci-lint:
+	GOBIN=$(SERVER_TOOLS) $(SERVER_GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 
 ## histories: record this release's workflow histories for the replay check, after a
 ## deliberate workflow change (RELEASE names the folder; the older folders stay and must replay).
