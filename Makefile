@@ -13,8 +13,20 @@ WORKFLOWCHECK_VERSION := v0.6.0
 TEMPORAL_CLI_VERSION  := v1.5.1
 # The Temporal server (and its SQL tool) of `make cluster` and internal/cluster.
 # deploy/temporal-server/go.mod requires the same version (deploy/temporal_test.go
-# holds the two together): to move, change both, run `go mod tidy` there.
-TEMPORAL_SERVER_VERSION := v1.29.1
+# holds the two together): to move, change both, run `go mod tidy` there
+# (with SERVER_GO's GOTOOLCHAIN).
+TEMPORAL_SERVER_VERSION := v1.32.2
+# go.temporal.io/server v1.32.2 requires Go 1.26.10 or newer, newer than the
+# machines' Go 1.26.8 (which runs with GOTOOLCHAIN=local and would refuse:
+# "requires go >= 1.26.10 (running go 1.26.8; GOTOOLCHAIN=local)"). The server
+# build (deploy/temporal-server, whose go.mod says go 1.26.10) and its SQL tool
+# are built with Go 1.27.3, which the go command takes from the Go module
+# proxy (about 76 MB, once per machine). siteops' own module stays on the
+# machine's Go.
+SERVER_GOTOOLCHAIN := go1.27.3
+SERVER_GO := GOTOOLCHAIN=$(SERVER_GOTOOLCHAIN) $(GO)
+# The linters of the server build's module (make lint), built with that Go.
+SERVER_TOOLS := $(TOOLS)/$(SERVER_GOTOOLCHAIN)
 
 # Fuzz targets as package:target:short-run pairs. make test's short runs are
 # counted in executions (about 10 s each here), not timed: with a timed
@@ -68,7 +80,7 @@ unit: tools
 	@# The server build's policy tests, without -race: they share no state
 	@# between goroutines, and a race build of the whole server would cost
 	@# minutes that the binary's build (make tools) has already spent.
-	cd deploy/temporal-server && $(GO) vet . && $(GO) test -count=1 .
+	cd deploy/temporal-server && $(SERVER_GO) vet . && $(SERVER_GO) test -count=1 .
 	@check=$$($(CLUSTER_RUN) check); echo "$$check"; \
 	  echo "$(UNIT_TEST)"; $(UNIT_TEST); rc=$$?; \
 	  case "$$check" in SKIPPING*) echo "$$check";; esac; \
@@ -115,14 +127,22 @@ $(TOOLS)/workflowcheck:
 	GOBIN=$(TOOLS) $(GO) install go.temporal.io/sdk/contrib/tools/workflowcheck@$(WORKFLOWCHECK_VERSION)
 
 ## lint: gofmt, go vet, staticcheck, golangci-lint (errcheck, errorlint, gosec, revive) and workflowcheck.
-lint: $(TOOLS)/staticcheck $(TOOLS)/golangci-lint $(TOOLS)/workflowcheck
+lint: $(TOOLS)/staticcheck $(TOOLS)/golangci-lint $(TOOLS)/workflowcheck $(SERVER_TOOLS)/staticcheck $(SERVER_TOOLS)/golangci-lint
 	@test -z "$$(gofmt -l .)" || (gofmt -l .; exit 1)
 	$(GO) vet ./...
 	$(TOOLS)/staticcheck ./...
 	$(TOOLS)/golangci-lint run ./...
 	$(TOOLS)/workflowcheck ./workflows/...
-	# The server build is a module of its own, which ./... leaves out.
-	cd deploy/temporal-server && $(GO) vet ./... && $(TOOLS)/staticcheck ./... && $(TOOLS)/golangci-lint run ./...
+	# The server build is a module of its own, which ./... leaves out; its
+	# linters are built with its Go (a linter built with Go 1.26 cannot
+	# read Go 1.27's standard library: "file requires newer Go version").
+	cd deploy/temporal-server && $(SERVER_GO) vet ./... && GOTOOLCHAIN=$(SERVER_GOTOOLCHAIN) $(SERVER_TOOLS)/staticcheck ./... && GOTOOLCHAIN=$(SERVER_GOTOOLCHAIN) $(SERVER_TOOLS)/golangci-lint run ./...
+
+$(SERVER_TOOLS)/staticcheck:
+	GOBIN=$(SERVER_TOOLS) $(SERVER_GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+$(SERVER_TOOLS)/golangci-lint:
+	GOBIN=$(SERVER_TOOLS) $(SERVER_GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 
 ## histories: record this release's workflow histories for the replay check, after a
 ## deliberate workflow change (RELEASE names the folder; the older folders stay and must replay).
@@ -173,14 +193,19 @@ cluster-tools: $(TOOLS)/temporal-server $(TOOLS)/temporal-sql-tool
 TEMPORAL_SERVER_SRC := $(wildcard deploy/temporal-server/*.go) deploy/temporal-server/go.mod deploy/temporal-server/go.sum
 $(TOOLS)/temporal-server: $(TEMPORAL_SERVER_SRC)
 	@echo "building the Temporal server $(TEMPORAL_SERVER_VERSION) with siteops' role policy (deploy/temporal-server; a few minutes, once)"
-	@mkdir -p $(TOOLS) && cd deploy/temporal-server && $(GO) build -trimpath -o $@ .
+	@mkdir -p $(TOOLS) && cd deploy/temporal-server && $(SERVER_GO) build -trimpath -o $@ .
 
 # go install names the binary sql: install into a scratch GOBIN, then rename.
-$(TOOLS)/temporal-sql-tool:
+# It carries the schemas the server of its version expects, so it is rebuilt
+# when TEMPORAL_SERVER_VERSION moves (the stamp names the version).
+SQL_TOOL_STAMP := $(TOOLS)/.temporal-sql-tool-$(TEMPORAL_SERVER_VERSION)
+$(TOOLS)/temporal-sql-tool: $(SQL_TOOL_STAMP)
+$(SQL_TOOL_STAMP):
 	@echo "building temporal-sql-tool $(TEMPORAL_SERVER_VERSION) from the Go module proxy"
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
-	  GOBIN=$$tmp $(GO) install go.temporal.io/server/cmd/tools/sql@$(TEMPORAL_SERVER_VERSION) && \
-	  mkdir -p $(TOOLS) && mv "$$tmp/sql" $@
+	  GOBIN=$$tmp $(SERVER_GO) install go.temporal.io/server/cmd/tools/sql@$(TEMPORAL_SERVER_VERSION) && \
+	  mkdir -p $(TOOLS) && mv "$$tmp/sql" $(TOOLS)/temporal-sql-tool && \
+	  rm -f $(TOOLS)/.temporal-sql-tool-* && touch $@
 
 CLUSTER_RUN = SITEOPS_TEMPORAL_SERVER=$(TOOLS)/temporal-server SITEOPS_TEMPORAL_SQL_TOOL=$(TOOLS)/temporal-sql-tool \
 	SITEOPS_TEMPORAL_CLI=$(TOOLS)/temporal $(GO) run ./internal/cluster/cmd/localcluster

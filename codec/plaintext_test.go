@@ -76,8 +76,10 @@ func TestPlaintextTypesAreAuthenticatedNotEncrypted(t *testing.T) {
 		t.Errorf("read back: %+v %+v %v", s, a, err)
 	}
 	// The SDK gives the converter a serialization context, comparing
-	// what it wraps; the answers stay plaintext through it.
-	wf := converter.WithDataConverterSerializationContext(converter.MakeTransferAware(dc), converter.WorkflowSerializationContext{Namespace: "prod", WorkflowID: "w"})
+	// what it wraps (its transfer-aware wrapper, internal since SDK
+	// v1.51.0, hands the context to the converter it wraps); the answers
+	// stay plaintext through it.
+	wf := converter.WithDataConverterSerializationContext(dc, converter.WorkflowSerializationContext{Namespace: "prod", WorkflowID: "w"})
 	if p, err := wf.ToPayload(answer{SiteID: "site_3"}); err != nil || string(p.GetData()) != `{"site_id":"site_3"}` {
 		t.Errorf("with a serialization context: %v, %v", p, err)
 	}

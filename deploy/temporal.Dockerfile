@@ -7,7 +7,7 @@
 #   temporal-setup.sh                                       namespace + search attributes (a job)
 #   postgres-roles.sh                                       Temporal's and siteops' database roles (a job, as the DBA)
 # Build from the repository root, and deploy it by the digest the push prints:
-#   docker build -f deploy/temporal.Dockerfile -t siteops-temporal:v1.29.1 .
+#   docker build -f deploy/temporal.Dockerfile -t siteops-temporal:v1.32.2 .
 #
 # Both base images are pinned by version and digest (see deploy/Dockerfile
 # for why and how to update them; deploy/images_test.go checks the form).
@@ -23,8 +23,13 @@
 # The same golang image as deploy/Dockerfile (its comment says where the
 # digest was published).
 FROM golang:1.26.8-bookworm@sha256:dc9ad6c05acc7a88e5b71bde60a5fe3bd4b9f0db209011711b464107438a8107 AS build
-ARG TEMPORAL_SERVER_VERSION=v1.29.1
+ARG TEMPORAL_SERVER_VERSION=v1.32.2
 ARG TEMPORAL_CLI_VERSION=v1.5.1
+# The server needs Go 1.26.10 or newer: its build and its SQL tool's use the
+# Go release the Makefile's SERVER_GOTOOLCHAIN names, which the go command
+# takes from the Go module proxy (the image's own Go, like every machine's,
+# runs with GOTOOLCHAIN=local).
+ARG SERVER_GOTOOLCHAIN=go1.27.3
 ENV CGO_ENABLED=0 GOBIN=/out
 # The server is siteops' build of it (deploy/temporal-server: the server at
 # TEMPORAL_SERVER_VERSION, its go.mod says, with the signal-only policy
@@ -32,8 +37,8 @@ ENV CGO_ENABLED=0 GOBIN=/out
 # SQL tool sql.
 COPY deploy/temporal-server /src/temporal-server
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
-    cd /src/temporal-server && go build -trimpath -ldflags "-s -w" -o /out/temporal-server . \
- && go install -trimpath -ldflags "-s -w" go.temporal.io/server/cmd/tools/sql@${TEMPORAL_SERVER_VERSION} \
+    cd /src/temporal-server && GOTOOLCHAIN=${SERVER_GOTOOLCHAIN} go build -trimpath -ldflags "-s -w" -o /out/temporal-server . \
+ && GOTOOLCHAIN=${SERVER_GOTOOLCHAIN} go install -trimpath -ldflags "-s -w" go.temporal.io/server/cmd/tools/sql@${TEMPORAL_SERVER_VERSION} \
  && go install -trimpath -ldflags "-s -w" github.com/temporalio/cli/cmd/temporal@${TEMPORAL_CLI_VERSION} \
  && mv /out/sql /out/temporal-sql-tool
 

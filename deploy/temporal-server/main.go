@@ -65,7 +65,7 @@ func app() *cli.App {
 			Name:  "render-config",
 			Usage: "print the configuration --env names, read from --config as a path of its own (not under --root), as upstream's does",
 			Action: func(c *cli.Context) error {
-				cfg, err := config.LoadConfig(c.String("env"), c.String("config"), c.String("zone"))
+				cfg, err := config.Load(config.WithEnv(c.String("env")), config.WithConfigDir(c.String("config")), config.WithZone(c.String("zone")))
 				if err != nil {
 					return fmt.Errorf("loading the configuration: %w", err)
 				}
@@ -98,7 +98,7 @@ func validateDynamicConfig(c *cli.Context) error {
 		if err != nil {
 			return err
 		}
-		r := dynamicconfig.ValidateFile(b)
+		r := dynamicconfig.LoadYamlFile(b)
 		errs += len(r.Errors)
 		fmt.Println(name)
 		for _, e := range r.Errors {
@@ -120,17 +120,11 @@ func start(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := config.LoadConfig(c.String("env"), filepath.Join(c.String("root"), c.String("config")), c.String("zone"))
+	cfg, err := config.Load(config.WithEnv(c.String("env")), config.WithConfigDir(filepath.Join(c.String("root"), c.String("config"))), config.WithZone(c.String("zone")))
 	if err != nil {
 		return fmt.Errorf("loading the configuration: %w", err)
 	}
 	logger := log.NewZapLogger(log.BuildZapLogger(cfg.Log))
-	dc := dynamicconfig.NewNoopClient()
-	if cfg.DynamicConfigClient != nil {
-		if dc, err = dynamicconfig.NewFileBasedClient(cfg.DynamicConfigClient, logger, temporal.InterruptCh()); err != nil {
-			return fmt.Errorf("reading the dynamic configuration: %w", err)
-		}
-	}
 	authorizer, err := authorization.GetAuthorizerFromConfig(&cfg.Global.Authorization)
 	if err != nil {
 		return fmt.Errorf("global.authorization: %w", err)
@@ -154,8 +148,9 @@ func start(c *cli.Context) error {
 	}
 	s, err := temporal.NewServer(
 		temporal.ForServices(c.StringSlice("service")),
+		// The server reads cfg.DynamicConfigClient's file itself (with
+		// metrics), as upstream's command has it since 1.31.
 		temporal.WithConfig(cfg),
-		temporal.WithDynamicConfigClient(dc),
 		temporal.WithLogger(logger),
 		temporal.InterruptOn(temporal.InterruptCh()),
 		temporal.WithAuthorizer(authorizer),

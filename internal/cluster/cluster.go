@@ -410,7 +410,7 @@ func (c *Cluster) writeDynamicConfig() error {
 # Added by internal/cluster for this cluster's frontend HTTP address.
 component.nexusoperations.callback.endpoint.template:
   - value: %s://%s/namespaces/{{.NamespaceName}}/nexus/callback
-component.callbacks.allowedAddresses:
+callback.allowedAddresses:
   - value:
       - Pattern: %q
         AllowInsecure: %t

@@ -11,7 +11,7 @@ import (
 // ServerVersion is the pinned Temporal server: the Makefile builds
 // go.temporal.io/server/cmd/server and cmd/tools/sql at this version into
 // .tools/bin/temporal-server and .tools/bin/temporal-sql-tool.
-const ServerVersion = "v1.29.1"
+const ServerVersion = "v1.32.2"
 
 // Environment variables that override where the binaries are looked for.
 const (
