@@ -56,14 +56,8 @@ func (p partnerDoor) call(t *testing.T, endpointID, op string, in any) (int, str
 // partner that fills its text quota and its running-onboarding slots is
 // refused, and the other is not. Neither may use the other's endpoint.
 func TestPartnersAreHeldApart(t *testing.T) {
-	world.Need(t)
-	requirePolicy(t)
+	full := adminClient(t)
 	ctx := t.Context()
-	full, err := temporal.Dial(ctx, namespace)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer full.Close()
 	queue := fmt.Sprintf("partners-%d", time.Now().UnixNano())
 	doors := map[string]*partnerDoor{}
 	for _, p := range partners {

@@ -153,17 +153,17 @@ func TestIngressIdentityMayOnlySignal(t *testing.T) {
 			_, err := ingress.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: sync, UpdateName: "decide", WaitForStage: client.WorkflowUpdateStageAccepted})
 			return err
 		}},
-		{"read a workflow", func() error { _, err := ingress.DescribeWorkflow(ctx, sync, ""); return err }},
+		{"read a workflow", func() error { _, err := ingress.DescribeWorkflowExecution(ctx, sync, ""); return err }},
 	} {
 		if err := tc.call(); !refused(err) {
 			t.Errorf("the ingress's identity may %s: %v; want PermissionDenied", tc.what, err)
 		}
 	}
-	if _, err := full.DescribeWorkflow(ctx, incident, ""); !errors.As(err, new(*serviceerror.NotFound)) {
+	if _, err := full.DescribeWorkflowExecution(ctx, incident, ""); !errors.As(err, new(*serviceerror.NotFound)) {
 		t.Errorf("the refused calls started %s: %v", incident, err)
 	}
 	// The cluster's own certificate keeps every power.
-	if _, err := full.DescribeWorkflow(ctx, sync, ""); err != nil {
+	if _, err := full.DescribeWorkflowExecution(ctx, sync, ""); err != nil {
 		t.Errorf("the cluster's certificate reading the lead sync: %v", err)
 	}
 	// The frontend's HTTP API is the same door, behind the same policy.
@@ -236,13 +236,28 @@ func TestIngressIdentityMayOnlySignal(t *testing.T) {
 		return err == nil && ev.Outcome == store.OutcomeSignalled
 	})
 	started := workflows.LeadSyncKind.ID(relayed)
-	if _, err := full.DescribeWorkflow(ctx, started, ""); err != nil {
+	if _, err := full.DescribeWorkflowExecution(ctx, started, ""); err != nil {
 		t.Errorf("the relayed delivery's lead sync %s: %v\ningress log:\n%s", started, err, in.log.String())
 	}
 	_ = full.TerminateWorkflow(ctx, started, "", "TestIngressIdentityMayOnlySignal is done")
 	if strings.Contains(in.log.String(), "PermissionDenied") || strings.Contains(in.log.String(), "unauthorized") {
 		t.Errorf("the ingress was refused a call it makes:\n%s", in.log.String())
 	}
+}
+
+// adminClient needs the cluster and its role policy, and returns a client
+// of its namespace with the cluster's own certificate (the admin role),
+// closed when t ends.
+func adminClient(t *testing.T) client.Client {
+	t.Helper()
+	world.Need(t)
+	requirePolicy(t)
+	c, err := temporal.Dial(t.Context(), namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
 }
 
 // requirePolicy fails t when the cluster's server build has no role
@@ -262,14 +277,8 @@ func requirePolicy(t *testing.T) {
 // where the field allows. Each is refused, and after each the incident
 // is still the same running run.
 func TestIngressCannotReachAnIncident(t *testing.T) {
-	world.Need(t)
-	requirePolicy(t)
+	full := adminClient(t)
 	ctx := t.Context()
-	full, err := temporal.Dial(ctx, namespace)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer full.Close()
 	site := fmt.Sprintf("site_incident_%d", time.Now().UnixNano())
 	incident := workflows.EmbedIncidentKind.ID(site)
 	oncallCert, oncallKey := roleCert(t, "alice", "oncall")
@@ -331,11 +340,11 @@ func TestIngressCannotReachAnIncident(t *testing.T) {
 			t.Errorf("the ingress's SignalWithStart with %s: %v; want PermissionDenied", tc.field, err)
 			_ = full.TerminateWorkflow(ctx, id, "", "TestIngressCannotReachAnIncident: allowed by mistake")
 		}
-		d, err := full.DescribeWorkflow(ctx, incident, "")
+		d, err := full.DescribeWorkflowExecution(ctx, incident, "")
 		if err != nil {
 			t.Fatalf("after the SignalWithStart with %s, reading the incident: %v", tc.field, err)
 		}
-		if info := d.RawResponse.GetWorkflowExecutionInfo(); info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING || info.GetExecution().GetRunId() != run.GetRunID() {
+		if info := d.GetWorkflowExecutionInfo(); info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING || info.GetExecution().GetRunId() != run.GetRunID() {
 			t.Fatalf("after the SignalWithStart with %s, the incident is %v (run %s, want %s running)", tc.field,
 				info.GetStatus(), info.GetExecution().GetRunId(), run.GetRunID())
 		}
@@ -348,14 +357,8 @@ func TestIngressCannotReachAnIncident(t *testing.T) {
 // CA without a role is refused its first call, and the frontend's log
 // names it.
 func TestRolesOnTheCluster(t *testing.T) {
-	world.Need(t)
-	requirePolicy(t)
+	full := adminClient(t)
 	ctx := t.Context()
-	full, err := temporal.Dial(ctx, namespace)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer full.Close()
 	site := fmt.Sprintf("site_roles_%d", time.Now().UnixNano())
 
 	cert, key := roleCert(t, "bob", "oncall")
@@ -366,7 +369,7 @@ func TestRolesOnTheCluster(t *testing.T) {
 		t.Fatalf("on-call starting an incident: %v", err)
 	}
 	defer func() { _ = full.TerminateWorkflow(ctx, incident, "", "TestRolesOnTheCluster is done") }()
-	if _, err := oncall.DescribeWorkflow(ctx, incident, ""); err != nil {
+	if _, err := oncall.DescribeWorkflowExecution(ctx, incident, ""); err != nil {
 		t.Errorf("on-call reading its incident: %v", err)
 	}
 	if err := oncall.TerminateWorkflow(ctx, incident, "", "on-call may not"); !refused(err) {
@@ -387,7 +390,7 @@ func TestRolesOnTheCluster(t *testing.T) {
 		err  error
 	}{
 		{"reading siteops' incident", func() error {
-			_, err := dialAs(t, pcert, pkey).DescribeWorkflow(ctx, incident, "")
+			_, err := dialAs(t, pcert, pkey).DescribeWorkflowExecution(ctx, incident, "")
 			return err
 		}()},
 		{"listing another partner's namespace", func() error {
@@ -410,7 +413,7 @@ func TestRolesOnTheCluster(t *testing.T) {
 	}
 	o.ConnectionOptions.TLS = tlsAs(t, ncert, nkey)
 	if c, err := client.DialContext(ctx, o); err == nil {
-		_, err = c.DescribeWorkflow(ctx, incident, "")
+		_, err = c.DescribeWorkflowExecution(ctx, incident, "")
 		c.Close()
 		if !refused(err) {
 			t.Errorf("a certificate without a role reading an incident: %v; want PermissionDenied", err)
