@@ -275,12 +275,16 @@ func (s *Service) onboardingStatus(ctx context.Context, in api.OnboardingStatusI
 	}
 	st := s.starter(ctx)
 	id := workflows.OnboardingID(in.Slug)
-	status, err := st.Status(ctx, id)
+	status, err := st.Describe(ctx, id)
 	// A caller reads only the onboardings it started through the service,
 	// as the server names it (its endpoint): another's, or one started
-	// from the CLI, is not found, as if there were none.
+	// from the CLI, is not found, as if there were none, and its query is
+	// never asked.
 	if err == nil && !startedBy(status, callerOf(ctx, nexusrpc.Header{}, nil, "")) {
 		err = starter.ErrNotFound
+	}
+	if err == nil {
+		st.Detail(ctx, &status)
 	}
 	if errors.Is(err, starter.ErrNotFound) {
 		return api.Onboarding{}, handlerError(fmt.Errorf("no onboarding of slug %q (%s) that this caller started: %w", in.Slug, id, starter.ErrNotFound))

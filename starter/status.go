@@ -67,20 +67,33 @@ type PendingActivity struct {
 // from its status query, which needs a worker, and when none answers
 // DetailMissing says so instead.
 func (s *Starter) Status(ctx context.Context, workflowID string) (Status, error) {
+	st, err := s.Describe(ctx, workflowID)
+	if err != nil {
+		return Status{}, err
+	}
+	s.Detail(ctx, &st)
+	return st, nil
+}
+
+// Describe is Status without the workflow's own status: what Temporal
+// keeps, which needs no worker. A caller that decides from it whether to
+// ask further (the Nexus service's owner check) reads it first.
+func (s *Starter) Describe(ctx context.Context, workflowID string) (Status, error) {
 	var st Status
 	err := s.Patiently(ctx, "reading "+workflowID, func() error {
 		var err error
 		st, err = s.describe(ctx, workflowID)
 		return err
 	})
-	if err != nil {
-		return Status{}, err
-	}
+	return st, err
+}
+
+// Detail adds the workflow's own status to st, from its status query
+// (DetailMissing when no worker answers), for a kind of the catalogue.
+func (s *Starter) Detail(ctx context.Context, st *Status) {
 	if k, ok := workflows.KindNamed(st.Type); ok {
-		detail, missing := s.statusQuery(ctx, workflowID, st.RunID, st.TaskQueue, k)
-		st.Detail, st.DetailMissing = detail, missing
+		st.Detail, st.DetailMissing = s.statusQuery(ctx, st.WorkflowID, st.RunID, st.TaskQueue, k)
 	}
-	return st, nil
 }
 
 // describe reads what Temporal itself keeps of a workflow.
