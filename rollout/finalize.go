@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	taskqueuepb "go.temporal.io/api/taskqueue/v1"
 	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
 
 	"github.com/siteops/siteops/release"
 	"github.com/siteops/siteops/store"
@@ -126,7 +127,7 @@ func (r *Rollout) Finalize(ctx context.Context, st *store.Store, yes bool, by st
 // the current one has drained, and returns the current build ("" none)
 // and whether the pollers can be checked by build.
 func (r *Rollout) checkRouting(ctx context.Context, rep *FinalizeReport, procs []store.Process) (string, bool, error) {
-	desc, err := r.describe(ctx)
+	desc, err := r.o.Client.WorkerDeploymentClient().GetHandle(r.o.Deployment).Describe(ctx, client.WorkerDeploymentDescribeOptions{})
 	var nf *serviceerror.NotFound
 	switch {
 	case errors.As(err, &nf) && r.o.Unversioned:

@@ -45,7 +45,7 @@ func (r *Rollout) Rollback(ctx context.Context, toBuildID string) (RollbackResul
 	if err != nil {
 		return res, err
 	}
-	desc, err := r.describe(ctx)
+	desc, err := r.o.Client.WorkerDeploymentClient().GetHandle(r.o.Deployment).Describe(ctx, client.WorkerDeploymentDescribeOptions{})
 	if err != nil {
 		return res, fmt.Errorf("describing deployment %s: %w", r.o.Deployment, err)
 	}

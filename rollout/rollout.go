@@ -373,7 +373,8 @@ func (r *Rollout) Drained(ctx context.Context, buildID string) (DrainReport, err
 	if err != nil {
 		return rep, err
 	}
-	desc, err := r.describe(ctx)
+	h := r.o.Client.WorkerDeploymentClient().GetHandle(r.o.Deployment)
+	desc, err := h.Describe(ctx, client.WorkerDeploymentDescribeOptions{})
 	var nf *serviceerror.NotFound
 	switch {
 	case errors.As(err, &nf):
@@ -388,7 +389,7 @@ func (r *Rollout) Drained(ctx context.Context, buildID string) (DrainReport, err
 		}
 	}
 	var changed time.Time
-	v, err := r.o.Client.WorkerDeploymentClient().GetHandle(r.o.Deployment).DescribeVersion(ctx, client.WorkerDeploymentDescribeVersionOptions{BuildID: buildID})
+	v, err := h.DescribeVersion(ctx, client.WorkerDeploymentDescribeVersionOptions{BuildID: buildID})
 	switch {
 	case err == nil:
 		rep.Known, changed = true, v.Info.RoutingChangedTime

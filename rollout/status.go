@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
 )
 
 // Status is where a deployment's routing and its open runs are.
@@ -52,7 +53,7 @@ type RunGroup struct {
 // run of the namespace by build, behaviour and type.
 func (r *Rollout) Status(ctx context.Context) (Status, error) {
 	st := Status{Deployment: r.o.Deployment}
-	desc, err := r.describe(ctx)
+	desc, err := r.o.Client.WorkerDeploymentClient().GetHandle(r.o.Deployment).Describe(ctx, client.WorkerDeploymentDescribeOptions{})
 	var nf *serviceerror.NotFound
 	switch {
 	case errors.As(err, &nf):
