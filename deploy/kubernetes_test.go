@@ -2,6 +2,7 @@ package deploy_test
 
 import (
 	"net"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/siteops/siteops/activities"
 	"github.com/siteops/siteops/config"
 	"github.com/siteops/siteops/internal/cluster"
 	"github.com/siteops/siteops/worker"
@@ -534,4 +536,52 @@ func strs(l []any) []string {
 		out = append(out, str(v))
 	}
 	return out
+}
+
+// TestWebhooksCanBeRegistered checks that the manifests give the worker
+// and the CLI's pods SITEOPS_PUBLIC_URL, without which no webhook endpoint
+// can be registered or rotated (the runbook's last step): set in the
+// ConfigMap every siteops workload reads, an absolute URL the receiver
+// policy accepts, under the ingress's receivers' path.
+func TestWebhooksCanBeRegistered(t *testing.T) {
+	ms := kubernetesObjects(t)
+	cm := configMapData(ms)["siteops"]
+	public := cm["SITEOPS_PUBLIC_URL"]
+	if public == "" {
+		t.Fatal("the ConfigMap siteops does not set SITEOPS_PUBLIC_URL: no webhook endpoint could be registered or rotated")
+	}
+	if _, err := activities.ParseReceiverPolicy(public, false); err != nil {
+		t.Errorf("SITEOPS_PUBLIC_URL=%q: %v", public, err)
+	}
+	for _, raw := range strings.Split(public, ",") {
+		u, err := url.Parse(strings.TrimSpace(raw))
+		if err != nil || u.Scheme != "https" || !strings.HasSuffix(u.Path, "/webhooks") {
+			t.Errorf("SITEOPS_PUBLIC_URL holds %q; want an https URL ending in the ingress's receivers' path /webhooks (%v)", raw, err)
+		}
+	}
+	readers := 0
+	for _, m := range ms {
+		if !isWorkload(m) {
+			continue
+		}
+		component := str(podLabels(m)["app.kubernetes.io/component"])
+		if component != "worker" && component != "doctor" {
+			continue
+		}
+		for _, c := range containers(m, false) {
+			readsIt := false
+			for _, from := range list(c["envFrom"]) {
+				if str(dig(from, "configMapRef", "name")) == "siteops" {
+					readsIt = true
+				}
+			}
+			if !readsIt {
+				t.Errorf("%s: container %s does not read the ConfigMap siteops, and so not SITEOPS_PUBLIC_URL", m, c["name"])
+			}
+			readers++
+		}
+	}
+	if readers < 2 {
+		t.Errorf("found %d worker and doctor containers, want the worker's and the doctor's at least", readers)
+	}
 }
