@@ -160,6 +160,26 @@ const (
 	maxRetryInterval = 5 * time.Second
 )
 
+// TryTimeout is the longest one call to Temporal may take, the SDK's
+// retries included, in a starter with patience (the client's
+// RPCTimeout): half the patience, between 1 s and 10 s. A call that gets
+// no answer, or only Unavailable, then ends with a deadline of its own
+// while the caller still has time, which IsUnavailable counts as Temporal
+// unavailable; Patiently tries again, asks once without retries (ask),
+// and gives up with an *UnavailableError. Without it the call runs until
+// the caller's deadline, and a command whose --timeout ends during it
+// says that it stopped waiting (exit 1) although Temporal never answered.
+// SDK v1.50 and before gave every call half of its context's remaining
+// time, so; v1.51 gives it the caller's deadline (or 10 s).
+func TryTimeout(patience time.Duration) time.Duration {
+	return min(max(patience/2, minTryTimeout), maxTryTimeout)
+}
+
+const (
+	minTryTimeout = time.Second
+	maxTryTimeout = 10 * time.Second
+)
+
 // Patiently runs call, and while Temporal is unavailable (IsUnavailable)
 // runs it again with backoff, for at most s.o.Patience from the start of the
 // first failed try and never past ctx. It then returns an

@@ -26,6 +26,11 @@ func starterWith(ctx context.Context, t config.Temporal, db *config.Database, lo
 	if err != nil {
 		return nil, nil, err
 	}
+	if so.Patience > 0 {
+		// A call that gets no answer ends before the caller's deadline,
+		// so that Patiently can tell the two apart (starter.TryTimeout).
+		o.RPCTimeout = starter.TryTimeout(so.Patience)
+	}
 	var closers []func()
 	closeAll := func() {
 		for _, f := range closers {
