@@ -155,3 +155,27 @@ func (d deadlineAfter) Deadline() (time.Time, bool) { return (*d.ctx).Deadline()
 func (d deadlineAfter) Done() <-chan struct{}       { return (*d.ctx).Done() }
 func (d deadlineAfter) Err() error                  { return (*d.ctx).Err() }
 func (d deadlineAfter) Value(k any) any             { return (*d.ctx).Value(k) }
+
+// TestTryTimeout: one call under Patiently gets half the patience, between
+// 1 s and 10 s, so that a call that gets no answer within --timeout 6s
+// ends after 3 s, while the caller still has time, and counts as Temporal
+// unavailable rather than as the caller's deadline.
+func TestTryTimeout(t *testing.T) {
+	for patience, want := range map[time.Duration]time.Duration{
+		500 * time.Millisecond: time.Second,
+		4 * time.Second:        2 * time.Second,
+		6 * time.Second:        3 * time.Second,
+		20 * time.Second:       10 * time.Second,
+		time.Minute:            10 * time.Second,
+	} {
+		if got := TryTimeout(patience); got != want {
+			t.Errorf("TryTimeout(%s) = %s, want %s", patience, got, want)
+		}
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Hour)
+	defer cancel()
+	noAnswer := serviceerror.NewDeadlineExceeded("context deadline exceeded")
+	if !IsUnavailable(ctx, noAnswer) {
+		t.Error("a call that ended at its own TryTimeout, with the caller's time left, does not count as Temporal unavailable")
+	}
+}
