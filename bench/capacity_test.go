@@ -815,11 +815,11 @@ func (r *capacityRig) shardMarks(b *testing.B) map[string]historyCount {
 	marks := map[string]historyCount{}
 	for k := range r.shards {
 		id := workflows.LeadEventsKind.ID(fmt.Sprint(k))
-		d, err := r.c.DescribeWorkflowExecution(b.Context(), id, "")
+		d, err := r.c.DescribeWorkflow(b.Context(), id, "")
 		if err != nil {
 			continue // no site of the run fell in it
 		}
-		marks[id] = historyCount{lastEvent: d.GetWorkflowExecutionInfo().GetHistoryLength(), runID: d.GetWorkflowExecutionInfo().GetExecution().GetRunId()}
+		marks[id] = historyCount{lastEvent: d.RawResponse.GetWorkflowExecutionInfo().GetHistoryLength(), runID: d.RawResponse.GetWorkflowExecutionInfo().GetExecution().GetRunId()}
 	}
 	if len(marks) == 0 {
 		b.Fatal("no lead event shard runs")
@@ -1152,11 +1152,11 @@ func (r *capacityRig) historyMarks(b *testing.B, sites []*capSite) map[string]hi
 	b.Helper()
 	marks := map[string]historyCount{}
 	for _, s := range sites {
-		d, err := r.c.DescribeWorkflowExecution(b.Context(), workflows.LeadSyncID(s.id), "")
+		d, err := r.c.DescribeWorkflow(b.Context(), workflows.LeadSyncID(s.id), "")
 		if err != nil {
 			b.Fatal(err)
 		}
-		marks[s.id] = historyCount{lastEvent: d.GetWorkflowExecutionInfo().GetHistoryLength(), runID: d.GetWorkflowExecutionInfo().GetExecution().GetRunId()}
+		marks[s.id] = historyCount{lastEvent: d.RawResponse.GetWorkflowExecutionInfo().GetHistoryLength(), runID: d.RawResponse.GetWorkflowExecutionInfo().GetExecution().GetRunId()}
 	}
 	return marks
 }
@@ -1169,11 +1169,11 @@ func (r *capacityRig) historiesSince(b *testing.B, sites []*capSite, marks map[s
 	var h historyCount
 	for _, s := range sites {
 		m := marks[s.id]
-		d, err := r.c.DescribeWorkflowExecution(b.Context(), workflows.LeadSyncID(s.id), "")
+		d, err := r.c.DescribeWorkflow(b.Context(), workflows.LeadSyncID(s.id), "")
 		if err != nil {
 			b.Fatal(err)
 		}
-		if d.GetWorkflowExecutionInfo().GetExecution().GetRunId() != m.runID {
+		if d.RawResponse.GetWorkflowExecutionInfo().GetExecution().GetRunId() != m.runID {
 			b.Fatalf("the lead sync of %s continued as new during the measurement", s.id)
 		}
 		h.add(historyActions(b, r.c, workflows.LeadSyncID(s.id), m.lastEvent))

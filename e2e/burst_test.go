@@ -89,11 +89,11 @@ func leadSyncRuns(t *testing.T, e *env, site string) []int {
 			t.Fatal(err)
 		}
 		for _, info := range resp.GetExecutions() {
-			d, err := e.Client.DescribeWorkflowExecution(t.Context(), id, info.GetExecution().GetRunId())
+			d, err := e.Client.DescribeWorkflow(t.Context(), id, info.GetExecution().GetRunId())
 			if err != nil {
 				t.Fatal(err)
 			}
-			lengths = append(lengths, int(d.GetWorkflowExecutionInfo().GetHistoryLength()))
+			lengths = append(lengths, int(d.RawResponse.GetWorkflowExecutionInfo().GetHistoryLength()))
 		}
 		if token = resp.GetNextPageToken(); len(token) == 0 {
 			break
@@ -230,11 +230,11 @@ func TestLeadSyncCutShortCarriesItsProgress(t *testing.T) {
 	sent := 0
 	for ; ; sent++ {
 		if sent%50 == 0 {
-			d, err := e.Client.DescribeWorkflowExecution(t.Context(), id, first)
+			d, err := e.Client.DescribeWorkflow(t.Context(), id, first)
 			if err != nil {
 				t.Fatal(err)
 			}
-			info := d.GetWorkflowExecutionInfo()
+			info := d.RawResponse.GetWorkflowExecutionInfo()
 			if info.GetHistoryLength() > workflows.MaxHistoryEvents+20 || info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 				break
 			}
@@ -246,9 +246,12 @@ func TestLeadSyncCutShortCarriesItsProgress(t *testing.T) {
 	}
 	var status enumspb.WorkflowExecutionStatus
 	siteopstest.Eventually(t, 2*time.Minute, "the first run to end", func() bool {
-		d, err := e.Client.DescribeWorkflowExecution(t.Context(), id, first)
-		status = d.GetWorkflowExecutionInfo().GetStatus()
-		return err == nil && status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+		d, err := e.Client.DescribeWorkflow(t.Context(), id, first)
+		if err != nil {
+			return false
+		}
+		status = d.RawResponse.GetWorkflowExecutionInfo().GetStatus()
+		return status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
 	})
 	var next workflows.LeadSyncInput
 	if status != enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW || !continuedWith(t, e, id, first, &next) {

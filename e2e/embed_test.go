@@ -33,11 +33,11 @@ func TestEmbedOffThenRestore(t *testing.T) {
 	if n := len(patches(e)); n != 1 {
 		t.Fatalf("%d PATCHes when embed off returned, want 1", n)
 	}
-	d, err := e.Client.DescribeWorkflowExecution(t.Context(), workflows.EmbedIncidentID(site), "")
+	d, err := e.Client.DescribeWorkflow(t.Context(), workflows.EmbedIncidentID(site), "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	sa := d.GetWorkflowExecutionInfo().GetSearchAttributes().GetIndexedFields()
+	sa := d.RawResponse.GetWorkflowExecutionInfo().GetSearchAttributes().GetIndexedFields()
 	if sa[starter.SearchAttrSiteID] == nil || !strings.Contains(string(sa[starter.SearchAttrOperator].GetData()), "alice") {
 		t.Errorf("search attributes = %v, want the site and the operator", sa)
 	}

@@ -75,7 +75,7 @@ func TestHTTPAPICurlCommands(t *testing.T) {
 		!strings.HasPrefix(refused.Message, "the onboarding breaks 1 rule(s): site.title: is required") {
 		t.Errorf("an invalid input answered %d %s (%v); the docs promise 400 with the rules", code, body, err)
 	}
-	if _, err := e.Client.DescribeWorkflowExecution(t.Context(), id, ""); err == nil {
+	if _, err := e.Client.DescribeWorkflow(t.Context(), id, ""); err == nil {
 		t.Errorf("an invalid input started %s", id)
 	}
 

@@ -51,7 +51,7 @@ func TestLeadShardsSyncTheEventsOfManySites(t *testing.T) {
 			return err == nil && p.Events == want && p.DuplicateEvents == 0 && p.CaughtUp && p.Leads == want
 		})
 		var nf *serviceerror.NotFound
-		if _, err := e.Client.DescribeWorkflowExecution(t.Context(), workflows.LeadSyncID(site), ""); !errors.As(err, &nf) {
+		if _, err := e.Client.DescribeWorkflow(t.Context(), workflows.LeadSyncID(site), ""); !errors.As(err, &nf) {
 			t.Errorf("site %s has a lead sync of its own (%v); with shards its events go to its shard alone", site, err)
 		}
 	}
@@ -67,7 +67,7 @@ func TestLeadShardsSyncTheEventsOfManySites(t *testing.T) {
 	}
 	// No more workflows than shards carried every site's events.
 	for k := range shards {
-		if _, err := e.Client.DescribeWorkflowExecution(t.Context(), workflows.LeadEventsKind.ID(fmt.Sprint(k)), ""); err != nil {
+		if _, err := e.Client.DescribeWorkflow(t.Context(), workflows.LeadEventsKind.ID(fmt.Sprint(k)), ""); err != nil {
 			t.Logf("shard %d: %v (no site of the test fell in it)", k, err)
 		}
 	}

@@ -240,14 +240,17 @@ func TestNexusOnboardingFromAnotherNamespace(t *testing.T) {
 	// siteops started its own workflow, under the derived ID, with hashes
 	// instead of texts.
 	id := workflows.OnboardingID("nexus-anvils")
-	d, err := e.Client.DescribeWorkflowExecution(t.Context(), id, "")
-	if err != nil || d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
-		t.Fatalf("%s: %v, %v", id, d.GetWorkflowExecutionInfo().GetStatus(), err)
+	d, err := e.Client.DescribeWorkflow(t.Context(), id, "")
+	if err != nil {
+		t.Fatalf("%s: %v", id, err)
 	}
-	firstRun := d.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+	if st := d.RawResponse.GetWorkflowExecutionInfo().GetStatus(); st != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+		t.Fatalf("%s: %v", id, st)
+	}
+	firstRun := d.RawResponse.GetWorkflowExecutionInfo().GetExecution().GetRunId()
 	// A partner's onboardings take their turns under who the server says
 	// called (here no endpoint is named: the shared key), not by slug.
-	if pr := d.GetWorkflowExecutionInfo().GetPriority(); pr.GetPriorityKey() != int32(agentsite.ClassOnboarding) || pr.GetFairnessKey() != "nexus:unidentified" {
+	if pr := d.RawResponse.GetWorkflowExecutionInfo().GetPriority(); pr.GetPriorityKey() != int32(agentsite.ClassOnboarding) || pr.GetFairnessKey() != "nexus:unidentified" {
 		t.Errorf("the onboarding's priority = %v; want priority key %d and fairness key nexus:unidentified", pr, agentsite.ClassOnboarding)
 	}
 	in := onboardingInput(t, e, id)
@@ -272,7 +275,7 @@ func TestNexusOnboardingFromAnotherNamespace(t *testing.T) {
 	if err := again.Get(ctxWithin(t, time.Minute), &res2); err != nil || res2.SiteID != res.SiteID {
 		t.Errorf("the same spec again: %+v, %v", res2, err)
 	}
-	if d, _ := e.Client.DescribeWorkflowExecution(t.Context(), id, ""); d.GetWorkflowExecutionInfo().GetExecution().GetRunId() != firstRun {
+	if d, err := e.Client.DescribeWorkflow(t.Context(), id, ""); err != nil || d.RawResponse.GetWorkflowExecutionInfo().GetExecution().GetRunId() != firstRun {
 		t.Error("the same spec again started a second onboarding")
 	}
 	// A different spec for the slug is refused, naming the field.
@@ -512,12 +515,12 @@ func TestNexusLimitsRunningOnboardings(t *testing.T) {
 			if started[slug] || refused[slug] != nil {
 				continue
 			}
-			d, err := c.client.DescribeWorkflowExecution(t.Context(), run.GetID(), "")
+			d, err := c.client.DescribeWorkflow(t.Context(), run.GetID(), "")
 			switch {
 			case err != nil:
-			case d.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_FAILED:
+			case d.RawResponse.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_FAILED:
 				refused[slug] = run.Get(t.Context(), nil)
-			case len(d.GetPendingNexusOperations()) == 1 && d.GetPendingNexusOperations()[0].GetState() == enumspb.PENDING_NEXUS_OPERATION_STATE_STARTED:
+			case len(d.RawResponse.GetPendingNexusOperations()) == 1 && d.RawResponse.GetPendingNexusOperations()[0].GetState() == enumspb.PENDING_NEXUS_OPERATION_STATE_STARTED:
 				started[slug] = true
 			}
 		}
@@ -531,7 +534,7 @@ func TestNexusLimitsRunningOnboardings(t *testing.T) {
 		if app == nil || app.Type() != api.ErrTypeTooManyOnboardings || !strings.Contains(app.Message(), "SITEOPS_NEXUS_SHARED_MAX_RUNNING_ONBOARDINGS") {
 			t.Errorf("%s: %v; want %s naming SITEOPS_NEXUS_SHARED_MAX_RUNNING_ONBOARDINGS", slug, err, api.ErrTypeTooManyOnboardings)
 		}
-		if _, err := e.Client.DescribeWorkflowExecution(t.Context(), workflows.OnboardingID(slug), ""); err == nil {
+		if _, err := e.Client.DescribeWorkflow(t.Context(), workflows.OnboardingID(slug), ""); err == nil {
 			t.Errorf("%s was refused but its onboarding started", slug)
 		}
 	}
@@ -542,32 +545,35 @@ func TestNexusLimitsRunningOnboardings(t *testing.T) {
 	for slug := range started {
 		joined = slug
 		id := workflows.OnboardingID(slug)
-		d, err := e.Client.DescribeWorkflowExecution(t.Context(), id, "")
+		d, err := e.Client.DescribeWorkflow(t.Context(), id, "")
 		if err != nil {
 			t.Fatal(err)
 		}
 		var key string
-		if p := d.GetWorkflowExecutionInfo().GetSearchAttributes().GetIndexedFields()["SiteopsCaller"]; p == nil ||
+		if p := d.RawResponse.GetWorkflowExecutionInfo().GetSearchAttributes().GetIndexedFields()["SiteopsCaller"]; p == nil ||
 			converter.GetDefaultDataConverter().FromPayload(p, &key) != nil || key != "nexus:unidentified" {
 			t.Errorf("%s's SiteopsCaller is %q, want nexus:unidentified", id, key)
 		}
 	}
 	// At the limit, a second caller of a running onboarding's spec joins it.
 	id := workflows.OnboardingID(joined)
-	d, err := e.Client.DescribeWorkflowExecution(t.Context(), id, "")
+	d, err := e.Client.DescribeWorkflow(t.Context(), id, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	join := c.start(t, "CallNexus", nexusCall{Endpoint: endpoint, Operation: api.OnboardName, Input: spec(joined)})
 	siteopstest.Eventually(t, 30*time.Second, "the join to attach to "+id, func() bool {
-		d, err := c.client.DescribeWorkflowExecution(t.Context(), join.GetID(), "")
-		if err == nil && d.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_FAILED {
+		d, err := c.client.DescribeWorkflow(t.Context(), join.GetID(), "")
+		if err != nil {
+			return false
+		}
+		if d.RawResponse.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_FAILED {
 			t.Fatalf("the join was refused: %v", join.Get(t.Context(), nil))
 		}
-		ops := d.GetPendingNexusOperations()
-		return err == nil && len(ops) == 1 && ops[0].GetState() == enumspb.PENDING_NEXUS_OPERATION_STATE_STARTED
+		ops := d.RawResponse.GetPendingNexusOperations()
+		return len(ops) == 1 && ops[0].GetState() == enumspb.PENDING_NEXUS_OPERATION_STATE_STARTED
 	})
-	if again, _ := e.Client.DescribeWorkflowExecution(t.Context(), id, ""); again.GetWorkflowExecutionInfo().GetExecution().GetRunId() != d.GetWorkflowExecutionInfo().GetExecution().GetRunId() {
+	if again, err := e.Client.DescribeWorkflow(t.Context(), id, ""); err != nil || again.RawResponse.GetWorkflowExecutionInfo().GetExecution().GetRunId() != d.RawResponse.GetWorkflowExecutionInfo().GetExecution().GetRunId() {
 		t.Error("the join started a second onboarding")
 	}
 }
@@ -592,19 +598,22 @@ func TestNexusCancellationReachesOnboarding(t *testing.T) {
 		ob, _ := st.Detail.(*workflows.OnboardingStatus)
 		return err == nil && ob != nil && ob.Step == workflows.StepWaitingKnowledge
 	})
-	d, err := e.Client.DescribeWorkflowExecution(t.Context(), id, "")
+	d, err := e.Client.DescribeWorkflow(t.Context(), id, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	onboardingRun := d.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+	onboardingRun := d.RawResponse.GetWorkflowExecutionInfo().GetExecution().GetRunId()
 	// A second caller with the same spec joins the running onboarding.
 	joined := c.start(t, "CallNexus", nexusCall{Endpoint: endpoint, Operation: api.OnboardName, Input: spec})
 	siteopstest.Eventually(t, 30*time.Second, "the second caller's operation to start", func() bool {
-		d, err := c.client.DescribeWorkflowExecution(t.Context(), joined.GetID(), "")
-		ops := d.GetPendingNexusOperations()
-		return err == nil && len(ops) == 1 && ops[0].GetState() == enumspb.PENDING_NEXUS_OPERATION_STATE_STARTED
+		d, err := c.client.DescribeWorkflow(t.Context(), joined.GetID(), "")
+		if err != nil {
+			return false
+		}
+		ops := d.RawResponse.GetPendingNexusOperations()
+		return len(ops) == 1 && ops[0].GetState() == enumspb.PENDING_NEXUS_OPERATION_STATE_STARTED
 	})
-	if d, _ := e.Client.DescribeWorkflowExecution(t.Context(), id, ""); d.GetWorkflowExecutionInfo().GetExecution().GetRunId() != onboardingRun {
+	if d, err := e.Client.DescribeWorkflow(t.Context(), id, ""); err != nil || d.RawResponse.GetWorkflowExecutionInfo().GetExecution().GetRunId() != onboardingRun {
 		t.Fatal("the second caller started a second onboarding")
 	}
 
@@ -616,8 +625,8 @@ func TestNexusCancellationReachesOnboarding(t *testing.T) {
 		t.Errorf("the caller's operation ended with %v, want cancelled", err)
 	}
 	siteopstest.Eventually(t, 30*time.Second, "the onboarding to be cancelled", func() bool {
-		d, err := e.Client.DescribeWorkflowExecution(t.Context(), id, "")
-		return err == nil && d.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED
+		d, err := e.Client.DescribeWorkflow(t.Context(), id, "")
+		return err == nil && d.RawResponse.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED
 	})
 	// The caller that joined shares the run, and so its end.
 	if err := joined.Get(ctxWithin(t, time.Minute), nil); !errors.As(err, &canceled) {

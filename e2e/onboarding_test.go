@@ -59,9 +59,12 @@ func TestOnboardingReachesPublished(t *testing.T) {
 			// Started directly: the onboarding class, and no fairness key
 			// of its own, so that its parallel uploads are dispatched
 			// together (direct starts take their turns as one caller).
-			info, err := e.Client.DescribeWorkflowExecution(t.Context(), "onboarding/acme-anvils", "")
-			if pr := info.GetWorkflowExecutionInfo().GetPriority(); err != nil || pr.GetPriorityKey() != int32(agentsite.ClassOnboarding) || pr.GetFairnessKey() != "" {
-				t.Errorf("the onboarding's priority = %v, %v; want priority key %d and no fairness key", pr, err, agentsite.ClassOnboarding)
+			info, err := e.Client.DescribeWorkflow(t.Context(), "onboarding/acme-anvils", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pr := info.RawResponse.GetWorkflowExecutionInfo().GetPriority(); pr.GetPriorityKey() != int32(agentsite.ClassOnboarding) || pr.GetFairnessKey() != "" {
+				t.Errorf("the onboarding's priority = %v; want priority key %d and no fairness key", pr, agentsite.ClassOnboarding)
 			}
 			if d == store.SQLite {
 				recordHistory(t, e, "onboarding/acme-anvils", "onboarding")
@@ -199,7 +202,7 @@ func TestOnboardingStartedAgainWithSDKDefaults(t *testing.T) {
 	if first.Status != "published" || first.KnowledgeReady != 2 {
 		t.Fatalf("first run: %+v; want published with both sources ready", first)
 	}
-	firstRun, err := e.Client.DescribeWorkflowExecution(t.Context(), id, "")
+	firstRun, err := e.Client.DescribeWorkflow(t.Context(), id, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +245,7 @@ func TestOnboardingStartedAgainWithSDKDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a second start with the SDK's default policy: %v", err)
 	}
-	if run.GetRunID() == firstRun.GetWorkflowExecutionInfo().GetExecution().GetRunId() {
+	if run.GetRunID() == firstRun.RawResponse.GetWorkflowExecutionInfo().GetExecution().GetRunId() {
 		t.Fatal("the second start joined the first run; want a new run")
 	}
 	var second workflows.OnboardingResult
@@ -289,6 +292,6 @@ func TestOnboardingStartedAgainWithSDKDefaults(t *testing.T) {
 	if st.Step != workflows.StepDone || st.LastSiteEvent != "site.published" || st.KnowledgeReady != 2 {
 		t.Errorf("second run's status %+v; want done, both sources ready, and the inbox's site.published", st)
 	}
-	recordRunHistory(t, e, id, firstRun.GetWorkflowExecutionInfo().GetExecution().GetRunId(), "onboarding_waits_for_knowledge")
+	recordRunHistory(t, e, id, firstRun.RawResponse.GetWorkflowExecutionInfo().GetExecution().GetRunId(), "onboarding_waits_for_knowledge")
 	recordRunHistory(t, e, id, run.GetRunID(), "onboarding_started_again")
 }

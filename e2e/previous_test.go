@@ -344,11 +344,11 @@ func (w *releaseWorld) must(t *testing.T, bin string, args ...string) string {
 // buildOf is the build a workflow's latest run is on.
 func (w *releaseWorld) buildOf(t *testing.T, workflowID string) string {
 	t.Helper()
-	d, err := w.client.DescribeWorkflowExecution(context.WithoutCancel(t.Context()), workflowID, "")
+	d, err := w.client.DescribeWorkflow(context.WithoutCancel(t.Context()), workflowID, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return d.GetWorkflowExecutionInfo().GetVersioningInfo().GetDeploymentVersion().GetBuildId()
+	return d.RawResponse.GetWorkflowExecutionInfo().GetVersioningInfo().GetDeploymentVersion().GetBuildId()
 }
 
 // onboardingStatus queries an onboarding ("" step when it cannot).

@@ -51,7 +51,7 @@ func TestPlaybooksAreDispatchedAheadOfABacklog(t *testing.T) {
 	incident := workflows.EmbedIncidentID("site_incident")
 	go func() { _, _ = e.Starter.EmbedOff(ctx, "site_incident", "on-call", "priority test") }()
 	siteopstest.EventuallyNil(t, 10*time.Second, "the incident started", func() error {
-		_, err := e.Client.DescribeWorkflowExecution(ctx, incident, "")
+		_, err := e.Client.DescribeWorkflow(ctx, incident, "")
 		return err
 	})
 	rot, err := e.Starter.RotateSecret(ctx, starter.RotationRequest{OldEndpointID: "we_priority", NewURL: "http://127.0.0.1:1/webhooks/rotated", Operator: "on-call"})

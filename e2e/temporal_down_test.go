@@ -103,8 +103,8 @@ func TestDeliveryAcceptedWhileTemporalIsDown(t *testing.T) {
 		out, _, _ := srv.Store.InboxOutcome(t.Context(), "evt_down_1")
 		return out == store.OutcomeSignalled
 	})
-	d, err := srv.Client.DescribeWorkflowExecution(t.Context(), workflows.LeadSyncID("site_down"), "")
-	if err != nil || d.GetWorkflowExecutionInfo().GetType().GetName() != workflows.LeadSyncWorkflowName {
+	d, err := srv.Client.DescribeWorkflow(t.Context(), workflows.LeadSyncID("site_down"), "")
+	if err != nil || d.RawResponse.GetWorkflowExecutionInfo().GetType().GetName() != workflows.LeadSyncWorkflowName {
 		t.Fatalf("the lead sync was not started: %v", err)
 	}
 	_ = srv.Client.TerminateWorkflow(t.Context(), workflows.LeadSyncID("site_down"), "", "test over")

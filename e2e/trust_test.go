@@ -77,7 +77,7 @@ func TestNexusRefusesThePlaybooks(t *testing.T) {
 		t.Errorf("endpoints at the service: %+v; want none", eps)
 	}
 	for _, id := range []string{workflows.EmbedIncidentID(site), workflows.SecretRotationID("we_1")} {
-		if _, err := e.Client.DescribeWorkflowExecution(t.Context(), id, ""); err == nil {
+		if _, err := e.Client.DescribeWorkflow(t.Context(), id, ""); err == nil {
 			t.Errorf("%s was started", id)
 		}
 	}
@@ -201,9 +201,12 @@ func TestPoliciesHoldWhoeverStartsTheWorkflow(t *testing.T) {
 	if len(after) != len(before) || after[0].ID != old {
 		t.Errorf("endpoints after the refused starts = %+v; want only %s as before", after, old)
 	}
-	d, err := e.Client.DescribeWorkflowExecution(t.Context(), workflows.SecretRotationID(old), "")
-	if err != nil || d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_FAILED {
-		t.Errorf("the refused rotation: %v, %v; want Failed", d.GetWorkflowExecutionInfo().GetStatus(), err)
+	d, err := e.Client.DescribeWorkflow(t.Context(), workflows.SecretRotationID(old), "")
+	if err != nil {
+		t.Fatalf("the refused rotation: %v; want Failed", err)
+	}
+	if st := d.RawResponse.GetWorkflowExecutionInfo().GetStatus(); st != enumspb.WORKFLOW_EXECUTION_STATUS_FAILED {
+		t.Errorf("the refused rotation: %v; want Failed", st)
 	}
 }
 
@@ -265,12 +268,12 @@ func TestCLIRecordsWhoRanIt(t *testing.T) {
 			t.Errorf("identities recorded = %q; want %s%s (the configured operator, not --operator)", identities, kind, want)
 		}
 	}
-	d, err := e.Client.DescribeWorkflowExecution(t.Context(), id, "")
+	d, err := e.Client.DescribeWorkflow(t.Context(), id, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	memo := map[string]string{}
-	for k, p := range d.GetWorkflowExecutionInfo().GetMemo().GetFields() {
+	for k, p := range d.RawResponse.GetWorkflowExecutionInfo().GetMemo().GetFields() {
 		var v any
 		_ = json.Unmarshal(p.GetData(), &v)
 		memo[k] = fmt.Sprint(v)

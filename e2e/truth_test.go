@@ -213,9 +213,11 @@ func TestInterruptedWaitLeavesTheWorkflowRunning(t *testing.T) {
 	if !strings.Contains(out.String(), want) || strings.Contains(out.String(), "context canceled") {
 		t.Errorf("after Ctrl-C:\n%s", out.String())
 	}
-	d, err := e.Client.DescribeWorkflowExecution(t.Context(), "onboarding/bayside-dental", "")
-	if err != nil || d.GetWorkflowExecutionInfo().GetStatus().String() != "Running" {
-		t.Errorf("the onboarding after Ctrl-C: %v %v", d.GetWorkflowExecutionInfo().GetStatus(), err)
+	d, err := e.Client.DescribeWorkflow(t.Context(), "onboarding/bayside-dental", "")
+	if err != nil {
+		t.Errorf("the onboarding after Ctrl-C: %v", err)
+	} else if st := d.RawResponse.GetWorkflowExecutionInfo().GetStatus(); st.String() != "Running" {
+		t.Errorf("the onboarding after Ctrl-C: %v", st)
 	}
 	_ = e.Client.TerminateWorkflow(t.Context(), "onboarding/bayside-dental", "", "test over")
 }
@@ -402,11 +404,11 @@ func TestFollowEndsWhateverTheSyncDid(t *testing.T) {
 		done <- result{string(out), code}
 	}()
 	siteopstest.Eventually(t, 30*time.Second, "the requested sync to fail and retry", func() bool {
-		d, err := e.Client.DescribeWorkflowExecution(t.Context(), id, "")
+		d, err := e.Client.DescribeWorkflow(t.Context(), id, "")
 		if err != nil {
 			return false
 		}
-		for _, pa := range d.GetPendingActivities() {
+		for _, pa := range d.RawResponse.GetPendingActivities() {
 			if pa.GetAttempt() >= 2 {
 				return true
 			}

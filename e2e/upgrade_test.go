@@ -190,11 +190,11 @@ func TestUpgradeAsDeployDoes(t *testing.T) {
 		t.Fatal(err)
 	}
 	siteopstest.Eventually(t, 30*time.Second, "the lead sync to move to build-b", func() bool { return w.buildOf(t, workflows.LeadSyncID(leadSite)) == "build-b" })
-	d, err := w.client.DescribeWorkflowExecution(t.Context(), workflows.LeadSyncID(leadSite), "")
+	d, err := w.client.DescribeWorkflow(t.Context(), workflows.LeadSyncID(leadSite), "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := d.GetWorkflowExecutionInfo().GetVersioningInfo().GetBehavior(); got != enumspb.VERSIONING_BEHAVIOR_AUTO_UPGRADE {
+	if got := d.RawResponse.GetWorkflowExecutionInfo().GetVersioningInfo().GetBehavior(); got != enumspb.VERSIONING_BEHAVIOR_AUTO_UPGRADE {
 		t.Errorf("the lead sync's behaviour = %v, want AutoUpgrade", got)
 	}
 	if out := w.must(t, binary, "release", "status"); !strings.Contains(out, "current build-b") {

@@ -54,9 +54,9 @@ func (e *env) startWorkerProcess(t *testing.T, extra ...string) *siteopstest.Log
 // buildOf returns the build ID a workflow's latest run is on.
 func (e *env) buildOf(t *testing.T, workflowID string) string {
 	t.Helper()
-	d, err := e.Client.DescribeWorkflowExecution(context.WithoutCancel(t.Context()), workflowID, "")
+	d, err := e.Client.DescribeWorkflow(context.WithoutCancel(t.Context()), workflowID, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return d.GetWorkflowExecutionInfo().GetVersioningInfo().GetDeploymentVersion().GetBuildId()
+	return d.RawResponse.GetWorkflowExecutionInfo().GetVersioningInfo().GetDeploymentVersion().GetBuildId()
 }

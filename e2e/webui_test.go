@@ -377,7 +377,7 @@ func TestDemoWithPayloadKeyServesTheCodec(t *testing.T) {
 	}
 	t.Cleanup(c.Close)
 	const wfID = "onboarding/bayside-dental"
-	desc, err := c.DescribeWorkflowExecution(ctxWithin(t, 10*time.Second), wfID, "")
+	desc, err := c.DescribeWorkflow(ctxWithin(t, 10*time.Second), wfID, "")
 	if err != nil {
 		t.Fatalf("the demo's %s: %v", wfID, err)
 	}
@@ -396,7 +396,7 @@ func TestDemoWithPayloadKeyServesTheCodec(t *testing.T) {
 
 	if browser, ok := chromium(); ok {
 		ctx := newBrowser(t, browser, 2*time.Minute)
-		if err := showsDecodedInput(ctx, uiAddr, workflowRun{id: wfID, runID: desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()}); err != nil {
+		if err := showsDecodedInput(ctx, uiAddr, workflowRun{id: wfID, runID: desc.RawResponse.GetWorkflowExecutionInfo().GetExecution().GetRunId()}); err != nil {
 			t.Fatal(err)
 		}
 		t.Logf("%5.1fs  the demo's Web UI shows %s decoded", time.Since(began).Seconds(), wfID)

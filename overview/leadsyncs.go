@@ -134,8 +134,8 @@ func LaggingLeadSyncs(ctx context.Context, o Options, limit int) ([]LeadSyncLag,
 	each(seen, func(i int, s storeSeen) {
 		id := workflows.LeadSyncID(s.SiteID)
 		if o.Temporal != nil {
-			d, err := o.Temporal.DescribeWorkflowExecution(ctx, id, "")
-			if err != nil || d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			d, err := o.Temporal.DescribeWorkflow(ctx, id, "")
+			if err != nil || d.RawResponse.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 				return
 			}
 		}
@@ -162,8 +162,8 @@ func failedLeadSyncs(ctx context.Context, o Options, q string) ([]FailedLeadSync
 	found := make([]*FailedLeadSync, len(runs))
 	each(runs, func(i int, run *workflowpb.WorkflowExecutionInfo) {
 		id := run.GetExecution().GetWorkflowId()
-		d, err := o.Temporal.DescribeWorkflowExecution(ctx, id, "")
-		if err == nil && d.GetWorkflowExecutionInfo().GetExecution().GetRunId() != run.GetExecution().GetRunId() {
+		d, err := o.Temporal.DescribeWorkflow(ctx, id, "")
+		if err == nil && d.RawResponse.GetWorkflowExecutionInfo().GetExecution().GetRunId() != run.GetExecution().GetRunId() {
 			return // started again since
 		}
 		site := id[len(workflows.LeadSyncKind.Prefix):]

@@ -102,7 +102,7 @@ func (r *Rollout) Rollback(ctx context.Context, toBuildID string) (RollbackResul
 // keepOn pins a run that would follow the current build to build, and
 // reports whether it did.
 func (r *Rollout) keepOn(ctx context.Context, run Run, build string) (bool, error) {
-	desc, err := r.o.Client.DescribeWorkflowExecution(ctx, run.WorkflowID, run.RunID)
+	desc, err := r.o.Client.DescribeWorkflow(ctx, run.WorkflowID, run.RunID)
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
 		return false, nil
@@ -110,7 +110,7 @@ func (r *Rollout) keepOn(ctx context.Context, run Run, build string) (bool, erro
 	if err != nil {
 		return false, fmt.Errorf("describing %s: %w", run.WorkflowID, err)
 	}
-	info := desc.GetWorkflowExecutionInfo()
+	info := desc.RawResponse.GetWorkflowExecutionInfo()
 	vi := info.GetVersioningInfo()
 	ov := vi.GetVersioningOverride()
 	follows := ov.GetAutoUpgrade() || (ov.GetPinned() == nil && vi.GetBehavior() == enumspb.VERSIONING_BEHAVIOR_AUTO_UPGRADE)

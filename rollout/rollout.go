@@ -299,7 +299,7 @@ func (r *Rollout) movePass(ctx context.Context, buildID string, res *PromoteResu
 		}
 		// Visibility may be behind: the run itself says whether it is
 		// still pinned, and how.
-		desc, err := r.o.Client.DescribeWorkflowExecution(ctx, run.WorkflowID, run.RunID)
+		desc, err := r.o.Client.DescribeWorkflow(ctx, run.WorkflowID, run.RunID)
 		var nf *serviceerror.NotFound
 		if errors.As(err, &nf) {
 			continue
@@ -307,7 +307,7 @@ func (r *Rollout) movePass(ctx context.Context, buildID string, res *PromoteResu
 		if err != nil {
 			return n, fmt.Errorf("describing %s: %w", run.WorkflowID, err)
 		}
-		info := desc.GetWorkflowExecutionInfo()
+		info := desc.RawResponse.GetWorkflowExecutionInfo()
 		vi := info.GetVersioningInfo()
 		switch {
 		case info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:

@@ -144,11 +144,11 @@ type leadSyncBefore struct {
 // not read: the next request starts a new chain whose counters start at
 // zero, and querying a closed run needs a worker to replay it.
 func (s *Starter) runningLeadSync(ctx context.Context, id string) leadSyncBefore {
-	d, err := s.o.Client.DescribeWorkflowExecution(ctx, id, "")
-	if err != nil || d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+	d, err := s.o.Client.DescribeWorkflow(ctx, id, "")
+	if err != nil || d.RawResponse.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		return leadSyncBefore{}
 	}
-	info := d.GetWorkflowExecutionInfo()
+	info := d.RawResponse.GetWorkflowExecutionInfo()
 	p, err := s.leadProgress(ctx, id, info.GetExecution().GetRunId())
 	if err != nil {
 		// Not known: any sync the chain completes from now on counts.
@@ -162,11 +162,11 @@ func (s *Starter) runningLeadSync(ctx context.Context, id string) leadSyncBefore
 // firstRunOf names the chain of runs that runID belongs to ("" when it
 // cannot be read).
 func (s *Starter) firstRunOf(ctx context.Context, id, runID string) string {
-	d, err := s.o.Client.DescribeWorkflowExecution(ctx, id, runID)
+	d, err := s.o.Client.DescribeWorkflow(ctx, id, runID)
 	if err != nil {
 		return ""
 	}
-	info := d.GetWorkflowExecutionInfo()
+	info := d.RawResponse.GetWorkflowExecutionInfo()
 	return firstRun(info.GetFirstRunId(), info.GetExecution().GetRunId())
 }
 

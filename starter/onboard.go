@@ -151,11 +151,11 @@ func (s *Starter) startOnboarding(ctx context.Context, id string, in workflows.O
 
 // existingOnboarding compares the input of the slug's current run with in.
 func (s *Starter) existingOnboarding(ctx context.Context, id string, in workflows.OnboardingInput) (Onboarding, error) {
-	d, err := s.o.Client.DescribeWorkflowExecution(ctx, id, "")
+	d, err := s.o.Client.DescribeWorkflow(ctx, id, "")
 	if err != nil {
 		return Onboarding{}, err
 	}
-	info := d.GetWorkflowExecutionInfo()
+	info := d.RawResponse.GetWorkflowExecutionInfo()
 	runID := info.GetExecution().GetRunId()
 	var prev workflows.OnboardingInput
 	if err := s.input(ctx, id, runID, &prev); err != nil {

@@ -98,14 +98,14 @@ func (s *Starter) Detail(ctx context.Context, st *Status) {
 
 // describe reads what Temporal itself keeps of a workflow.
 func (s *Starter) describe(ctx context.Context, workflowID string) (Status, error) {
-	d, err := s.o.Client.DescribeWorkflowExecution(ctx, workflowID, "")
+	d, err := s.o.Client.DescribeWorkflow(ctx, workflowID, "")
 	if isNotFound(err) {
 		return Status{}, fmt.Errorf("no workflow with ID %s (IDs look like %s): %w", workflowID, workflows.IDForms(), ErrNotFound)
 	}
 	if err != nil {
 		return Status{}, err
 	}
-	info := d.GetWorkflowExecutionInfo()
+	info := d.RawResponse.GetWorkflowExecutionInfo()
 	st := Status{
 		WorkflowID: workflowID,
 		RunID:      info.GetExecution().GetRunId(),
@@ -124,7 +124,7 @@ func (s *Starter) describe(ctx context.Context, workflowID string) (Status, erro
 			_ = s.converter().FromPayload(p, to)
 		}
 	}
-	for _, pa := range d.GetPendingActivities() {
+	for _, pa := range d.RawResponse.GetPendingActivities() {
 		p := PendingActivity{
 			Activity: pa.GetActivityType().GetName(),
 			State:    strings.ToLower(strings.TrimPrefix(pa.GetState().String(), "PendingActivityState")),

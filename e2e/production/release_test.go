@@ -57,11 +57,11 @@ func TestReleaseOnTheCluster(t *testing.T) {
 	}
 	defer cl.Close()
 	buildOf := func(id string) string {
-		d, err := cl.DescribeWorkflowExecution(t.Context(), id, "")
+		d, err := cl.DescribeWorkflow(t.Context(), id, "")
 		if err != nil {
 			return ""
 		}
-		return d.GetWorkflowExecutionInfo().GetVersioningInfo().GetDeploymentVersion().GetBuildId()
+		return d.RawResponse.GetWorkflowExecutionInfo().GetVersioningInfo().GetDeploymentVersion().GetBuildId()
 	}
 
 	// Step 7: the first release.

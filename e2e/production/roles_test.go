@@ -153,17 +153,17 @@ func TestIngressIdentityMayOnlySignal(t *testing.T) {
 			_, err := ingress.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: sync, UpdateName: "decide", WaitForStage: client.WorkflowUpdateStageAccepted})
 			return err
 		}},
-		{"read a workflow", func() error { _, err := ingress.DescribeWorkflowExecution(ctx, sync, ""); return err }},
+		{"read a workflow", func() error { _, err := ingress.DescribeWorkflow(ctx, sync, ""); return err }},
 	} {
 		if err := tc.call(); !refused(err) {
 			t.Errorf("the ingress's identity may %s: %v; want PermissionDenied", tc.what, err)
 		}
 	}
-	if _, err := full.DescribeWorkflowExecution(ctx, incident, ""); !errors.As(err, new(*serviceerror.NotFound)) {
+	if _, err := full.DescribeWorkflow(ctx, incident, ""); !errors.As(err, new(*serviceerror.NotFound)) {
 		t.Errorf("the refused calls started %s: %v", incident, err)
 	}
 	// The cluster's own certificate keeps every power.
-	if _, err := full.DescribeWorkflowExecution(ctx, sync, ""); err != nil {
+	if _, err := full.DescribeWorkflow(ctx, sync, ""); err != nil {
 		t.Errorf("the cluster's certificate reading the lead sync: %v", err)
 	}
 	// The frontend's HTTP API is the same door, behind the same policy.
@@ -236,7 +236,7 @@ func TestIngressIdentityMayOnlySignal(t *testing.T) {
 		return err == nil && ev.Outcome == store.OutcomeSignalled
 	})
 	started := workflows.LeadSyncKind.ID(relayed)
-	if _, err := full.DescribeWorkflowExecution(ctx, started, ""); err != nil {
+	if _, err := full.DescribeWorkflow(ctx, started, ""); err != nil {
 		t.Errorf("the relayed delivery's lead sync %s: %v\ningress log:\n%s", started, err, in.log.String())
 	}
 	_ = full.TerminateWorkflow(ctx, started, "", "TestIngressIdentityMayOnlySignal is done")
@@ -340,11 +340,11 @@ func TestIngressCannotReachAnIncident(t *testing.T) {
 			t.Errorf("the ingress's SignalWithStart with %s: %v; want PermissionDenied", tc.field, err)
 			_ = full.TerminateWorkflow(ctx, id, "", "TestIngressCannotReachAnIncident: allowed by mistake")
 		}
-		d, err := full.DescribeWorkflowExecution(ctx, incident, "")
+		d, err := full.DescribeWorkflow(ctx, incident, "")
 		if err != nil {
 			t.Fatalf("after the SignalWithStart with %s, reading the incident: %v", tc.field, err)
 		}
-		if info := d.GetWorkflowExecutionInfo(); info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING || info.GetExecution().GetRunId() != run.GetRunID() {
+		if info := d.RawResponse.GetWorkflowExecutionInfo(); info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING || info.GetExecution().GetRunId() != run.GetRunID() {
 			t.Fatalf("after the SignalWithStart with %s, the incident is %v (run %s, want %s running)", tc.field,
 				info.GetStatus(), info.GetExecution().GetRunId(), run.GetRunID())
 		}
@@ -369,7 +369,7 @@ func TestRolesOnTheCluster(t *testing.T) {
 		t.Fatalf("on-call starting an incident: %v", err)
 	}
 	defer func() { _ = full.TerminateWorkflow(ctx, incident, "", "TestRolesOnTheCluster is done") }()
-	if _, err := oncall.DescribeWorkflowExecution(ctx, incident, ""); err != nil {
+	if _, err := oncall.DescribeWorkflow(ctx, incident, ""); err != nil {
 		t.Errorf("on-call reading its incident: %v", err)
 	}
 	if err := oncall.TerminateWorkflow(ctx, incident, "", "on-call may not"); !refused(err) {
@@ -390,7 +390,7 @@ func TestRolesOnTheCluster(t *testing.T) {
 		err  error
 	}{
 		{"reading siteops' incident", func() error {
-			_, err := dialAs(t, pcert, pkey).DescribeWorkflowExecution(ctx, incident, "")
+			_, err := dialAs(t, pcert, pkey).DescribeWorkflow(ctx, incident, "")
 			return err
 		}()},
 		{"listing another partner's namespace", func() error {
@@ -413,7 +413,7 @@ func TestRolesOnTheCluster(t *testing.T) {
 	}
 	o.ConnectionOptions.TLS = tlsAs(t, ncert, nkey)
 	if c, err := client.DialContext(ctx, o); err == nil {
-		_, err = c.DescribeWorkflowExecution(ctx, incident, "")
+		_, err = c.DescribeWorkflow(ctx, incident, "")
 		c.Close()
 		if !refused(err) {
 			t.Errorf("a certificate without a role reading an incident: %v; want PermissionDenied", err)

@@ -268,7 +268,7 @@ func (s *Server) waitReady(ctx context.Context) error {
 		}
 		_, err = c.CheckHealth(ctx, &client.CheckHealthRequest{})
 		if err == nil {
-			_, err = c.DescribeWorkflowExecution(ctx, "devserver-readiness-probe", "")
+			_, err = c.DescribeWorkflow(ctx, "devserver-readiness-probe", "")
 			var nf *serviceerror.NotFound
 			if errors.As(err, &nf) {
 				err = nil // not found means the namespace answers
