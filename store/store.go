@@ -298,12 +298,15 @@ func showsPassword(s string) bool {
 	return false
 }
 
+// schemeRune reports whether r may stand in a URL's scheme.
+func schemeRune(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '+' || r == '-' || r == '.'
+}
+
 // redactAll is raw hidden after its scheme, when it has one in form.
 func redactAll(raw string) string {
 	scheme, _, found := strings.Cut(raw, "://")
-	if !found || scheme == "" || strings.IndexFunc(scheme, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '+' || r == '-' || r == '.')
-	}) >= 0 {
+	if !found || scheme == "" || strings.IndexFunc(scheme, func(r rune) bool { return !schemeRune(r) }) >= 0 {
 		return hiddenValue
 	}
 	return scheme + "://" + hiddenValue

@@ -470,7 +470,8 @@ func (p *Policy) startShape(role Role, starts map[string]startRule, s startReque
 	case s.conflict != enumspb.WORKFLOW_ID_CONFLICT_POLICY_UNSPECIFIED && s.conflict != enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING &&
 		(keyed || s.conflict != enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL):
 		return fmt.Sprintf("the %s role may not start with the ID conflict policy %s: its starts join a running workflow, never end it", role, s.conflict)
-	case s.reuse == enumspb.WORKFLOW_ID_REUSE_POLICY_TERMINATE_IF_RUNNING:
+	//lint:ignore SA1019 deprecated, still honoured by the server: the policy must refuse it
+	case s.reuse == enumspb.WORKFLOW_ID_REUSE_POLICY_TERMINATE_IF_RUNNING: //nolint:staticcheck // deprecated, still honoured: refused here
 		return fmt.Sprintf("the %s role may not start with the ID reuse policy %s: a start never ends a running workflow", role, s.reuse)
 	case s.cron != "":
 		return fmt.Sprintf("the %s role may not start a cron schedule (%q)", role, s.cron)

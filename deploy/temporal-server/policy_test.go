@@ -189,7 +189,8 @@ func TestIngressSignalWithStartField(t *testing.T) {
 			r.WorkflowIdConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL
 		}, "conflict policy"},
 		{"reuse policy TerminateIfRunning", func(r *workflowservice.SignalWithStartWorkflowExecutionRequest) {
-			r.WorkflowIdReusePolicy = enumspb.WORKFLOW_ID_REUSE_POLICY_TERMINATE_IF_RUNNING
+			//lint:ignore SA1019 deprecated, still honoured by the server: the policy must refuse it
+			r.WorkflowIdReusePolicy = enumspb.WORKFLOW_ID_REUSE_POLICY_TERMINATE_IF_RUNNING //nolint:staticcheck // deprecated, still honoured: refused here
 		}, "reuse policy"},
 		{"cron", func(r *workflowservice.SignalWithStartWorkflowExecutionRequest) { r.CronSchedule = "* * * * *" }, "cron"},
 		{"start delay", func(r *workflowservice.SignalWithStartWorkflowExecutionRequest) {

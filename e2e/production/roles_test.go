@@ -311,7 +311,8 @@ func TestIngressCannotReachAnIncident(t *testing.T) {
 			o.ID, o.WorkflowIDConflictPolicy = incident, enumspb.WORKFLOW_ID_CONFLICT_POLICY_TERMINATE_EXISTING
 		}},
 		{"the incident's ID, reuse policy TerminateIfRunning", ingress, workflows.LeadSyncKind.Name, func(o *client.StartWorkflowOptions) {
-			o.ID, o.WorkflowIDReusePolicy = incident, enumspb.WORKFLOW_ID_REUSE_POLICY_TERMINATE_IF_RUNNING
+			//lint:ignore SA1019 an attacker may still send it, and the server still honours it
+			o.ID, o.WorkflowIDReusePolicy = incident, enumspb.WORKFLOW_ID_REUSE_POLICY_TERMINATE_IF_RUNNING //nolint:staticcheck // deprecated, still honoured: refused here
 		}},
 		{"the incident's ID", ingress, workflows.LeadSyncKind.Name, func(o *client.StartWorkflowOptions) { o.ID = incident }},
 		{"the incident's type", ingress, workflows.EmbedIncidentKind.Name, func(o *client.StartWorkflowOptions) {}},
@@ -319,7 +320,8 @@ func TestIngressCannotReachAnIncident(t *testing.T) {
 			o.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_TERMINATE_EXISTING
 		}},
 		{"reuse policy TerminateIfRunning", ingress, workflows.LeadSyncKind.Name, func(o *client.StartWorkflowOptions) {
-			o.WorkflowIDReusePolicy = enumspb.WORKFLOW_ID_REUSE_POLICY_TERMINATE_IF_RUNNING
+			//lint:ignore SA1019 an attacker may still send it, and the server still honours it
+			o.WorkflowIDReusePolicy = enumspb.WORKFLOW_ID_REUSE_POLICY_TERMINATE_IF_RUNNING //nolint:staticcheck // deprecated, still honoured: refused here
 		}},
 		{"a cron schedule", ingress, workflows.LeadSyncKind.Name, func(o *client.StartWorkflowOptions) { o.CronSchedule = "* * * * *" }},
 		{"a start delay", ingress, workflows.LeadSyncKind.Name, func(o *client.StartWorkflowOptions) { o.StartDelay = time.Hour }},
