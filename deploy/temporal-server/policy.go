@@ -9,12 +9,16 @@ import (
 	"strings"
 
 	commandpb "go.temporal.io/api/command/v1"
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
+	taskqueuepb "go.temporal.io/api/taskqueue/v1"
+	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/server/common/api"
 	"go.temporal.io/server/common/authorization"
 	"go.temporal.io/server/common/log"
 	"go.temporal.io/server/common/log/tag"
+	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // The settings of the role policy, read from the environment of every
@@ -422,28 +426,41 @@ type startRequest struct {
 	priorityKey        int32
 	fairnessKey        string
 	fairnessWeight     float32
+	extras             bool // a retry policy, memo or search attributes
+	callbacks          bool // completion callbacks, or options for a conflict
 }
 
-func startOf(r interface {
+// startCall is what SignalWithStartWorkflowExecutionRequest and
+// StartWorkflowExecutionRequest both carry of the start.
+type startCall interface {
 	GetWorkflowId() string
+	GetWorkflowType() *commonpb.WorkflowType
+	GetTaskQueue() *taskqueuepb.TaskQueue
 	GetWorkflowIdReusePolicy() enumspb.WorkflowIdReusePolicy
 	GetWorkflowIdConflictPolicy() enumspb.WorkflowIdConflictPolicy
 	GetCronSchedule() string
-}) startRequest {
-	s := startRequest{id: r.GetWorkflowId(), reuse: r.GetWorkflowIdReusePolicy(), conflict: r.GetWorkflowIdConflictPolicy(), cron: r.GetCronSchedule()}
-	switch req := r.(type) {
-	case *workflowservice.SignalWithStartWorkflowExecutionRequest:
-		s.typ, s.taskQueue, s.taskQueueKind = req.GetWorkflowType().GetName(), req.GetTaskQueue().GetName(), req.GetTaskQueue().GetKind()
-		s.delayed = req.GetWorkflowStartDelay().AsDuration() != 0
-		s.timeouts = req.GetWorkflowExecutionTimeout().AsDuration() != 0 || req.GetWorkflowRunTimeout().AsDuration() != 0
-		s.versioned = req.GetVersioningOverride() != nil
-		s.priorityKey, s.fairnessKey, s.fairnessWeight = req.GetPriority().GetPriorityKey(), req.GetPriority().GetFairnessKey(), req.GetPriority().GetFairnessWeight()
-	case *workflowservice.StartWorkflowExecutionRequest:
-		s.typ, s.taskQueue, s.taskQueueKind = req.GetWorkflowType().GetName(), req.GetTaskQueue().GetName(), req.GetTaskQueue().GetKind()
-		s.delayed = req.GetWorkflowStartDelay().AsDuration() != 0
-		s.timeouts = req.GetWorkflowExecutionTimeout().AsDuration() != 0 || req.GetWorkflowRunTimeout().AsDuration() != 0
-		s.versioned = req.GetVersioningOverride() != nil
-		s.priorityKey, s.fairnessKey, s.fairnessWeight = req.GetPriority().GetPriorityKey(), req.GetPriority().GetFairnessKey(), req.GetPriority().GetFairnessWeight()
+	GetWorkflowStartDelay() *durationpb.Duration
+	GetWorkflowExecutionTimeout() *durationpb.Duration
+	GetWorkflowRunTimeout() *durationpb.Duration
+	GetVersioningOverride() *workflowpb.VersioningOverride
+	GetPriority() *commonpb.Priority
+	GetRetryPolicy() *commonpb.RetryPolicy
+	GetMemo() *commonpb.Memo
+	GetSearchAttributes() *commonpb.SearchAttributes
+}
+
+func startOf(r startCall) startRequest {
+	s := startRequest{
+		id: r.GetWorkflowId(), typ: r.GetWorkflowType().GetName(), taskQueue: r.GetTaskQueue().GetName(), taskQueueKind: r.GetTaskQueue().GetKind(),
+		reuse: r.GetWorkflowIdReusePolicy(), conflict: r.GetWorkflowIdConflictPolicy(), cron: r.GetCronSchedule(),
+		delayed:     r.GetWorkflowStartDelay().AsDuration() != 0,
+		timeouts:    r.GetWorkflowExecutionTimeout().AsDuration() != 0 || r.GetWorkflowRunTimeout().AsDuration() != 0,
+		versioned:   r.GetVersioningOverride() != nil,
+		priorityKey: r.GetPriority().GetPriorityKey(), fairnessKey: r.GetPriority().GetFairnessKey(), fairnessWeight: r.GetPriority().GetFairnessWeight(),
+		extras: r.GetRetryPolicy() != nil || len(r.GetMemo().GetFields()) > 0 || len(r.GetSearchAttributes().GetIndexedFields()) > 0,
+	}
+	if req, ok := r.(*workflowservice.StartWorkflowExecutionRequest); ok {
+		s.callbacks = len(req.GetCompletionCallbacks()) > 0 || req.GetOnConflictOptions() != nil
 	}
 	return s
 }
@@ -485,6 +502,10 @@ func (p *Policy) startShape(role Role, starts map[string]startRule, s startReque
 		return fmt.Sprintf("the %s role may start %s only at priority %d, not %d", role, s.typ, want.priority, s.priorityKey)
 	case s.fairnessWeight != 0:
 		return fmt.Sprintf("the %s role may not weight a fairness key", role)
+	case s.callbacks:
+		return fmt.Sprintf("the %s role may not attach completion callbacks or conflict options to a start", role)
+	case keyed && s.extras:
+		return fmt.Sprintf("the %s role may not set a retry policy, memo or search attributes: the relay's starts set none", role)
 	}
 	if keyed {
 		key := strings.TrimPrefix(s.id, want.prefix)

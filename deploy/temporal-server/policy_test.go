@@ -214,6 +214,15 @@ func TestIngressSignalWithStartField(t *testing.T) {
 		{"sticky task queue", func(r *workflowservice.SignalWithStartWorkflowExecutionRequest) {
 			r.TaskQueue.Kind = enumspb.TASK_QUEUE_KIND_STICKY
 		}, "task queue"},
+		{"retry policy", func(r *workflowservice.SignalWithStartWorkflowExecutionRequest) {
+			r.RetryPolicy = &commonpb.RetryPolicy{MaximumAttempts: 1}
+		}, "retry policy"},
+		{"memo", func(r *workflowservice.SignalWithStartWorkflowExecutionRequest) {
+			r.Memo = &commonpb.Memo{Fields: map[string]*commonpb.Payload{"x": {Data: []byte("1")}}}
+		}, "memo"},
+		{"search attributes", func(r *workflowservice.SignalWithStartWorkflowExecutionRequest) {
+			r.SearchAttributes = &commonpb.SearchAttributes{IndexedFields: map[string]*commonpb.Payload{"SiteopsOperator": {Data: []byte(`"x"`)}}}
+		}, "search attributes"},
 	} {
 		t.Run(tc.field, func(t *testing.T) {
 			req := relayStart("site_1")
@@ -327,6 +336,8 @@ func TestRoles(t *testing.T) {
 		incident := startOfType("EmbedIncident", "embed-incident/site_1", 1)
 		terminating := startOfType("EmbedIncident", "embed-incident/site_1", 1)
 		terminating.WorkflowIdConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_TERMINATE_EXISTING
+		withCallback := startOfType("EmbedIncident", "embed-incident/site_1", 1)
+		withCallback.CompletionCallbacks = []*commonpb.Callback{{Variant: &commonpb.Callback_Nexus_{Nexus: &commonpb.Callback_Nexus{Url: "https://elsewhere.example/cb"}}}}
 		checkCalls(t, p, oncall, []call{
 			{"reads a workflow", ns(describe, nil), true},
 			{"lists workflows", ns(workflowService+"ListWorkflowExecutions", nil), true},
@@ -334,6 +345,7 @@ func TestRoles(t *testing.T) {
 			{"starts an incident", ns(startWorkflow, incident), true},
 			{"starts an incident with an update", ns(multiOperation, uws(incident, "embed-incident/site_1")), true},
 			{"starts an incident terminating the running one", ns(startWorkflow, terminating), false},
+			{"starts an incident with a completion callback", ns(startWorkflow, withCallback), false},
 			{"starts an incident under a lead sync's ID", ns(startWorkflow, startOfType("EmbedIncident", "lead-sync/site_1", 1)), false},
 			{"starts a lead sync at the playbook's priority", ns(startWorkflow, startOfType("LeadSync", "lead-sync/site_1", 1)), false},
 			{"starts a lead sync", ns(startWorkflow, startOfType("LeadSync", "lead-sync/site_1", 5)), true},
